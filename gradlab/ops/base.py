@@ -1,0 +1,108 @@
+"""The op definition type: what a bundled op (or a user's Function) tells gradlab about itself."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+#: The dtypes gradlab knows by name; "double"/"float"/"half" are accepted as aliases.
+DTYPES = ("float64", "float32", "float16", "bfloat16")
+DTYPE_ALIASES = {"double": "float64", "float": "float32", "half": "float16", "bf16": "bfloat16",
+                 "fp64": "float64", "fp32": "float32", "fp16": "float16"}
+
+#: Layouts a tensor argument can be created in.
+LAYOUTS = ("contiguous", "channels_last", "transposed", "strided")
+
+
+def canonical_dtype(name: str) -> str:
+    """Map a dtype name or alias ('double') to its canonical name ('float64')."""
+    key = str(name).lower().removeprefix("torch.")
+    key = DTYPE_ALIASES.get(key, key)
+    if key not in DTYPES:
+        raise ValueError(f"unknown dtype {name!r} (expected one of {', '.join(DTYPES)} or double)")
+    return key
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Absolute and relative tolerance for comparing two tensors (|a-b| <= atol + rtol*|b|)."""
+
+    atol: float
+    rtol: float
+
+
+#: Comparison against a float64 reference: loose enough for the rounding of each dtype, tight
+#: enough that a factor-of-two or sign error is far outside it.  float64 is the numerical
+#: gradcheck's own precision.
+DEFAULT_TOLERANCES: Mapping[str, Tolerance] = {
+    "float64": Tolerance(atol=1e-7, rtol=1e-6),
+    "float32": Tolerance(atol=1e-4, rtol=1e-3),
+    "float16": Tolerance(atol=1e-2, rtol=1e-2),
+    "bfloat16": Tolerance(atol=5e-2, rtol=5e-2),
+}
+
+#: Tolerance for numerical (finite-difference) Jacobians in float64, as torch.autograd.gradcheck.
+GRADCHECK_TOLERANCE = Tolerance(atol=1e-5, rtol=1e-3)
+
+
+@dataclass(frozen=True)
+class TensorArg:
+    """How to make one tensor argument of a case.
+
+    dtype None means "the dtype the case is run in"; a fixed dtype (e.g. an index tensor) stays.
+    layout: contiguous | channels_last (4-D) | transposed (`transpose` dims swapped in memory) |
+    strided (explicit `strides`, in elements, over a buffer large enough for them).
+    """
+
+    shape: tuple[int, ...]
+    dtype: str | None = None
+    requires_grad: bool = True
+    low: float = -1.0
+    high: float = 1.0
+    #: Push values away from zero by at least this much (keeps ReLU-like kinks out of the
+    #: finite-difference stencil).
+    min_abs: float = 0.0
+    layout: str = "contiguous"
+    transpose: tuple[int, int] = (-2, -1)
+    strides: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Case:
+    """One concrete call of an op: positional args (TensorArg or plain values) and kwargs."""
+
+    name: str
+    args: tuple[Any, ...]
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """Everything gradlab needs to check and bench one op.
+
+    `function` is the custom implementation (usually `SomeFunction.apply`, or a callable that uses
+    custom Functions inside), `reference` the same math in plain autograd.  Both take the case's
+    positional args and kwargs.  `second_order` says whether double backward is supported: gradlab
+    runs gradgradcheck when True and asserts that second order raises when False.
+    """
+
+    name: str
+    summary: str
+    function: Callable[..., Any]
+    reference: Callable[..., Any] | None
+    cases: tuple[Case, ...]
+    second_order: bool
+    tolerances: Mapping[str, Tolerance] = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
+    #: dtypes `gradlab check OP` runs when no --dtype is given.
+    dtypes: tuple[str, ...] = ("float64", "float32")
+    #: devices the op can run on.
+    devices: tuple[str, ...] = ("cpu", "cuda")
+    #: bigger cases for `gradlab bench` (the check cases are used when empty).
+    bench_cases: tuple[Case, ...] = ()
+    #: checks to skip by default (names as in gradlab.check.CHECKS).
+    skip_checks: tuple[str, ...] = ()
+
+    def tolerance(self, dtype: str) -> Tolerance:
+        """The comparison tolerance for `dtype` (falls back to the defaults)."""
+        return self.tolerances.get(dtype, DEFAULT_TOLERANCES[dtype])
