@@ -75,6 +75,9 @@ class Case:
     name: str
     args: tuple[Any, ...]
     kwargs: Mapping[str, Any] = field(default_factory=dict)
+    #: size-1 variants: each group lists (arg position, dim) pairs shrunk to 1 together (dims
+    #: that must agree across args, e.g. a conv's out_channels in weight and bias).
+    size1: tuple[tuple[tuple[int, int], ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,9 @@ class OpDef:
     function: Callable[..., Any]
     reference: Callable[..., Any] | None
     cases: tuple[Case, ...]
-    second_order: bool
+    #: True: double backward supported (gradgradcheck runs); False: it must raise; None: unknown
+    #: (user Functions): gradgradcheck runs and a "not differentiable twice" error is a skip.
+    second_order: bool | None
     tolerances: Mapping[str, Tolerance] = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
     #: dtypes `gradlab check OP` runs when no --dtype is given.
     dtypes: tuple[str, ...] = ("float64", "float32")

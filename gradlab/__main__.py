@@ -1,0 +1,5 @@
+"""`python -m gradlab`: the CLI."""
+
+from gradlab.cli import main
+
+main()

@@ -1,0 +1,159 @@
+"""Concrete inputs for a case: tensors made from their specs for one dtype and device."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from gradlab.ops.base import Case, TensorArg
+
+_TORCH_DTYPES = {
+    "float64": torch.float64,
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+}
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    """The torch dtype for a canonical dtype name."""
+    return _TORCH_DTYPES[name]
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """The canonical name of a torch dtype ('float64'); other dtypes as torch prints them."""
+    for name, value in _TORCH_DTYPES.items():
+        if value == dtype:
+            return name
+    return str(dtype).removeprefix("torch.")
+
+
+@dataclass
+class Inputs:
+    """A case's concrete positional args and kwargs, and which args are differentiable."""
+
+    args: list[Any]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def tensor_index(self) -> list[int]:
+        """Positions of tensor args."""
+        return [i for i, a in enumerate(self.args) if isinstance(a, Tensor)]
+
+    @property
+    def diff_index(self) -> list[int]:
+        """Positions of tensor args that require grad."""
+        return [i for i, a in enumerate(self.args) if isinstance(a, Tensor) and a.requires_grad]
+
+    def clone(self, *, dtype: torch.dtype | None = None, device: str | None = None,
+              requires_grad: set[int] | None = None) -> Inputs:
+        """Fresh leaf copies of the tensor args (same strides), optionally cast or moved.
+
+        requires_grad: the positions that should require grad (default: as now).
+        """
+        args: list[Any] = []
+        for i, a in enumerate(self.args):
+            if isinstance(a, Tensor):
+                want = a.requires_grad if requires_grad is None else i in requires_grad
+                args.append(copy_like(a, dtype=dtype, device=device, requires_grad=want))
+            else:
+                args.append(a)
+        return Inputs(args, dict(self.kwargs))
+
+
+def copy_like(t: Tensor, *, dtype: torch.dtype | None = None, device: str | None = None,
+              requires_grad: bool | None = None) -> Tensor:
+    """A leaf copy of `t` with the same strides (so layouts survive a cast or a move)."""
+    base = t.detach()
+    target_dtype = dtype if (dtype is not None and base.is_floating_point()) else base.dtype
+    out = torch.empty_strided(base.shape, base.stride(), dtype=target_dtype,
+                              device=device or base.device)
+    if 0 in base.stride() and base.numel() > 0:
+        # empty_strided with a zero stride would alias writes: rebuild the expansion instead.
+        out = _expanded_copy(base.to(target_dtype).to(device or base.device))
+    else:
+        out.copy_(base)
+    want = t.requires_grad if requires_grad is None else requires_grad
+    return out.requires_grad_(want and out.is_floating_point())
+
+
+def _expanded_copy(t: Tensor) -> Tensor:
+    """A copy of a stride-0 tensor that keeps its zero strides."""
+    index = tuple(slice(0, 1) if s == 0 else slice(None) for s in t.stride())
+    return t[index].clone().expand(t.shape)
+
+
+def make_tensor(spec: TensorArg, dtype: str, device: str, gen: torch.Generator) -> Tensor:
+    """A tensor for `spec`: values drawn in float64 (so every dtype sees the same numbers)."""
+    want = torch_dtype(spec.dtype or dtype)
+    values = torch.rand(spec.shape, generator=gen, dtype=torch.float64)
+    values = spec.low + (spec.high - spec.low) * values
+    if spec.min_abs > 0:
+        # Push |v| up to min_abs keeping the sign, so no value sits on a kink at zero.
+        sign = torch.where(values >= 0, 1.0, -1.0).to(torch.float64)
+        values = sign * values.abs().clamp(min=spec.min_abs)
+    values = values.to(want).to(device)
+    out = apply_layout(values, spec.layout, transpose=spec.transpose, strides=spec.strides)
+    return out.requires_grad_(spec.requires_grad and out.is_floating_point())
+
+
+def apply_layout(values: Tensor, layout: str, *, transpose: tuple[int, int] = (-2, -1),
+                 strides: tuple[int, ...] | None = None) -> Tensor:
+    """The same logical values laid out in memory as `layout` says."""
+    if layout == "contiguous":
+        return values.contiguous()
+    if layout == "channels_last":
+        if values.dim() != 4:
+            raise ValueError(f"channels_last needs a 4-D tensor, got {values.dim()}-D")
+        return values.contiguous(memory_format=torch.channels_last)
+    if layout == "transposed":
+        if values.dim() < 2:
+            raise ValueError("transposed needs at least 2 dims")
+        d0, d1 = transpose
+        return values.transpose(d0, d1).contiguous().transpose(d0, d1)
+    if layout == "strided":
+        if strides is None:
+            raise ValueError("strided layout needs strides")
+        return strided_copy(values, strides)
+    raise ValueError(f"unknown layout {layout!r}")
+
+
+def strided_copy(values: Tensor, strides: tuple[int, ...]) -> Tensor:
+    """`values` copied into a buffer viewed with `strides` (which must not overlap)."""
+    if len(strides) != values.dim():
+        raise ValueError(f"strides has {len(strides)} entries for a {values.dim()}-D tensor")
+    if any(s < 0 for s in strides):
+        raise ValueError("strides must be non-negative")
+    if values.numel() and not _non_overlapping(values.shape, strides):
+        raise ValueError(f"strides {list(strides)} make elements of shape "
+                         f"{list(values.shape)} overlap")
+    size = 1 + sum((n - 1) * s for n, s in zip(values.shape, strides, strict=True))
+    buf = torch.zeros(size if values.numel() else 0, dtype=values.dtype, device=values.device)
+    out = buf.as_strided(values.shape, strides)
+    out.copy_(values)
+    return out
+
+
+def _non_overlapping(shape: torch.Size, strides: tuple[int, ...]) -> bool:
+    """True when no two indices of `shape` map to the same offset under `strides`."""
+    dims = sorted((s, n) for s, n in zip(strides, shape, strict=True) if n > 1)
+    reach = 0  # largest offset reachable by the smaller-stride dims so far
+    for stride, n in dims:
+        if stride <= reach:
+            return False
+        reach += stride * (n - 1)
+    return True
+
+
+def materialize(case: Case, dtype: str, device: str, seed: int) -> Inputs:
+    """The case's concrete inputs for one dtype and device (deterministic in `seed`)."""
+    gen = torch.Generator().manual_seed(seed)
+    args = [make_tensor(a, dtype, device, gen) if isinstance(a, TensorArg)
+            else copy_like(a, dtype=torch_dtype(dtype), device=device) if isinstance(a, Tensor)
+            else a for a in case.args]
+    kwargs = {k: make_tensor(v, dtype, device, gen) if isinstance(v, TensorArg) else v
+              for k, v in case.kwargs.items()}
+    return Inputs(args, kwargs)

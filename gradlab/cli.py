@@ -1,0 +1,173 @@
+"""The Typer CLI: parse arguments, call the core, render, pick the exit code.
+
+Heavy imports (torch, pandas, the engine) happen inside the commands so `gradlab list` and
+`--help` start fast.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from gradlab.errors import ExitCode, GradlabError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Verify and benchmark gradients of custom torch.autograd.Functions.")
+out = Console()
+err = Console(stderr=True)
+
+DEFAULT_REPORT_DIR = "reports"
+
+
+def _fail(message: str, code: ExitCode = ExitCode.BAD_INPUT) -> typer.Exit:
+    err.print(f"gradlab: error: {message}", markup=False, highlight=False, soft_wrap=True)
+    return typer.Exit(int(code))
+
+
+def _dtypes(values: list[str] | None) -> tuple[str, ...] | None:
+    from gradlab.ops.base import canonical_dtype
+
+    if not values:
+        return None
+    try:
+        return tuple(canonical_dtype(v) for v in values)
+    except ValueError as exc:
+        raise _fail(f"--dtype: {exc}") from None
+
+
+def _devices(values: list[str] | None) -> tuple[str, ...] | None:
+    if not values:
+        return None
+    for v in values:
+        if v not in ("cpu", "cuda"):
+            raise _fail(f"--device: expected cpu or cuda, got {v!r}")
+    if "cuda" in values:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise _fail("--device cuda: torch.cuda.is_available() is False on this machine "
+                        f"(torch {torch.__version__})")
+    return tuple(values)
+
+
+def _targets(what: list[str], cases: list[str] | None) -> list[Any]:
+    from dataclasses import replace
+
+    from gradlab.spec import resolve
+
+    targets = [t for w in what for t in resolve(w)]
+    if cases:
+        picked = []
+        for t in targets:
+            keep = tuple(c for c in t.op.cases if c.name in cases)
+            if keep:
+                picked.append(replace(t, op=replace(t.op, cases=keep)))
+        if not picked:
+            raise GradlabError(f"--case: no case named {', '.join(cases)}")
+        targets = picked
+    return targets
+
+
+@app.command("list")
+def list_ops() -> None:
+    """List the bundled ops and what each supports (does not import torch)."""
+    from gradlab import ops
+
+    width = max(len(e.name) for e in ops.BUNDLED)
+    for e in ops.BUNDLED:
+        order = "2nd order" if e.second_order else "1st order only"
+        out.print(f"{e.name:<{width}}  {order:<14}  {'/'.join(e.devices):<8}  {e.summary}",
+                  markup=False, highlight=False)
+
+
+@app.command()
+def check(
+    what: Annotated[list[str], typer.Argument(help="bundled op name(s), SPEC.yaml or folder")],
+    dtype: Annotated[list[str] | None, typer.Option("--dtype", help="dtype(s) to run: float64 "
+                                                    "(double), float32, float16, bfloat16")] = None,
+    device: Annotated[list[str] | None, typer.Option("--device", help="cpu or cuda")] = None,
+    report_dir: Annotated[Path, typer.Option("--report-dir", help="where CSV/JSON and repro "
+                                             "files go")] = Path(DEFAULT_REPORT_DIR),
+    seed: Annotated[int, typer.Option("--seed", help="seed of the random inputs")] = 0,
+    case: Annotated[list[str] | None, typer.Option("--case", help="only these case names")] = None,
+    variants: Annotated[bool, typer.Option("--variants/--no-variants",
+                                           help="layout / grad_output / requires_grad / size-1 "
+                                                "variants")] = True,
+    only: Annotated[list[str] | None, typer.Option("--check", help="only these checks: forward, "
+                                                   "gradient, contract, gradcheck, "
+                                                   "gradgradcheck")] = None,
+    mode: Annotated[str, typer.Option("--mode", help="numerical Jacobians: auto, dense or "
+                                      "fast (random probes)")] = "auto",
+    budget: Annotated[float | None, typer.Option("--budget", help="stop starting new cases "
+                                                 "after this many seconds")] = None,
+) -> None:
+    """Check gradients: gradcheck, gradgradcheck, reference comparison, variants, contracts."""
+    from gradlab.check import CHECKS, Options, run
+    from gradlab.report import render_check, write_check_reports
+
+    if mode not in ("auto", "dense", "fast"):
+        raise _fail(f"--mode: expected auto, dense or fast, got {mode!r}")
+    if only:
+        bad = [c for c in only if c not in CHECKS]
+        if bad:
+            raise _fail(f"--check: unknown check {bad[0]!r} (expected one of {', '.join(CHECKS)})")
+    if budget is not None and budget <= 0:
+        raise _fail("--budget: expected a positive number of seconds")
+    targets = _targets(what, case)
+    repro_cmd = ("gradlab check " + " ".join(shlex.quote(w) for w in what) +
+                 " --case {case} --dtype {dtype} --device {device}" +
+                 (f" --seed {seed}" if seed else ""))
+    options = Options(dtypes=_dtypes(dtype), devices=_devices(device), seed=seed,
+                      checks=frozenset(only) if only else None, variants=variants, mode=mode,
+                      budget=budget, repro_dir=str(report_dir / "repro"),
+                      repro_command=repro_cmd)
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from gradlab.check import plan
+
+    total = sum(1 for _ in plan(targets, options))
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
+                  "{task.total}"), TimeElapsedColumn(), console=err, transient=True) as bar:
+        task = bar.add_task("checking", total=total)
+
+        def advance(rows: list[Any]) -> None:
+            if rows:
+                bar.update(task, advance=1, description=f"{rows[0].op}/{rows[0].case}")
+
+        report = run(targets, options, on_rows=advance)
+    render_check(report, out)
+    paths = write_check_reports(report, report_dir)
+    out.print(f"report: {paths[0]}", markup=False, highlight=False)
+    raise typer.Exit(int(ExitCode.OK if report.passed else ExitCode.CHECK_FAILED))
+
+
+def main() -> None:
+    """Entry point: run the app, turning gradlab errors into one line and exit code 2."""
+    try:
+        app(standalone_mode=False)
+    except GradlabError as exc:
+        err.print(f"gradlab: error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(int(exc.exit_code))
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err.print("gradlab: interrupted")
+        sys.exit(int(ExitCode.INTERRUPTED))
+    except Exception as exc:  # click usage errors and the like
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(int(ExitCode.BAD_INPUT))
+        if isinstance(exc, click.exceptions.Abort):
+            sys.exit(int(ExitCode.INTERRUPTED))
+        raise
+
+
+if __name__ == "__main__":
+    main()

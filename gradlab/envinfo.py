@@ -1,0 +1,47 @@
+"""The environment a run happened in: goes into every report."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import gradlab
+
+
+def git_commit() -> str:
+    """The gradlab checkout's commit, or '' when not in a git checkout."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def environment(seed: int | None = None, device: str = "cpu") -> dict[str, Any]:
+    """torch/CUDA/cuDNN versions, device name, threads, math flags, gradlab version, commit."""
+    import platform
+
+    import torch
+
+    cuda = torch.cuda.is_available()
+    env: dict[str, Any] = {
+        "gradlab_version": gradlab.__version__,
+        "git_commit": git_commit(),
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda or "",
+        "cudnn_version": torch.backends.cudnn.version() if cuda else "",
+        "device_name": torch.cuda.get_device_name() if cuda and device == "cuda"
+        else (platform.processor() or platform.machine()),
+        "num_threads": torch.get_num_threads(),
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "cudnn_deterministic": torch.backends.cudnn.deterministic,
+        "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
+        "tf32_cudnn": torch.backends.cudnn.allow_tf32,
+        "python_version": platform.python_version(),
+    }
+    if seed is not None:
+        env["seed"] = seed
+    return env

@@ -1,0 +1,163 @@
+"""Numerical and analytical Jacobians: dense (slow mode) and random probes (fast mode).
+
+Everything works on a *flattened* view: the outputs of a call are concatenated into one vector,
+so a Jacobian with respect to input i is a [total_output_numel, input_numel] matrix.  Inputs are
+perturbed through their own (possibly non-contiguous) memory, element by logical element.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from gradlab.cases import Inputs
+
+#: Finite-difference step in float64, as torch.autograd.gradcheck.
+EPS = 1e-6
+
+
+def flat_outputs(out: Any) -> list[Tensor]:
+    """The floating-point tensor outputs of a call, in order (non-tensors dropped)."""
+    items = out if isinstance(out, (tuple, list)) else (out,)
+    return [t for t in items if isinstance(t, Tensor) and t.is_floating_point()]
+
+
+def call(fn: Callable[..., Any], inputs: Inputs, args: Sequence[Any] | None = None) -> list[Tensor]:
+    """Call `fn` on the inputs (or on replacement args) and return its flat outputs."""
+    return flat_outputs(fn(*(inputs.args if args is None else args), **inputs.kwargs))
+
+
+def _concat(outs: Sequence[Tensor], dtype: torch.dtype) -> Tensor:
+    if not outs:
+        return torch.zeros(0, dtype=dtype)
+    return torch.cat([o.detach().reshape(-1).to(dtype=dtype, device="cpu") for o in outs])
+
+
+def _set(t: Tensor, flat: int, value: float) -> None:
+    # Index the logical element (not raw memory) so non-contiguous inputs are perturbed right.
+    idx = torch.unravel_index(torch.tensor(flat), t.shape) if t.dim() else ()
+    t.detach()[tuple(int(i) for i in idx)] = value
+
+
+def _get(t: Tensor, flat: int) -> float:
+    idx = torch.unravel_index(torch.tensor(flat), t.shape) if t.dim() else ()
+    return float(t.detach()[tuple(int(i) for i in idx)])
+
+
+def numerical_jacobian(fn: Callable[..., Any], inputs: Inputs, wrt: int,
+                       eps: float = EPS) -> Tensor:
+    """Central-difference Jacobian of the concatenated outputs w.r.t. args[wrt] (dense)."""
+    x = inputs.args[wrt]
+    cols = []
+    for k in range(x.numel()):
+        orig = _get(x, k)
+        _set(x, k, orig + eps)
+        plus = _concat(call(fn, inputs), torch.float64)
+        _set(x, k, orig - eps)
+        minus = _concat(call(fn, inputs), torch.float64)
+        _set(x, k, orig)
+        cols.append((plus - minus) / (2 * eps))
+    n_out = cols[0].numel() if cols else _concat(call(fn, inputs), torch.float64).numel()
+    return torch.stack(cols, dim=1) if cols else torch.zeros(n_out, 0, dtype=torch.float64)
+
+
+def directional_derivative(fn: Callable[..., Any], inputs: Inputs, wrt: int, direction: Tensor,
+                           eps: float = EPS) -> Tensor:
+    """(f(x + eps*u) - f(x - eps*u)) / 2eps for args[wrt] = x: the numerical J @ u."""
+    x = inputs.args[wrt]
+    orig = x.detach().clone()
+    u = direction.to(dtype=x.dtype, device=x.device)
+    x.detach().copy_(orig + eps * u)
+    plus = _concat(call(fn, inputs), torch.float64)
+    x.detach().copy_(orig - eps * u)
+    minus = _concat(call(fn, inputs), torch.float64)
+    x.detach().copy_(orig)
+    return (plus - minus) / (2 * eps)
+
+
+@dataclass
+class Backward:
+    """A graph built once; `vjp(v)` runs backward for a flat output vector v (J^T v per input)."""
+
+    outputs: list[Tensor]
+    wrt: list[Tensor]
+
+    @property
+    def n_out(self) -> int:
+        return sum(o.numel() for o in self.outputs)
+
+    def vjp(self, v: Tensor, create_graph: bool = False) -> list[Tensor | None]:
+        """J^T v for every `wrt` tensor (None where backward returned no gradient)."""
+        grads_out, offset = [], 0
+        for o in self.outputs:
+            n = o.numel()
+            grads_out.append(v[offset:offset + n].reshape(o.shape).to(o.dtype).to(o.device))
+            offset += n
+        pairs = [(o, g) for o, g in zip(self.outputs, grads_out, strict=True) if o.requires_grad]
+        if not pairs or not self.wrt:
+            return [None] * len(self.wrt)
+        grads = torch.autograd.grad([p[0] for p in pairs], self.wrt, [p[1] for p in pairs],
+                                    retain_graph=True, allow_unused=True,
+                                    create_graph=create_graph)
+        return list(grads)
+
+
+def build_backward(fn: Callable[..., Any], inputs: Inputs, wrt: Sequence[int]) -> Backward:
+    """Run `fn` with grad enabled and keep its graph for repeated vector-Jacobian products."""
+    with torch.enable_grad():
+        outs = call(fn, inputs)
+    return Backward(outs, [inputs.args[i] for i in wrt])
+
+
+def analytical_jacobians(bw: Backward) -> tuple[list[Tensor], list[bool]]:
+    """Dense analytical Jacobians (one backward per output element), and which were None."""
+    n_out = bw.n_out
+    jac = [torch.zeros(n_out, t.numel(), dtype=torch.float64) for t in bw.wrt]
+    missing = [True] * len(bw.wrt)
+    for m in range(n_out):
+        v = torch.zeros(n_out, dtype=torch.float64)
+        v[m] = 1.0
+        for i, g in enumerate(bw.vjp(v)):
+            if g is not None:
+                missing[i] = False
+                jac[i][m] = g.detach().reshape(-1).to(torch.float64).cpu()
+    return jac, missing
+
+
+def unit_probe(shape: torch.Size | int, gen: torch.Generator) -> Tensor:
+    """A random signed float64 vector of unit norm (continuous values, so errors rarely cancel)."""
+    n = shape if isinstance(shape, int) else math.prod(shape)
+    v = torch.randn(n, generator=gen, dtype=torch.float64)
+    return v / v.norm().clamp(min=1e-12)
+
+
+def bisect(error_of: Callable[[Tensor], float], n: int, threshold: float, *,
+           limit: int = 8) -> list[int]:
+    """Indices whose masked error exceeds `threshold`, found by bisection over index masks.
+
+    error_of(mask) returns the probe error restricted to the elements where mask is 1; it is
+    linear in the mask, so the right half's error is the whole minus the left half's and each
+    level costs one evaluation per suspicious block.  Stops after `limit` indices.
+    """
+    found: list[int] = []
+    stack: list[tuple[int, int, float]] = [(0, n, error_of(torch.ones(n, dtype=torch.float64)))]
+    while stack and len(found) < limit:
+        lo, hi, err = stack.pop()
+        if abs(err) <= threshold:
+            continue
+        if hi - lo == 1:
+            found.append(lo)
+            continue
+        mid = (lo + hi) // 2
+        mask = torch.zeros(n, dtype=torch.float64)
+        mask[lo:mid] = 1.0
+        left = error_of(mask)
+        # Push the larger error last so it is explored first.
+        halves = sorted([(lo, mid, left), (mid, hi, err - left)], key=lambda h: abs(h[2]))
+        stack.extend(halves)
+    return sorted(found)

@@ -1,0 +1,79 @@
+"""`conv2d`: forward F.conv2d; backward torch.nn.grad.conv2d_input / conv2d_weight."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from gradlab.ops.base import Case, OpDef, TensorArg
+
+IntOrPair = int | tuple[int, int] | list[int]
+
+
+class Conv2dFunction(torch.autograd.Function):
+    """2-D convolution with an explicit backward; stride, padding, dilation and groups honoured."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor | None = None,
+                stride: IntOrPair = 1, padding: IntOrPair = 0, dilation: IntOrPair = 1,
+                groups: int = 1) -> Tensor:
+        ctx.save_for_backward(x, weight, bias)
+        ctx.conf = (stride, padding, dilation, groups)
+        return F.conv2d(x, weight, bias, stride, padding, dilation, groups)
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: Tensor) -> tuple[Tensor | None, ...]:
+        x, weight, bias = ctx.saved_tensors
+        stride, padding, dilation, groups = ctx.conf
+        grad_x = grad_w = grad_b = None
+        if ctx.needs_input_grad[0]:
+            grad_x = torch.nn.grad.conv2d_input(x.shape, weight, grad_out, stride, padding,
+                                                dilation, groups)
+        if ctx.needs_input_grad[1]:
+            grad_w = torch.nn.grad.conv2d_weight(x, weight.shape, grad_out, stride, padding,
+                                                 dilation, groups)
+        if bias is not None and ctx.needs_input_grad[2]:
+            # No .squeeze(): with one output channel it would turn the [1] gradient into a 0-d one.
+            grad_b = grad_out.sum((0, 2, 3))
+        return grad_x, grad_w, grad_b, None, None, None, None
+
+
+def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrPair = 1,
+           padding: IntOrPair = 0, dilation: IntOrPair = 1, groups: int = 1) -> Tensor:
+    """The custom Function as a plain callable with F.conv2d's signature."""
+    out: Tensor = Conv2dFunction.apply(x, weight, bias, stride, padding, dilation, groups)
+    return out
+
+
+def conv2d_reference(x: Tensor, weight: Tensor, bias: Tensor | None = None,
+                     stride: IntOrPair = 1, padding: IntOrPair = 0, dilation: IntOrPair = 1,
+                     groups: int = 1) -> Tensor:
+    """Plain-autograd baseline."""
+    return F.conv2d(x, weight, bias, stride, padding, dilation, groups)
+
+
+def _case(name: str, x: tuple[int, ...], w: tuple[int, ...], bias: bool, stride: int = 1,
+          padding: int = 0, dilation: int = 1, groups: int = 1) -> Case:
+    b = TensorArg((w[0],)) if bias else None
+    return Case(name, (TensorArg(x), TensorArg(w), b, stride, padding, dilation, groups))
+
+
+OP = OpDef(
+    name="conv2d",
+    summary="conv2d, backward via torch.nn.grad.conv2d_input/conv2d_weight",
+    function=conv2d,
+    reference=conv2d_reference,
+    cases=(
+        _case("basic", (2, 3, 6, 6), (4, 3, 3, 3), bias=True, padding=1),
+        _case("out_channels_1", (2, 3, 5, 5), (1, 3, 3, 3), bias=True),
+        _case("groups_2", (1, 4, 6, 5), (6, 2, 3, 3), bias=True, padding=1, groups=2),
+        _case("stride2_odd", (2, 2, 7, 9), (3, 2, 3, 3), bias=True, stride=2, padding=1),
+        _case("dilation2", (1, 2, 8, 7), (3, 2, 3, 3), bias=True, padding=2, dilation=2),
+        _case("no_bias", (2, 3, 5, 6), (2, 3, 2, 2), bias=False),
+    ),
+    second_order=True,
+    bench_cases=(_case("resnet_3x3", (16, 64, 56, 56), (64, 64, 3, 3), bias=True, padding=1),),
+)

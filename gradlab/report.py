@@ -1,0 +1,117 @@
+"""Rendering: rich tables for the terminal, CSV and JSON files.  Only this and cli.py print."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from gradlab.results import COLUMNS, ERROR, FAIL, PASS, SKIP, CheckRow, Report
+
+_STYLE = {PASS: "green", FAIL: "bold red", ERROR: "bold magenta", SKIP: "yellow"}
+_RANK = {ERROR: 3, FAIL: 2, PASS: 1, SKIP: 0}
+
+
+def _num(x: float | None) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return f"{x:.2e}"
+
+
+def summarise(rows: Sequence[CheckRow]) -> list[dict[str, Any]]:
+    """One line per (op, case, dtype, device, check): worst status over its variants."""
+    groups: dict[tuple[str, ...], dict[str, Any]] = {}
+    for r in rows:
+        key = (r.op, r.case, r.dtype, r.device, r.check)
+        g = groups.setdefault(key, {"op": r.op, "case": r.case, "dtype": r.dtype,
+                                    "device": r.device, "check": r.check, "status": r.status,
+                                    "max_abs_err": None, "max_rel_err": None, "seconds": 0.0,
+                                    "variants": 0, "failed_variants": 0})
+        g["variants"] += 1
+        g["failed_variants"] += r.failed
+        g["seconds"] += r.seconds
+        if _RANK[r.status] > _RANK[g["status"]] or g["variants"] == 1:
+            g["status"] = r.status if g["variants"] == 1 else max(
+                g["status"], r.status, key=lambda s: _RANK[s])
+        for col in ("max_abs_err", "max_rel_err"):
+            v = getattr(r, col)
+            if v is not None and math.isfinite(v):
+                g[col] = v if g[col] is None else max(g[col], v)
+    return list(groups.values())
+
+
+def check_table(report: Report, title: str = "gradlab check") -> Table:
+    """The summary table: one line per op, case, dtype, device and check."""
+    table = Table(title=title, show_lines=False, header_style="bold")
+    for col in ("op", "case", "dtype", "device", "check", "status", "variants", "max abs err",
+                "max rel err", "seconds"):
+        table.add_column(col, justify="right" if col in ("variants", "max abs err",
+                                                         "max rel err", "seconds") else "left")
+    for g in summarise(report.rows):
+        variants = str(g["variants"])
+        if g["failed_variants"]:
+            variants = f"{g['failed_variants']}/{g['variants']} bad"
+        table.add_row(g["op"], g["case"], g["dtype"], g["device"], g["check"],
+                      Text(g["status"], style=_STYLE[g["status"]]), variants,
+                      _num(g["max_abs_err"]), _num(g["max_rel_err"]), f"{g['seconds']:.3f}")
+    return table
+
+
+def failure_lines(report: Report, limit: int = 40) -> list[Text]:
+    """A few lines per failing row: where, why (hint), what (message), worst elements, repro."""
+    lines: list[Text] = []
+    for r in report.failures[:limit]:
+        head = Text(f"{r.status.upper()} ", style=_STYLE[r.status])
+        head.append(f"{r.op} / {r.case} / {r.dtype} / {r.device} / {r.variant} / {r.check}",
+                    style="bold")
+        lines.append(head)
+        if r.hint:
+            lines.append(Text(f"  likely cause: {r.hint}", style="cyan"))
+        if r.message:
+            lines.append(Text(f"  {r.message}"))
+        if r.location:
+            lines.append(Text(f"  worst: {r.location}", style="dim"))
+        if r.repro:
+            lines.append(Text(f"  repro: {r.repro}", style="dim"))
+    hidden = len(report.failures) - limit
+    if hidden > 0:
+        lines.append(Text(f"... and {hidden} more failing rows (see the CSV report)"))
+    return lines
+
+
+def render_check(report: Report, console: Console) -> None:
+    """Print the summary table, the failures and a one-line verdict."""
+    console.print(check_table(report))
+    for line in failure_lines(report):
+        console.print(line)
+    counts = {s: sum(r.status == s for r in report.rows) for s in (PASS, FAIL, ERROR, SKIP)}
+    verdict = "PASSED" if report.passed else "FAILED"
+    style = "bold green" if report.passed else "bold red"
+    extra = " (stopped early by --budget)" if report.truncated else ""
+    console.print(Text(f"{verdict}: {counts[PASS]} passed, {counts[FAIL]} failed, "
+                       f"{counts[ERROR]} errors, {counts[SKIP]} skipped{extra}", style=style))
+
+
+def _stamp() -> str:
+    return time.strftime("%Y%m%d-%H%M%S")
+
+
+def write_check_reports(report: Report, folder: str | Path, stem: str = "check") -> list[Path]:
+    """CSV (table columns + environment) and JSON (rows with details) in `folder`."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = _stamp()
+    csv_path = out / f"{stem}-{stamp}.csv"
+    report.to_frame().to_csv(csv_path, index=False)
+    json_path = out / f"{stem}-{stamp}.json"
+    payload = {"env": report.env, "passed": report.passed, "truncated": report.truncated,
+               "columns": list(COLUMNS), "rows": [r.as_dict() for r in report.rows]}
+    json_path.write_text(json.dumps(payload, indent=1, default=str), encoding="utf-8")
+    return [csv_path, json_path]
