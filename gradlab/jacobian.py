@@ -38,15 +38,22 @@ def _concat(outs: Sequence[Tensor], dtype: torch.dtype) -> Tensor:
     return torch.cat([o.detach().reshape(-1).to(dtype=dtype, device="cpu") for o in outs])
 
 
+def _index(shape: Sequence[int], flat: int) -> tuple[int, ...]:
+    """The logical index of a row-major flat position (plain ints: this is a hot loop)."""
+    idx = []
+    for n in reversed(shape):
+        flat, r = divmod(flat, n)
+        idx.append(r)
+    return tuple(reversed(idx))
+
+
 def _set(t: Tensor, flat: int, value: float) -> None:
     # Index the logical element (not raw memory) so non-contiguous inputs are perturbed right.
-    idx = torch.unravel_index(torch.tensor(flat), t.shape) if t.dim() else ()
-    t.detach()[tuple(int(i) for i in idx)] = value
+    t.detach()[_index(t.shape, flat)] = value
 
 
 def _get(t: Tensor, flat: int) -> float:
-    idx = torch.unravel_index(torch.tensor(flat), t.shape) if t.dim() else ()
-    return float(t.detach()[tuple(int(i) for i in idx)])
+    return float(t.detach()[_index(t.shape, flat)])
 
 
 def numerical_jacobian(fn: Callable[..., Any], inputs: Inputs, wrt: int,
