@@ -47,8 +47,8 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
 
     from gradlab.check import Options, run
     from gradlab.ops.base import DEFAULT_TOLERANCES, Case, OpDef, Tolerance, canonical_dtype
-    from gradlab.ops.target import Target
     from gradlab.spec import as_callable
+    from gradlab.target import Target
 
     fn_call = as_callable(fn)
     ref_call = as_callable(reference) if reference is not None else None

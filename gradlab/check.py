@@ -26,8 +26,8 @@ from gradlab import diagnose as dg
 from gradlab import jacobian as jac
 from gradlab.cases import Inputs, dtype_name, materialize, torch_dtype
 from gradlab.ops.base import GRADCHECK_TOLERANCE, Case, OpDef, Tolerance
-from gradlab.ops.target import Target
 from gradlab.results import ERROR, FAIL, PASS, SKIP, CheckRow, Report
+from gradlab.target import Target
 
 CHECKS = ("forward", "gradient", "contract", "gradcheck", "gradgradcheck")
 

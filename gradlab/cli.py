@@ -18,8 +18,9 @@ from gradlab.errors import ExitCode, GradlabError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Verify and benchmark gradients of custom torch.autograd.Functions.")
-out = Console()
-err = Console(stderr=True)
+# Piped output (CI logs, files) gets a wide fixed width instead of rich's 80 columns.
+out = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 DEFAULT_REPORT_DIR = "reports"
 
@@ -149,7 +150,8 @@ def check(
 def main() -> None:
     """Entry point: run the app, turning gradlab errors into one line and exit code 2."""
     try:
-        app(standalone_mode=False)
+        # standalone_mode=False: click returns typer.Exit's code instead of raising it.
+        code = app(standalone_mode=False)
     except GradlabError as exc:
         err.print(f"gradlab: error: {exc}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(int(exc.exit_code))
@@ -158,15 +160,16 @@ def main() -> None:
     except KeyboardInterrupt:
         err.print("gradlab: interrupted")
         sys.exit(int(ExitCode.INTERRUPTED))
-    except Exception as exc:  # click usage errors and the like
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
+    except Exception as exc:
+        # Usage errors: typer vendors click, so match the ClickException shape, not the class.
+        show = getattr(exc, "show", None)
+        if callable(show) and isinstance(getattr(exc, "exit_code", None), int):
+            show()
             sys.exit(int(ExitCode.BAD_INPUT))
-        if isinstance(exc, click.exceptions.Abort):
+        if type(exc).__name__ == "Abort":
             sys.exit(int(ExitCode.INTERRUPTED))
         raise
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -95,7 +95,7 @@ def factor_hint(d: Diff) -> str:
     """'constant_factor' / 'sign' / 'zero' when the error has that shape, else ''."""
     if d.ok:
         return ""
-    if abs(d.ratio) < 1e-12 or d.cosine == 0.0 and d.max_abs > 0 and abs(d.ratio) < 1e-6:
+    if abs(d.ratio) < 1e-12 or (d.cosine == 0.0 and d.max_abs > 0 and abs(d.ratio) < 1e-6):
         return "zero"
     if d.cosine > 0.999 and abs(d.ratio - 1) > 1e-3:
         return "constant_factor"

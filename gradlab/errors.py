@@ -37,7 +37,8 @@ class SpecError(GradlabError):
         """Return a copy with context added at a higher level (file name, outer key path)."""
         key = self.key
         if key_prefix:
-            key = f"{key_prefix}.{key}" if key and not key.startswith("[") else f"{key_prefix}{key or ''}"
+            sep = "." if key and not key.startswith("[") else ""
+            key = f"{key_prefix}{sep}{key or ''}"
         return SpecError(self.bare, source=source or self.source, key=key)
 
 

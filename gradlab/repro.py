@@ -11,8 +11,8 @@ import torch
 
 from gradlab.cases import materialize
 from gradlab.ops.base import Case
-from gradlab.ops.target import Target
 from gradlab.results import CheckRow
+from gradlab.target import Target
 
 if TYPE_CHECKING:
     from gradlab.check import Options

@@ -24,7 +24,7 @@ from gradlab.ops.base import (
     Tolerance,
     canonical_dtype,
 )
-from gradlab.ops.target import Target
+from gradlab.target import Target
 
 OP_KEYS = {"op", "function", "reference", "name", "second_order", "dtypes", "devices",
            "tolerances", "checks", "variants", "gradcheck_dtype", "args", "kwargs", "cases",

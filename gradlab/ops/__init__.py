@@ -32,8 +32,8 @@ BUNDLED: tuple[OpEntry, ...] = (
     OpEntry("mulconstant", "gradlab.ops.mulconstant", "tensor times a python float", True,
             ("cpu", "cuda")),
     OpEntry("exp", "gradlab.ops.exp", "exp, saving its result for backward", True, ("cpu", "cuda")),
-    OpEntry("relu", "gradlab.ops.relu", "ReLU that clones grad_output (never writes into it)", False,
-            ("cpu", "cuda")),
+    OpEntry("relu", "gradlab.ops.relu", "ReLU that clones grad_output (never writes into it)",
+            False, ("cpu", "cuda")),
     OpEntry("conv2d", "gradlab.ops.conv2d",
             "conv2d, backward via torch.nn.grad.conv2d_input/conv2d_weight", True, ("cpu", "cuda")),
     OpEntry("blur", "gradlab.ops.blur", "depthwise 3x3 blur whose backward is a Function", True,
@@ -42,8 +42,8 @@ BUNDLED: tuple[OpEntry, ...] = (
             "StyleGAN2 modulated conv (EqualLinear, PixelNorm, demodulation, up/down + blur)", True,
             ("cpu", "cuda")),
     OpEntry("involution", "gradlab.ops.involution",
-            "involution: per-pixel KxK kernels per group; Triton on CUDA, saves only x and w", False,
-            ("cpu", "cuda")),
+            "involution: per-pixel KxK kernels per group; Triton on CUDA, saves only x, w",
+            False, ("cpu", "cuda")),
 )
 
 

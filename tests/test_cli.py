@@ -1,0 +1,90 @@
+"""The CLI: exit codes 0/1/2, the table, the CSV, one-line errors without tracebacks."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import DATA, TESTS
+from typer.testing import CliRunner
+
+from gradlab.cli import app
+from gradlab.results import COLUMNS
+
+runner = CliRunner()
+
+
+def test_list_shows_every_op_without_importing_torch() -> None:
+    code = ("import sys; from gradlab.cli import main; sys.argv=['gradlab','list']\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().endswith("NO-TORCH")
+    for name in ("linear", "conv2d", "blur", "modconv", "relu", "exp", "mulconstant"):
+        assert name in out.stdout
+
+
+def test_check_conv2d_double_passes_and_writes_csv(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["check", "conv2d", "--dtype", "double", "--report-dir",
+                                 str(tmp_path), "--case", "out_channels_1", "--case", "basic"])
+    assert result.exit_code == 0, result.output
+    assert "PASSED" in result.output
+    (csv,) = tmp_path.glob("check-*.csv")
+    frame = pd.read_csv(csv)
+    assert list(frame.columns[: len(COLUMNS)]) == list(COLUMNS)
+    for col in ("torch_version", "device_name", "seed", "gradlab_version"):
+        assert col in frame.columns
+    assert set(frame["dtype"]) == {"float64"}
+    assert set(frame["check"]) >= {"forward", "gradient", "gradcheck", "gradgradcheck"}
+
+
+def test_broken_user_function_exits_1_with_hint_and_repro(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(TESTS)
+    result = runner.invoke(app, ["check", str(DATA / "user_broken.yaml"), "--report-dir",
+                                 str(tmp_path)])
+    assert result.exit_code == 1, result.output
+    assert "no_chain_rule" in result.output
+    assert "repro:" in result.output
+    assert list((tmp_path / "repro").glob("*.pt"))
+
+
+def test_user_function_spec_passes(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["check", str(DATA / "user_ok.yaml"), "--report-dir",
+                                 str(tmp_path)])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("name", ["malformed.yaml", "empty.yaml", "top_list.yaml",
+                                  "bad_shape.yaml", "unknown_key.yaml", "bad_function.yaml"])
+def test_bad_spec_exits_2_with_one_line_no_traceback(name: str, tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "gradlab", "check", str(DATA / name),
+                           "--report-dir", str(tmp_path)], capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"gradlab: error: {DATA / name}: "), lines
+
+
+@pytest.mark.parametrize("args", [
+    ["check", "no_such_op"],
+    ["check", "exp", "--dtype", "int3"],
+    ["check", "exp", "--device", "tpu"],
+    ["check", "exp", "--mode", "slow"],
+    ["check", "exp", "--check", "nope"],
+    ["check"],
+    ["frobnicate"],
+])
+def test_usage_errors_exit_2(args: list[str]) -> None:
+    proc = subprocess.run([sys.executable, "-m", "gradlab", *args], capture_output=True,
+                          text=True)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+
+
+def test_budget_stops_early_and_fails(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["check", "modconv", "--budget", "0.001", "--report-dir",
+                                 str(tmp_path)])
+    assert result.exit_code == 1
+    assert "stopped early by --budget" in result.output
