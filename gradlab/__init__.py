@@ -45,7 +45,7 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     """
     import torch
 
-    from gradlab.check import Options, run
+    from gradlab.engine import Options, run
     from gradlab.ops.base import DEFAULT_TOLERANCES, Case, OpDef, Tolerance, canonical_dtype
     from gradlab.spec import as_callable
     from gradlab.target import Target

@@ -108,7 +108,7 @@ def check(
                                                  "after this many seconds")] = None,
 ) -> None:
     """Check gradients: gradcheck, gradgradcheck, reference comparison, variants, contracts."""
-    from gradlab.check import CHECKS, Options, run
+    from gradlab.engine import CHECKS, Options, run
     from gradlab.report import render_check, write_check_reports
 
     if mode not in ("auto", "dense", "fast"):
@@ -129,7 +129,7 @@ def check(
                       repro_command=repro_cmd)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from gradlab.check import plan
+    from gradlab.engine import plan
 
     total = sum(1 for _ in plan(targets, options))
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"

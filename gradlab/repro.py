@@ -15,7 +15,7 @@ from gradlab.results import CheckRow
 from gradlab.target import Target
 
 if TYPE_CHECKING:
-    from gradlab.check import Options
+    from gradlab.engine import Options
 
 
 def _slug(text: str) -> str:

@@ -278,7 +278,7 @@ def _tolerances(v: Any, key: str, base: Mapping[str, Tolerance]) -> dict[str, To
 def parse_op(entry: Any, key: str) -> Target:
     """One op mapping -> Target (the key path prefixes every error)."""
     from gradlab import ops
-    from gradlab.check import CHECKS
+    from gradlab.engine import CHECKS
     from gradlab.variants import FAMILIES
 
     if not isinstance(entry, Mapping):

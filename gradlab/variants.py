@@ -22,7 +22,7 @@ from gradlab.ops.base import TensorArg
 from gradlab.results import CheckRow
 
 if TYPE_CHECKING:
-    from gradlab.check import _Ctx, _Run
+    from gradlab.engine import _Ctx, _Run
 
 #: Variant families, as named in specs and options.
 FAMILIES = ("noncontiguous", "transposed", "channels_last", "expanded", "grad_output",
@@ -146,7 +146,7 @@ def generate(ctx: _Ctx, base: Inputs, n_outputs: int) -> Iterator[Variant]:
 def _expected(ctx: _Ctx, v: Variant, base_want: _Run, grad_outs64: list[Tensor] | None,
               gen: torch.Generator) -> _Run:
     """What the variant must produce: the reference (or base Function run) on its values."""
-    from gradlab.check import run_once
+    from gradlab.engine import run_once
 
     fn = ctx.op.reference or ctx.op.function
     dtype = torch.float64 if ctx.op.reference is not None else None
@@ -164,7 +164,7 @@ def _expected(ctx: _Ctx, v: Variant, base_want: _Run, grad_outs64: list[Tensor] 
 
 def _subset_grads(v: Variant, base: Inputs, want: _Run) -> _Run:
     """The expected run with gradients only for the inputs the variant differentiates."""
-    from gradlab.check import _Run
+    from gradlab.engine import _Run
 
     keep = [want.grads[k] for k, i in enumerate(base.diff_index) if i in v.inputs.diff_index]
     return _Run(want.outs, keep, want.error, want.stage, [], want.grad_outs64)
@@ -173,7 +173,7 @@ def _subset_grads(v: Variant, base: Inputs, want: _Run) -> _Run:
 def variant_rows(ctx: _Ctx, base: Inputs, grad_outs64: list[Tensor] | None,
                  checks: frozenset[str], gen: torch.Generator) -> None:
     """Run every variant and append its rows to ctx.rows."""
-    from gradlab.check import compare_runs, run_once
+    from gradlab.engine import compare_runs, run_once
 
     if grad_outs64 is None:
         return
@@ -221,7 +221,7 @@ def _run_undefined(fn: Any, inputs: Inputs, gos: list[Tensor], undefined: tuple[
                    ) -> Any:
     """Backward with some outputs' gradients undefined (autograd passes None / zeros)."""
     from gradlab import jacobian as jac
-    from gradlab.check import _Run
+    from gradlab.engine import _Run
 
     try:
         with torch.enable_grad():

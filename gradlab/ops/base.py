@@ -105,7 +105,7 @@ class OpDef:
     devices: tuple[str, ...] = ("cpu", "cuda")
     #: bigger cases for `gradlab bench` (the check cases are used when empty).
     bench_cases: tuple[Case, ...] = ()
-    #: checks to skip by default (names as in gradlab.check.CHECKS).
+    #: checks to skip by default (names as in gradlab.engine.CHECKS).
     skip_checks: tuple[str, ...] = ()
 
     def tolerance(self, dtype: str) -> Tolerance:

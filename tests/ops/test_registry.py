@@ -6,7 +6,7 @@ import pytest
 
 import gradlab.ops
 from gradlab import ops
-from gradlab.check import Options, run
+from gradlab.engine import Options, run
 from gradlab.ops.base import OpDef
 from gradlab.target import Target
 

@@ -1,0 +1,1 @@
+"""Device kernels behind some bundled ops (optional: each module guards its own imports)."""
