@@ -9,6 +9,7 @@ contiguous run when there is no reference).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -184,6 +185,8 @@ def variant_rows(ctx: _Ctx, base: Inputs, grad_outs64: list[Tensor] | None,
     base_want = run_once(ref or fn, ref_inputs, grad_outs64, gen)
     base_failed = any(r.failed for r in ctx.rows)
     for v in generate(ctx, base, len(grad_outs64)):
+        t0 = time.perf_counter()
+        n_before = len(ctx.rows)
         gos64 = grad_outs64
         if v.go_layout == "expanded":
             gos64 = [g.reshape(-1)[:1].reshape([1] * g.dim()).expand(g.shape).contiguous()
@@ -215,6 +218,8 @@ def variant_rows(ctx: _Ctx, base: Inputs, grad_outs64: list[Tensor] | None,
                                                                    "transposed", "sign"):
                     r.hint = _ONLY_HINT[v.family]
                     r.message = f"{dg.HINTS[r.hint]}; {r.message}"
+        for r in ctx.rows[n_before:]:
+            r.seconds = time.perf_counter() - t0
 
 
 def _run_undefined(fn: Any, inputs: Inputs, gos: list[Tensor], undefined: tuple[int, ...]
