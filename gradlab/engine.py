@@ -24,7 +24,7 @@ from torch import Tensor
 
 from gradlab import diagnose as dg
 from gradlab import jacobian as jac
-from gradlab.cases import Inputs, dtype_name, materialize, torch_dtype
+from gradlab.cases import Inputs, copy_like, dtype_name, materialize, torch_dtype
 from gradlab.ops.base import GRADCHECK_TOLERANCE, Case, OpDef, Tolerance
 from gradlab.results import ERROR, FAIL, PASS, SKIP, CheckRow, Report
 from gradlab.target import Target
@@ -159,6 +159,15 @@ def _as_grad_out(g: Tensor, like: Tensor, layout: str) -> Tensor:
     raise ValueError(layout)
 
 
+def _same(a: Tensor, b: Tensor) -> bool:
+    """Bitwise-equal values, NaN equal to NaN (a NaN output is not an in-place write)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if not a.is_floating_point():
+        return torch.equal(a, b)
+    return bool(((a == b) | (a.isnan() & b.isnan())).all())
+
+
 def run_once(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tensor] | None,
              gen: torch.Generator, *, go_layout: str = "contiguous",
              check_contract: bool = False) -> _Run:
@@ -175,7 +184,7 @@ def run_once(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tenso
         cur = inputs.args[i]
         shares = any(o.untyped_storage().data_ptr() == cur.untyped_storage().data_ptr()
                      for o in outs)
-        if not shares and not torch.equal(old, cur.detach()):
+        if not shares and not _same(old, cur.detach()):
             run.contract.append(("inplace_input", f"forward changed input {i} in place"))
     diff = inputs.diff_index
     if not diff:
@@ -188,10 +197,11 @@ def run_once(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tenso
     if not pairs:
         run.grads = [None] * len(diff)
         return run
-    if check_contract:
-        run.contract += _raw_backward_contract(pairs, inputs)
     go_before = [(g._version, g.detach().clone()) for _, g in pairs]
     saved_before = {i: inputs.args[i].detach().clone() for i in inputs.tensor_index}
+    outs_before = [o.detach().clone() for o in outs]
+    if check_contract:
+        run.contract += _raw_backward_contract(pairs, inputs)
     try:
         grads = torch.autograd.grad([p[0] for p in pairs], [inputs.args[i] for i in diff],
                                     [p[1] for p in pairs], allow_unused=True, retain_graph=True)
@@ -200,12 +210,16 @@ def run_once(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tenso
         run.error, run.stage = exc, "backward"
         return run
     for (_, g), (ver, old) in zip(pairs, go_before, strict=True):
-        if g._version != ver or not torch.equal(g.detach(), old):
+        if g._version != ver or not _same(g.detach(), old):
             run.contract.append(("inplace_grad_output", "backward wrote into grad_output"))
             break
     for i, old in saved_before.items():
-        if not torch.equal(old, inputs.args[i].detach()):
+        if not _same(old, inputs.args[i].detach()):
             run.contract.append(("inplace_saved", f"backward changed input {i} in place"))
+    for k, old in enumerate(outs_before):
+        # outputs are often saved for backward too (exp saves its result)
+        if not _same(old, outs[k].detach()):
+            run.contract.append(("inplace_saved", f"backward changed output {k} in place"))
     return run
 
 
@@ -225,7 +239,9 @@ def _raw_backward_contract(pairs: Sequence[tuple[Tensor, Tensor]],
     if len(node.next_functions) != len(inputs.args) or inputs.kwargs:
         return []
     try:
-        raw = node.apply(g)
+        # a copy (zero strides kept): a backward that writes into grad_output must not spoil
+        # the values the real backward below is checked with
+        raw = node.apply(copy_like(g, requires_grad=False))
     except Exception:
         return []  # the real backward below reports the crash
     raw = raw if isinstance(raw, tuple) else (raw,)

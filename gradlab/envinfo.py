@@ -20,27 +20,44 @@ def git_commit() -> str:
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
+def cpu_name() -> str:
+    """The CPU model ('AMD EPYC 7B13'); platform.processor() is often empty or just the arch."""
+    import platform
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def environment(seed: int | None = None, device: str = "cpu") -> dict[str, Any]:
     """torch/CUDA/cuDNN versions, device name, threads, math flags, gradlab version, commit."""
+    import os
     import platform
 
     import torch
 
     cuda = torch.cuda.is_available()
+    on_cuda = cuda and device.startswith("cuda")
     env: dict[str, Any] = {
         "gradlab_version": gradlab.__version__,
         "git_commit": git_commit(),
         "torch_version": torch.__version__,
         "cuda_version": torch.version.cuda or "",
         "cudnn_version": torch.backends.cudnn.version() if cuda else "",
-        "device_name": torch.cuda.get_device_name() if cuda and device == "cuda"
-        else (platform.processor() or platform.machine()),
+        "device_name": torch.cuda.get_device_name(device) if on_cuda else cpu_name(),
+        "cpu_count": os.cpu_count() or 0,
         "num_threads": torch.get_num_threads(),
         "cudnn_benchmark": torch.backends.cudnn.benchmark,
         "cudnn_deterministic": torch.backends.cudnn.deterministic,
         "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
         "tf32_cudnn": torch.backends.cudnn.allow_tf32,
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
         "python_version": platform.python_version(),
+        "platform": platform.platform(),
     }
     if seed is not None:
         env["seed"] = seed
