@@ -67,7 +67,7 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     tols = dict(DEFAULT_TOLERANCES)
     for k, (atol, rtol) in (tolerances or {}).items():
         tols[canonical_dtype(k)] = Tolerance(atol, rtol)
-    label = name or getattr(fn, "__name__", type(fn).__name__)
+    label = str(name or getattr(fn, "__name__", type(fn).__name__))
     op = OpDef(name=label, summary="python", function=fn_call, reference=ref_call,
                cases=(Case("example", tuple(example), dict(kwargs or {}),
                            tuple(tuple(g) for g in size1)),),

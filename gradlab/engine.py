@@ -241,7 +241,7 @@ def _raw_backward_contract(pairs: Sequence[tuple[Tensor, Tensor]],
     try:
         # a copy (zero strides kept): a backward that writes into grad_output must not spoil
         # the values the real backward below is checked with
-        raw = node.apply(copy_like(g, requires_grad=False))
+        raw = node.apply(copy_like(g, requires_grad=False))  # type: ignore[attr-defined]
     except Exception:
         return []  # the real backward below reports the crash
     raw = raw if isinstance(raw, tuple) else (raw,)
@@ -404,9 +404,9 @@ def _estimate_dense_seconds(fn: Callable[..., Any], inputs: Inputs, wrt: Sequenc
         bw.vjp(torch.ones(n_out, dtype=torch.float64))
         t2 = time.perf_counter()
         t_fwd, t_bwd = min(t_fwd, t1 - t0), min(t_bwd, t2 - t1)
-    n_in = sum(inputs.args[i].numel() for i in wrt)
+    n_in = int(sum(inputs.args[i].numel() for i in wrt))
     # x2: the dense loops add perturbation, copies and bookkeeping around every call.
-    return 2 * (2 * n_in * t_fwd + n_out * t_bwd)
+    return 2.0 * (2 * n_in * t_fwd + n_out * t_bwd)
 
 
 def jacobian_check(ctx: _Ctx, check: str, fn: Callable[..., Any], inputs: Inputs,

@@ -140,7 +140,8 @@ def unit_probe(shape: torch.Size | int, gen: torch.Generator) -> Tensor:
     """A random signed float64 vector of unit norm (continuous values, so errors rarely cancel)."""
     n = shape if isinstance(shape, int) else math.prod(shape)
     v = torch.randn(n, generator=gen, dtype=torch.float64)
-    return v / v.norm().clamp(min=1e-12)
+    out: Tensor = v / v.norm().clamp(min=1e-12)
+    return out
 
 
 def bisect(error_of: Callable[[Tensor], float], n: int, threshold: float, *,

@@ -296,11 +296,11 @@ def parse_op(entry: Any, key: str) -> Target:
         except UnknownOpError as exc:
             raise _fail(_join(key, "op"), str(exc)) from None
         if "reference" in entry:
-            ref = as_callable(load_object(entry["reference"], _join(key, "reference")))
-            op = replace(op, reference=ref)
+            op = replace(op, reference=as_callable(load_object(entry["reference"],
+                                                                _join(key, "reference"))))
     else:
         fn = as_callable(load_object(entry["function"], _join(key, "function")))
-        ref = (as_callable(load_object(entry["reference"], _join(key, "reference")))
+        ref: Callable[..., Any] | None = (as_callable(load_object(entry["reference"], _join(key, "reference")))
                if "reference" in entry else None)
         name = str(entry.get("name", str(entry["function"]).rpartition(":")[2]))
         if "args" not in entry and "cases" not in entry:

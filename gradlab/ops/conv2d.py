@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+import torch.nn.grad
 from torch import Tensor
 
 from gradlab.ops.base import Case, OpDef, TensorArg

@@ -23,7 +23,8 @@ class Exp(torch.autograd.Function):
     def backward(ctx: Any, grad_out: Tensor) -> Tensor:
         (result,) = ctx.saved_tensors
         # `result` is this Function's own output, so double backward flows through it.
-        return grad_out * result
+        grad: Tensor = grad_out * result
+        return grad
 
 
 def exp(x: Tensor) -> Tensor:
