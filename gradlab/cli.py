@@ -147,6 +147,95 @@ def check(
     raise typer.Exit(int(ExitCode.OK if report.passed else ExitCode.CHECK_FAILED))
 
 
+@app.command()
+def bench(
+    what: Annotated[list[str], typer.Argument(help="bundled op name(s), SPEC.yaml or folder")],
+    device: Annotated[list[str] | None, typer.Option("--device", help="cpu or cuda (default: "
+                                                     "the spec's devices, else cpu)")] = None,
+    dtype: Annotated[list[str] | None, typer.Option("--dtype", help="dtype(s) (default: the "
+                                                    "spec's dtypes without float64; float32 "
+                                                    "for the bundled ops)")] = None,
+    report_dir: Annotated[Path, typer.Option("--report-dir", help="where bench-*.csv/json "
+                                             "go")] = Path(DEFAULT_REPORT_DIR),
+    min_time: Annotated[float, typer.Option("--min-time", help="seconds to measure per phase "
+                                            "and implementation, at least")] = 0.2,
+    min_samples: Annotated[int, typer.Option("--min-samples", help="samples per phase and "
+                                             "implementation, at least")] = 10,
+    max_time: Annotated[float, typer.Option("--max-time", help="stop a phase at 3 samples once "
+                                            "one implementation spent this long (0: never)")
+                        ] = 1.0,
+    case: Annotated[list[str] | None, typer.Option("--case", help="only these bench cases")
+                    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="seed of the random inputs")] = 0,
+    threads: Annotated[int | None, typer.Option("--threads", help="torch intra-op threads "
+                                                "(default: the current count)")] = None,
+) -> None:
+    """Time forward / backward phases and memory of each Function against its reference."""
+    import math
+
+    from gradlab import bench as core
+    from gradlab.benchreport import render_bench, write_bench_reports
+
+    for name, value in (("--min-time", min_time), ("--max-time", max_time)):
+        if not math.isfinite(value) or value < 0 or (name == "--min-time" and value == 0):
+            raise _fail(f"{name}: expected a positive number of seconds, got {value:g}")
+    if min_samples < 1:
+        raise _fail(f"--min-samples: expected at least 1, got {min_samples}")
+    if threads is not None and threads < 1:
+        raise _fail(f"--threads: expected at least 1, got {threads}")
+    options = core.BenchOptions(
+        dtypes=_dtypes(dtype), devices=_devices(device), cases=tuple(case) if case else None,
+        min_time=min_time, min_samples=min_samples, max_time=max_time, seed=seed,
+        threads=threads)
+    try:
+        targets = _targets(what, None)  # bench cases are picked by the core (--case included)
+        total = core.total_steps(targets, options)
+        if options.cases and not total:
+            raise _fail(f"--case: no bench case named {', '.join(options.cases)}")
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(TextColumn("{task.description}"), BarColumn(),
+                      TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                      console=err, transient=True) as bar:
+            task = bar.add_task("benchmarking", total=total)
+            report = core.run(targets, options,
+                              on_step=lambda label: bar.update(task, advance=1,
+                                                               description=label))
+    except GradlabError as exc:
+        raise _fail(str(exc), exc.exit_code) from None
+    render_bench(report, out)
+    paths = write_bench_reports(report, report_dir)
+    out.print(f"report: {paths[0]}\nraw samples: {paths[1]}", markup=False, highlight=False)
+    if report.interrupted:
+        raise typer.Exit(int(ExitCode.INTERRUPTED))
+    raise typer.Exit(int(ExitCode.CHECK_FAILED if report.errors else ExitCode.OK))
+
+
+@app.command()
+def compare(
+    old: Annotated[Path, typer.Argument(help="the baseline bench-*.json")],
+    new: Annotated[Path, typer.Argument(help="the bench-*.json to judge")],
+    threshold: Annotated[float, typer.Option("--threshold", help="percent slower that counts "
+                                             "as a regression (when significant)")] = 5.0,
+) -> None:
+    """Compare two bench runs; exit 1 on a significant regression beyond --threshold."""
+    import math
+
+    from gradlab import bench as core
+    from gradlab.benchreport import read_bench_json, render_compare
+
+    if not math.isfinite(threshold) or threshold < 0:
+        raise _fail(f"--threshold: expected a non-negative percentage, got {threshold:g}")
+    try:
+        old_report, new_report = read_bench_json(old), read_bench_json(new)
+    except GradlabError as exc:
+        raise _fail(str(exc), exc.exit_code) from None
+    rows = core.compare(old_report, new_report, threshold)
+    render_compare(rows, threshold, out, core.env_differences(old_report.env, new_report.env))
+    regressed = any(c.regression for c in rows)
+    raise typer.Exit(int(ExitCode.CHECK_FAILED if regressed else ExitCode.OK))
+
+
 def main() -> None:
     """Entry point: run the app, turning gradlab errors into one line and exit code 2."""
     try:

@@ -783,8 +783,6 @@ def case_seed(seed: int, op: str, case: str) -> int:
 def run(targets: Sequence[Target], options: Options | None = None,
         on_rows: Callable[[list[CheckRow]], None] | None = None) -> Report:
     """Run every check of every target; `on_rows` sees each batch of rows as it is made."""
-    from gradlab.envinfo import environment
-    from gradlab.repro import save_failures
 
     options = options or Options()
     saved_threads = torch.get_num_threads()

@@ -300,8 +300,9 @@ def parse_op(entry: Any, key: str) -> Target:
                                                                 _join(key, "reference"))))
     else:
         fn = as_callable(load_object(entry["function"], _join(key, "function")))
-        ref: Callable[..., Any] | None = (as_callable(load_object(entry["reference"], _join(key, "reference")))
-               if "reference" in entry else None)
+        ref: Callable[..., Any] | None = None
+        if "reference" in entry:
+            ref = as_callable(load_object(entry["reference"], _join(key, "reference")))
         name = str(entry.get("name", str(entry["function"]).rpartition(":")[2]))
         if "args" not in entry and "cases" not in entry:
             raise _fail(key or "(top level)", "a user function needs args or cases")
