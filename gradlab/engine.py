@@ -24,7 +24,7 @@ from torch import Tensor
 
 from gradlab import diagnose as dg
 from gradlab import jacobian as jac
-from gradlab.cases import Inputs, copy_like, dtype_name, materialize, torch_dtype
+from gradlab.cases import Inputs, dtype_name, materialize, torch_dtype
 from gradlab.ops.base import GRADCHECK_TOLERANCE, Case, OpDef, Tolerance
 from gradlab.results import ERROR, FAIL, PASS, SKIP, CheckRow, Report
 from gradlab.target import Target
@@ -140,7 +140,8 @@ def _as_grad_out(g: Tensor, like: Tensor, layout: str) -> Tensor:
     """grad_output with the values of `g`, like's dtype/device, laid out as `layout`."""
     g = g.to(dtype=like.dtype, device=like.device)
     if layout == "contiguous":
-        return g.contiguous()
+        # always a fresh copy: the Function and the reference must never share one tensor
+        return g.clone(memory_format=torch.contiguous_format)
     if layout == "noncontiguous":
         # every other element of a buffer twice as wide in the last dim
         if g.dim() == 0:
@@ -201,7 +202,7 @@ def run_once(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tenso
     saved_before = {i: inputs.args[i].detach().clone() for i in inputs.tensor_index}
     outs_before = [o.detach().clone() for o in outs]
     if check_contract:
-        run.contract += _raw_backward_contract(pairs, inputs)
+        run.contract += _raw_backward_contract(fn, inputs.clone(), grad_outs64, go_layout)
     try:
         grads = torch.autograd.grad([p[0] for p in pairs], [inputs.args[i] for i in diff],
                                     [p[1] for p in pairs], allow_unused=True, retain_graph=True)
@@ -223,27 +224,31 @@ def run_once(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tenso
     return run
 
 
-def _raw_backward_contract(pairs: Sequence[tuple[Tensor, Tensor]],
-                           inputs: Inputs) -> list[tuple[str, str]]:
+def _raw_backward_contract(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tensor],
+                           go_layout: str) -> list[tuple[str, str]]:
     """Call the custom Function's backward directly and check what it returns.
 
-    Autograd quietly repairs some mistakes (it sums a 0-d gradient back to shape [1], so a
-    `.squeeze()` on a 1-channel bias gradient goes unseen); the raw return value shows them.
-    Only possible when an output comes straight from a custom Function's apply.
+    Autograd quietly repairs some mistakes before anyone sees them (it casts a gradient of the
+    wrong dtype and sums an expandable wrong shape down), so the raw return value is checked.
+    Runs on its own forward of copied inputs so that a backward that writes into its inputs
+    or grad_output cannot disturb the run being compared.  Only possible when the output
+    comes straight from a custom Function's apply.
     """
-    out, g = pairs[0]
+    with torch.enable_grad():
+        outs = jac.flat_outputs(fn(*inputs.args, **inputs.kwargs))
+    if len(outs) != 1 or len(grad_outs64) != 1:
+        return []
+    out = outs[0]
     node = out.grad_fn
-    if len(pairs) != 1 or node is None or not hasattr(node, "_forward_cls"):
+    if node is None or not hasattr(node, "_forward_cls"):
         return []
     # Map the node's inputs back to our args: the Function may be called with a subset.
     if len(node.next_functions) != len(inputs.args) or inputs.kwargs:
         return []
     try:
-        # a copy (zero strides kept): a backward that writes into grad_output must not spoil
-        # the values the real backward below is checked with
-        raw = node.apply(copy_like(g, requires_grad=False))  # type: ignore[attr-defined]
+        raw = node.apply(_as_grad_out(grad_outs64[0], out, go_layout))  # type: ignore[attr-defined]
     except Exception:
-        return []  # the real backward below reports the crash
+        return []  # the real backward reports the crash
     raw = raw if isinstance(raw, tuple) else (raw,)
     problems: list[tuple[str, str]] = []
     n_args = len(inputs.args)

@@ -184,6 +184,8 @@ def variant_rows(ctx: _Ctx, base: Inputs, grad_outs64: list[Tensor] | None,
     ref_inputs = base.clone(dtype=torch.float64 if ref is not None else None)
     base_want = run_once(ref or fn, ref_inputs, grad_outs64, gen)
     base_failed = any(r.failed for r in ctx.rows)
+    # When the base case fails too, its diagnosis (e.g. no_chain_rule) is the variants' best one.
+    base_hints = {r.check: r.hint for r in ctx.rows if r.failed and r.hint}
     for v in generate(ctx, base, len(grad_outs64)):
         t0 = time.perf_counter()
         n_before = len(ctx.rows)
@@ -220,13 +222,15 @@ def variant_rows(ctx: _Ctx, base: Inputs, grad_outs64: list[Tensor] | None,
             ctx.rows.append(CheckRow(ctx.op.name, ctx.case.name, ctx.dtype, ctx.device, v.name,
                                      "contract", "fail", hint=hint, message="; ".join(
                                          f"{dg.HINTS.get(h, h)}: {m}" for h, m in got.contract)))
-        if not base_failed:
-            for r in ctx.rows:
-                if r.variant == v.name and r.failed and r.hint in ("", "forward", "crash",
-                                                                   "constant_factor", "zero",
-                                                                   "transposed", "sign"):
-                    r.hint = _ONLY_HINT[v.family]
-                    r.message = f"{dg.HINTS[r.hint]}; {r.message}"
+        for r in ctx.rows[n_before:]:
+            if not r.failed or r.check == "contract":
+                continue  # contract rows keep their own, more specific, hint
+            if not base_failed:
+                # The base case passed: what is wrong is the variant itself.
+                r.hint = _ONLY_HINT[v.family]
+                r.message = f"{dg.HINTS[r.hint]}; {r.message}"
+            elif not r.hint:
+                r.hint = base_hints.get(r.check, "")
         for r in ctx.rows[n_before:]:
             r.seconds = time.perf_counter() - t0
 

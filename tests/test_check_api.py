@@ -1,0 +1,233 @@
+"""API-level behaviour of `gradlab.check`: row columns, check/variant selection, modes, errors,
+second-order claims.  Tiny float64 shapes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.autograd import Function
+from torch.autograd.function import once_differentiable
+
+import gradlab
+from gradlab.results import COLUMNS, CheckRow
+
+F64 = torch.float64
+CHECKS = {"forward", "gradient", "contract", "gradcheck", "gradgradcheck"}
+
+
+def rand(*shape: int, seed: int = 0) -> Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    return (2 * torch.rand(shape, generator=gen, dtype=F64) - 1).requires_grad_()
+
+
+def table(rows: list[CheckRow]) -> list[tuple[str, str, str, str, str]]:
+    return [(r.variant, r.check, r.status, r.hint, r.message) for r in rows]
+
+
+class Square(Function):
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return grad * 2 * x
+
+
+class SquareOnce(Function):
+    """First order only, and says so."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return grad * 2 * x
+
+
+def square_ref(x: Tensor) -> Tensor:
+    return x**2
+
+
+class ExpNoChain(Function):
+    """BROKEN: backward forgets to multiply by grad_output."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        y = x.exp()
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tensor:
+        (y,) = ctx.saved_tensors
+        return y
+
+
+class MulHalfB(Function):
+    """BROKEN: f(a, b) = a * b**2 with the gradient of b off by a factor 1/2 (a's is right)."""
+
+    @staticmethod
+    def forward(ctx: Any, a: Tensor, b: Tensor) -> Tensor:
+        ctx.save_for_backward(a, b)
+        return a * b * b
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, Tensor]:
+        a, b = ctx.saved_tensors
+        return grad * b * b, grad * a * b
+
+
+class RaisesInBackward(Function):
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        return x * 3
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tensor:
+        raise ValueError("boom in backward")
+
+
+def test_check_stays_callable_after_a_run() -> None:
+    """`gradlab.check` stays the function once the engine modules are loaded (a submodule named
+    `check` would replace the package attribute on its first import)."""
+    import gradlab.spec
+
+    assert callable(gradlab.check), type(gradlab.check)
+    for _ in range(2):
+        r = gradlab.check(Square, [rand(3, 4)], reference=square_ref, checks=["forward"])
+        assert r.passed
+        assert callable(gradlab.check), type(gradlab.check)
+    assert callable(gradlab.spec.as_callable)
+
+
+def test_rows_carry_the_table_columns() -> None:
+    r = gradlab.check(Square, [rand(3, 4)], reference=square_ref)
+    assert r.passed, table(r.failures)
+    for row in r.rows:
+        for column in COLUMNS:
+            assert hasattr(row, column), column
+        assert row.op == "Square"  # the Function's name by default
+        assert (row.case, row.dtype, row.device) == ("example", "float64", "cpu")
+        assert row.status in {"pass", "fail", "error", "skip"}
+        assert isinstance(row.seconds, float) and row.seconds >= 0
+    assert {row.check for row in r.rows} == CHECKS
+    base = {row.check: row for row in r.rows if row.variant == "base"}
+    for check in ("forward", "gradient", "gradcheck"):
+        err = base[check].max_abs_err
+        assert isinstance(err, float) and err < 1e-6, (check, err)
+        assert isinstance(base[check].max_rel_err, float)
+    frame = r.to_frame()
+    assert list(frame.columns[:len(COLUMNS)]) == list(COLUMNS)
+    assert len(frame) == len(r.rows)
+
+
+def test_name_overrides_the_op_column() -> None:
+    r = gradlab.check(Square, [rand(3, 4)], reference=square_ref, name="square",
+                      checks=["forward"])
+    assert {row.op for row in r.rows} == {"square"}
+
+
+def test_variants_false_runs_only_the_base_case() -> None:
+    x = rand(3, 4)
+    everything = gradlab.check(Square, [x], reference=square_ref)
+    assert {row.variant for row in everything.rows} > {"base"}
+    r = gradlab.check(Square, [x], reference=square_ref, variants=False)
+    assert r.passed, table(r.failures)
+    assert {row.variant for row in r.rows} == {"base"}
+
+
+def test_variants_subset() -> None:
+    r = gradlab.check(Square, [rand(3, 4)], reference=square_ref, variants=["grad_output"])
+    assert {row.variant for row in r.rows} == {"base", "grad_output:noncontiguous",
+                                               "grad_output:transposed", "grad_output:expanded"}
+
+
+def test_checks_selects_the_checks() -> None:
+    r = gradlab.check(Square, [rand(3, 4)], reference=square_ref, checks=["gradcheck"])
+    assert r.passed, table(r.failures)
+    assert [row.check for row in r.rows] == ["gradcheck"]
+    r = gradlab.check(Square, [rand(3, 4)], reference=square_ref, checks=["forward", "contract"])
+    assert {row.check for row in r.rows} == {"forward", "contract"}
+
+
+def test_fast_mode_flags_and_localises_a_missing_chain_rule() -> None:
+    r = gradlab.check(ExpNoChain, [rand(3, 4)], reference=torch.exp, checks=["gradcheck"],
+                      mode="fast")
+    assert not r.passed
+    (row,) = r.rows
+    assert (row.check, row.status) == ("gradcheck", "fail"), table(r.rows)
+    assert row.message.startswith("fast mode"), row.message
+    assert "input 0" in row.message
+    assert row.hint == "no_chain_rule", table(r.rows)
+    assert row.location, "fast mode should localise the wrong elements"
+    assert "dx0[" in row.location
+    assert set(row.details) == {"input0"}, row.details
+    assert row.details["input0"]["wrong"]
+    assert row.details["input0"]["wrong_elements_found"] > 0
+
+
+def test_fast_mode_passes_a_correct_function() -> None:
+    r = gradlab.check(Square, [rand(3, 4)], reference=square_ref, checks=["gradcheck"],
+                      mode="fast")
+    assert r.passed, table(r.failures)
+    assert r.rows[0].message == "fast mode"
+
+
+def test_dense_mode_gives_per_input_details() -> None:
+    r = gradlab.check(MulHalfB, [rand(3, 4, seed=1), rand(3, 4, seed=2)],
+                      checks=["gradcheck"], mode="dense")
+    (row,) = r.rows
+    assert row.status == "fail" and row.message.startswith("dense mode"), table(r.rows)
+    assert row.hint == "constant_factor"
+    assert "input 1" in row.message and "input 0" not in row.message
+    assert set(row.details) == {"input1"}, row.details
+    stats = row.details["input1"]
+    assert {"max_abs_err", "max_rel_err", "frac_wrong", "cosine", "ratio"} <= set(stats)
+    assert abs(stats["ratio"] - 0.5) < 1e-4
+    assert abs(stats["cosine"] - 1.0) < 1e-6
+    assert 0 < stats["frac_wrong"] <= 1
+    assert row.location
+
+
+def test_crash_in_backward_is_an_error_row_and_the_run_goes_on() -> None:
+    r = gradlab.check(RaisesInBackward, [rand(3, 4)], reference=lambda x: x * 3)
+    assert not r.passed
+    errors = [row for row in r.rows if row.status == "error"]
+    assert errors, table(r.rows)
+    assert any("boom in backward" in row.message for row in errors), table(errors)
+    assert any(row.location.endswith("in backward") and "test_check_api.py" in row.location
+               for row in errors), table(errors)
+    # the other checks still ran
+    forward = [row for row in r.rows if (row.variant, row.check) == ("base", "forward")]
+    assert forward and forward[0].status == "pass", table(r.rows)
+    assert {"forward", "gradient", "gradcheck"} <= {row.check for row in r.rows}
+
+
+def test_second_order_false_but_double_backward_works() -> None:
+    r = gradlab.check(Square, [rand(3, 4)], reference=square_ref, second_order=False)
+    assert not r.passed
+    rows = [row for row in r.failures if row.check == "gradgradcheck"]
+    assert rows and rows[0].hint == "second_order_claimed", table(r.rows)
+
+
+def test_second_order_false_once_differentiable_passes() -> None:
+    r = gradlab.check(SquareOnce, [rand(3, 4)], reference=square_ref, second_order=False)
+    assert r.passed, [(x.variant, x.check, x.hint, x.message) for x in r.failures]
+    (row,) = [row for row in r.rows if row.check == "gradgradcheck"]
+    assert row.status == "pass"
+
+
+def test_second_order_unknown_once_differentiable_is_skipped() -> None:
+    r = gradlab.check(SquareOnce, [rand(3, 4)], reference=square_ref)
+    assert r.passed, [(x.variant, x.check, x.hint, x.message) for x in r.failures]
+    (row,) = [row for row in r.rows if row.check == "gradgradcheck"]
+    assert row.status == "skip"
