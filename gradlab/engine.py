@@ -36,6 +36,8 @@ DENSE_BUDGET_S = 0.5
 #: Random signed probe pairs per input in fast mode (several, so one unlucky probe cannot hide
 #: an error and cosine/ratio can be estimated from them).
 N_PROBES = 4
+#: Under --budget, numerical checks switch to fast mode once this fraction of it is spent.
+BUDGET_FAST_FRACTION = 0.5
 #: Worst elements listed per failing input.
 TOP_K = 5
 
@@ -806,18 +808,24 @@ def _run(targets: Sequence[Target], options: Options,
 
     report = Report(env=environment(seed=options.seed))
     start = time.perf_counter()
+    item_options = options
     for kind, t, case, dtype, device in plan(targets, options):
-        if options.budget is not None and time.perf_counter() - start > options.budget:
-            report.truncated = True
-            break
+        elapsed = time.perf_counter() - start
+        if options.budget is not None:
+            if elapsed > options.budget:
+                report.truncated = True
+                break
+            if options.mode == "auto" and elapsed > BUDGET_FAST_FRACTION * options.budget:
+                # Half the budget gone: cheap random probes instead of dense Jacobians.
+                item_options = replace(options, mode="fast")
         seed = case_seed(options.seed, t.op.name, case.name)
         if device == "cuda" and not torch.cuda.is_available():
             rows = [CheckRow(t.op.name, case.name, dtype, device, "base", kind, SKIP,
                              message="CUDA is not available")]
         else:
             try:
-                rows = (case_rows(t, case, dtype, device, options, seed) if kind == "case"
-                        else numerical_rows(t, case, device, options, seed))
+                rows = (case_rows(t, case, dtype, device, item_options, seed) if kind == "case"
+                        else numerical_rows(t, case, device, item_options, seed))
             except Exception as exc:
                 # A bug in the Function (or in gradlab) fails this case only; the run goes on.
                 rows = [CheckRow(t.op.name, case.name, dtype, device, "base", kind, ERROR,

@@ -88,3 +88,28 @@ def test_budget_stops_early_and_fails(tmp_path: Path) -> None:
                                  str(tmp_path)])
     assert result.exit_code == 1
     assert "stopped early by --budget" in result.output
+
+
+def test_repro_file_and_command_rerun_the_same_case(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import shlex
+
+    import torch
+
+    monkeypatch.chdir(TESTS)
+    spec = str(DATA / "user_broken.yaml")
+    first = runner.invoke(app, ["check", spec, "--report-dir", str(tmp_path), "--no-variants"])
+    assert first.exit_code == 1
+    (saved,) = [p for p in (tmp_path / "repro").glob("*float64*.pt")]
+    data = torch.load(saved, weights_only=False)
+    assert data["case"] == "base" and data["failures"]
+    x = data["args"][0]
+    line = next(ln for ln in first.output.splitlines() if "repro:" in ln and "float64" in ln)
+    command = shlex.split(line.split(" ; ", 1)[1])
+    assert command[:2] == ["gradlab", "check"]
+    again = runner.invoke(app, [*command[2:], "--report-dir", str(tmp_path / "again"),
+                                "--no-variants"])
+    assert again.exit_code == 1
+    (saved_again,) = (tmp_path / "again" / "repro").glob("*float64*.pt")
+    # the same case gets the same seed, so the same inputs, when re-run on its own
+    assert torch.equal(torch.load(saved_again, weights_only=False)["args"][0], x)
