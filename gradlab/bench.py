@@ -528,12 +528,19 @@ def _first_line(exc: BaseException) -> str:
 
 
 def bench_case(op: OpDef, case: Case, dtype: str, device: str, options: BenchOptions, *,
-               clock: Clock = time.perf_counter, sync: Sync | None = None,
-               on_phase: Callable[[str], None] | None = None) -> list[BenchRow]:
+               clock: Clock = time.perf_counter, sync: Sync | None = None) -> list[BenchRow]:
     """Every phase of the custom Function and its reference on one case, dtype and device.
 
     A crash fails the rows it touches (status error, note says why); the rest still run.
     """
+    return [r for rows in iter_bench_case(op, case, dtype, device, options, clock=clock,
+                                          sync=sync) for r in rows]
+
+
+def iter_bench_case(op: OpDef, case: Case, dtype: str, device: str, options: BenchOptions, *,
+                    clock: Clock = time.perf_counter, sync: Sync | None = None
+                    ) -> Iterator[list[BenchRow]]:
+    """bench_case, one phase's rows at a time (so an interrupted run keeps finished phases)."""
     sync = sync or default_sync(device)
     names = [CUSTOM] if op.reference is None else [CUSTOM, REFERENCE]
     fns = {CUSTOM: op.function, REFERENCE: op.reference}
@@ -541,18 +548,19 @@ def bench_case(op: OpDef, case: Case, dtype: str, device: str, options: BenchOpt
     def row(impl: str, phase: str, **kw: Any) -> BenchRow:
         return BenchRow(op.name, case.name, dtype, device, impl, phase, **kw)
 
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        return [row(i, p, status=SKIP, note="CUDA is not available")
-                for p in options.phases for i in names]
-    if device.split(":")[0] not in op.devices:
-        return [row(i, p, status=SKIP, note=f"{op.name} does not run on {device}")
-                for p in options.phases for i in names]
+    skip = ("CUDA is not available" if device.startswith("cuda") and
+            not torch.cuda.is_available() else f"{op.name} does not run on {device}"
+            if device.split(":")[0] not in op.devices else "")
+    if skip:
+        yield [row(i, p, status=SKIP, note=skip) for p in options.phases for i in names]
+        return
     seed = case_seed(options.seed, op.name, case.name)
     try:
         base = materialize(case, dtype, device, seed)
     except Exception as exc:
-        return [row(i, p, status=ERROR, note=f"cannot make inputs: {_first_line(exc)}")
-                for p in options.phases for i in names]
+        yield [row(i, p, status=ERROR, note=f"cannot make inputs: {_first_line(exc)}")
+               for p in options.phases for i in names]
+        return
     impls = {}
     for name in names:
         fn = fns[name]
@@ -560,12 +568,8 @@ def bench_case(op: OpDef, case: Case, dtype: str, device: str, options: BenchOpt
         # Separate leaf copies with the same values: grads of one never touch the other.
         impls[name] = Impl(fn, base.clone(), grad_seed=seed + 1)
     saved: dict[str, int | None] = {}
-    rows: list[BenchRow] = []
     for phase in options.phases:
-        rows.extend(_bench_phase(impls, phase, device, options, clock, sync, saved, row))
-        if on_phase is not None:
-            on_phase(phase)
-    return rows
+        yield _bench_phase(impls, phase, device, options, clock, sync, saved, row)
 
 
 def _bench_phase(impls: Mapping[str, Impl], phase: str, device: str, options: BenchOptions,
@@ -658,23 +662,18 @@ def run(targets: Sequence[Target], options: BenchOptions | None = None, *,
                          settings=settings_dict(options))
     try:
         for t, case, dtype, device in items:
-            report.rows.extend(bench_case(t.op, case, dtype, device, options, clock=clock,
-                                          sync=sync, on_phase=_step(on_step, t.op.name,
-                                                                    case.name, dtype, device)))
+            label = f"{t.op.name}/{case.name}/{dtype}/{device}"
+            for rows in iter_bench_case(t.op, case, dtype, device, options, clock=clock,
+                                        sync=sync):
+                report.rows.extend(rows)
+                if on_step is not None:
+                    on_step(f"{label} {rows[0].phase}")
             _release(device)
     except KeyboardInterrupt:
         report.interrupted = True
     finally:
         torch.set_num_threads(old_threads)
     return report
-
-
-def _step(on_step: Callable[[str], None] | None, *label: str) -> Callable[[str], None] | None:
-    """on_phase for one case: tells on_step 'op/case/dtype/device phase'."""
-    if on_step is None:
-        return None
-    step = on_step
-    return lambda phase: step(f"{'/'.join(label)} {phase}")
 
 
 def total_steps(targets: Sequence[Target], options: BenchOptions) -> int:

@@ -90,7 +90,8 @@ def render_check(report: Report, console: Console) -> None:
     """Print the summary table, the failures and a one-line verdict."""
     console.print(check_table(report))
     for line in failure_lines(report):
-        console.print(line)
+        # no wrapping: a repro command must stay one copyable line
+        console.print(line, soft_wrap=True)
     counts = {s: sum(r.status == s for r in report.rows) for s in (PASS, FAIL, ERROR, SKIP)}
     verdict = "PASSED" if report.passed else "FAILED"
     style = "bold green" if report.passed else "bold red"
