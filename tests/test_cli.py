@@ -107,9 +107,9 @@ def test_repro_file_and_command_rerun_the_same_case(tmp_path: Path,
     line = next(ln for ln in first.output.splitlines() if "repro:" in ln and "float64" in ln)
     command = shlex.split(line.split(" ; ", 1)[1])
     assert command[:2] == ["gradlab", "check"]
-    again = runner.invoke(app, [*command[2:], "--report-dir", str(tmp_path / "again"),
+    again = runner.invoke(app, [*command[1:], "--report-dir", str(tmp_path / "again"),
                                 "--no-variants"])
-    assert again.exit_code == 1
+    assert again.exit_code == 1, again.output
     (saved_again,) = (tmp_path / "again" / "repro").glob("*float64*.pt")
     # the same case gets the same seed, so the same inputs, when re-run on its own
     assert torch.equal(torch.load(saved_again, weights_only=False)["args"][0], x)
