@@ -22,7 +22,7 @@ import math
 import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
@@ -62,6 +62,10 @@ DEFAULT_WARMUP_TIME = 0.05
 BLOCK_TIME = 1e-3
 #: The largest block (backward phases keep one graph and one copy of the inputs per call).
 MAX_BLOCK = 1000
+#: Backward phases hold a block's graphs and input copies at once: a block stays under this many
+#: bytes of them (saved tensors + inputs per call), so a fast kernel that saves hundreds of MB
+#: is timed a few calls at a time rather than filling the device.
+MAX_BLOCK_BYTES = 1 << 30
 #: A row is `noisy` when IQR / median exceeds this: beyond 10% the median itself moves by a few
 #: percent between runs, more than the differences a benchmark is usually asked to resolve.
 NOISY_IQR_RATIO = 0.10
@@ -215,6 +219,11 @@ def block_size(seconds_per_call: float) -> int:
     return max(1, min(MAX_BLOCK, math.ceil(BLOCK_TIME / seconds_per_call)))
 
 
+def graph_block_cap(bytes_per_call: int) -> int:
+    """The most calls a backward-phase block may hold (MAX_BLOCK_BYTES of graphs and inputs)."""
+    return max(1, min(MAX_BLOCK, MAX_BLOCK_BYTES // max(bytes_per_call, 1)))
+
+
 def warm_up(task: Task, clock: Clock, sync: Sync,
             warmup_time: float = DEFAULT_WARMUP_TIME) -> tuple[float, int]:
     """Time the first call on its own, warm up, and pick a block size: (first_call_s, number)."""
@@ -299,6 +308,13 @@ def cuda_peak(task: Task, device: str, sync: Sync) -> int:
 
 # ---------------------------------------------------------------------------------------------
 # The four phases of one implementation
+
+
+def input_bytes(inputs: Inputs) -> int:
+    """Bytes of the tensors among the inputs (each storage once)."""
+    tensors = [t for t in (*inputs.args, *inputs.kwargs.values()) if isinstance(t, Tensor)]
+    return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+                for t in tensors}.values())
 
 
 def _grad_leaves(inputs: Inputs) -> list[Tensor]:
@@ -548,25 +564,29 @@ def iter_bench_case(op: OpDef, case: Case, dtype: str, device: str, options: Ben
     def row(impl: str, phase: str, **kw: Any) -> BenchRow:
         return BenchRow(op.name, case.name, dtype, device, impl, phase, **kw)
 
-    skip = ("CUDA is not available" if device.startswith("cuda") and
-            not torch.cuda.is_available() else f"{op.name} does not run on {device}"
-            if device.split(":")[0] not in op.devices else "")
+    skip = ""
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        skip = "CUDA is not available"
+    elif device.split(":")[0] not in op.devices:
+        skip = f"{op.name} does not run on {device}"
     if skip:
-        yield [row(i, p, status=SKIP, note=skip) for p in options.phases for i in names]
+        for p in options.phases:  # one list per phase, as below (progress counts phases)
+            yield [row(i, p, status=SKIP, note=skip) for i in names]
         return
     seed = case_seed(options.seed, op.name, case.name)
     try:
         base = materialize(case, dtype, device, seed)
     except Exception as exc:
-        yield [row(i, p, status=ERROR, note=f"cannot make inputs: {_first_line(exc)}")
-               for p in options.phases for i in names]
+        for p in options.phases:
+            yield [row(i, p, status=ERROR, note=f"cannot make inputs: {_first_line(exc)}")
+                   for i in names]
         return
     impls = {}
     for name in names:
         fn = fns[name]
         assert fn is not None
-        # Separate leaf copies with the same values: grads of one never touch the other.
-        impls[name] = Impl(fn, base.clone(), grad_seed=seed + 1)
+        # The reference gets its own leaf copy with the same values: grads never mix.
+        impls[name] = Impl(fn, base if name == CUSTOM else base.clone(), grad_seed=seed + 1)
     saved: dict[str, int | None] = {}
     for phase in options.phases:
         yield _bench_phase(impls, phase, device, options, clock, sync, saved, row)
@@ -589,6 +609,9 @@ def _bench_phase(impls: Mapping[str, Impl], phase: str, device: str, options: Be
                 if name not in saved:  # one forward with grad tells all three grad phases
                     saved[name] = saved_bytes(impl.call)
                 r.saved_bytes = saved[name]
+            if phase in ("backward", "forward_backward"):
+                number = min(number, graph_block_cap((r.saved_bytes or 0)
+                                                     + input_bytes(impl.pool[0])))
             if device.startswith("cuda"):
                 r.peak_mem_bytes = cuda_peak(task, device, sync)
             live[name] = (task, number)
@@ -769,11 +792,6 @@ ENV_KEYS = ("torch_version", "cuda_version", "cudnn_version", "device_name", "nu
 def env_differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
     """(key, old, new) for the ENV_KEYS that differ between two runs."""
     return [(k, old.get(k), new.get(k)) for k in ENV_KEYS if old.get(k) != new.get(k)]
-
-
-def with_cases(op: OpDef, cases: Sequence[Case]) -> OpDef:
-    """`op` with its bench cases replaced (the check cases too, so nothing falls back)."""
-    return replace(op, bench_cases=tuple(cases), cases=tuple(cases))
 
 
 __all__ = ["PHASES", "BenchOptions", "BenchReport", "BenchRow", "CompareRow", "bench_case",

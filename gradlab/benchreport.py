@@ -80,7 +80,8 @@ def bench_table(report: BenchReport, title: str = "gradlab bench") -> Table:
     right = {"median", "IQR", "min", "n", "saved", "peak mem", "first call"}
     for col in ("op", "case", "dtype", "device", "impl", "phase", "median", "IQR", "min", "n",
                 "noisy", "speedup [95% CI]", "saved", "peak mem", "first call"):
-        table.add_column(col, justify="right" if col in right else "left")
+        table.add_column(col, justify="right" if col in right else "left",
+                         no_wrap=col.startswith("speedup"))
     for r in report.rows:
         if r.status != OK:
             table.add_row(r.op, r.case, r.dtype, r.device, r.impl, r.phase,

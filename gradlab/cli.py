@@ -171,14 +171,17 @@ def bench(
                                                 "(default: the current count)")] = None,
 ) -> None:
     """Time forward / backward phases and memory of each Function against its reference."""
+    # The option defaults repeat gradlab.bench's DEFAULT_* constants (importing it here would
+    # load torch for `gradlab --help`); a test keeps them equal.
     import math
 
     from gradlab import bench as core
     from gradlab.benchreport import render_bench, write_bench_reports
 
-    for name, value in (("--min-time", min_time), ("--max-time", max_time)):
-        if not math.isfinite(value) or value < 0 or (name == "--min-time" and value == 0):
-            raise _fail(f"{name}: expected a positive number of seconds, got {value:g}")
+    if not (math.isfinite(min_time) and min_time > 0):
+        raise _fail(f"--min-time: expected a positive number of seconds, got {min_time:g}")
+    if not (math.isfinite(max_time) and max_time >= 0):
+        raise _fail(f"--max-time: expected seconds >= 0 (0: no cap), got {max_time:g}")
     if min_samples < 1:
         raise _fail(f"--min-samples: expected at least 1, got {min_samples}")
     if threads is not None and threads < 1:

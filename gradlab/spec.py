@@ -396,6 +396,9 @@ def resolve(what: str) -> list[Target]:
     """OP name, SPEC.yaml or DIR (every *.yaml / *.yml in it, sorted) -> Targets."""
     from gradlab import ops
 
+    # A bare bundled-op name wins over a same-named folder in the working directory.
+    if ops.entry(what) is not None and "/" not in what and not what.endswith((".yaml", ".yml")):
+        return [Target(op=ops.load(what), source="bundled")]
     p = Path(what)
     if p.is_dir():
         files = sorted([*p.glob("*.yaml"), *p.glob("*.yml")])

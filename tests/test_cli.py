@@ -100,7 +100,7 @@ def test_repro_file_and_command_rerun_the_same_case(tmp_path: Path,
     spec = str(DATA / "user_broken.yaml")
     first = runner.invoke(app, ["check", spec, "--report-dir", str(tmp_path), "--no-variants"])
     assert first.exit_code == 1
-    (saved,) = [p for p in (tmp_path / "repro").glob("*float64*.pt")]
+    (saved,) = list((tmp_path / "repro").glob("*float64*.pt"))
     data = torch.load(saved, weights_only=False)
     assert data["case"] == "base" and data["failures"]
     x = data["args"][0]
