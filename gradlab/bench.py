@@ -57,6 +57,10 @@ MAX_SAMPLES = 10_000
 #: Untimed warm-up after the (separately reported) first call, per implementation and phase:
 #: lets caches, allocators and the CPU clock settle.  Skipped when the first call took longer.
 DEFAULT_WARMUP_TIME = 0.05
+#: ...and at least this many calls after the first, however long they take: the allocator (glibc
+#: adapts its mmap threshold to the sizes freed) and oneDNN's primitive cache settle over the
+#: first few calls; without them a 60 ms conv backward measured 13% apart between two runs.
+WARMUP_MIN_CALLS = 3
 #: A sample times a block of calls lasting at least this long (a call of 5 µs is timed 200 at a
 #: time), so the clock's resolution and the per-sample Python overhead stay below 1%.
 BLOCK_TIME = 1e-3
@@ -228,10 +232,11 @@ def warm_up(task: Task, clock: Clock, sync: Sync,
             warmup_time: float = DEFAULT_WARMUP_TIME) -> tuple[float, int]:
     """Time the first call on its own, warm up, and pick a block size: (first_call_s, number)."""
     first = time_block(task, 1, clock, sync)
-    spent, last = first, first
-    while spent < warmup_time:
+    spent, last, calls = 0.0, first, 0
+    while spent < warmup_time or calls < WARMUP_MIN_CALLS:
         last = time_block(task, 1, clock, sync)
         spent += max(last, 1e-9)  # a clock that does not move must not loop forever
+        calls += 1
     return first, block_size(last)
 
 
