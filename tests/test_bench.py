@@ -149,7 +149,7 @@ def test_blocks_report_seconds_per_call() -> None:
 
 def test_first_call_is_reported_apart_and_not_sampled() -> None:
     clock = FakeClock()
-    task = fake_task(clock, "A", [5.0, 0.01, 0.01, 0.01])
+    task = fake_task(clock, "A", [5.0] + [0.01] * 20)
     first, number = warm_up(task, clock, lambda: None, warmup_time=0.0)
     assert first == 5.0 and number == 1
     (s,) = sample_interleaved([task], [1], min_time=0, min_samples=3, max_time=0, clock=clock)
