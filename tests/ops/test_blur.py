@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from gradlab.ops.base import Case, TensorArg
+from gradlab.cases import materialize
+from gradlab.ops.base import Case
 from gradlab.ops.blur import (
     ASYMMETRIC,
     BINOMIAL,
@@ -25,20 +26,7 @@ from gradlab.ops.blur import (
 
 def make_args(case: Case, seed: int = 0) -> list[Any]:
     """Case args as float64 tensors (TensorArg) or the plain values themselves."""
-    gen = torch.Generator().manual_seed(seed)
-    out: list[Any] = []
-    for arg in case.args:
-        if not isinstance(arg, TensorArg):
-            out.append(arg)
-            continue
-        t = torch.rand(arg.shape, generator=gen, dtype=torch.float64) * (arg.high - arg.low)
-        t = t + arg.low
-        if arg.min_abs:
-            # Move values inside (-min_abs, min_abs) to its edge, keeping their sign.
-            sign = torch.where(t < 0, -1.0, 1.0).to(t)
-            t = torch.where(t.abs() < arg.min_abs, sign * arg.min_abs, t)
-        out.append(t.requires_grad_(arg.requires_grad))
-    return out
+    return materialize(case, "float64", "cpu", seed).args
 
 
 CASES = {c.name: c for c in OP.cases}

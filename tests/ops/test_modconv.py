@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import torch
 
+from gradlab.cases import dtype_name, materialize
 from gradlab.ops.base import Case, TensorArg
 from gradlab.ops.modconv import (
     OP,
@@ -25,20 +26,7 @@ CASES = {c.name: c for c in OP.cases}
 
 def make_args(case: Case, seed: int = 0, dtype: torch.dtype = torch.float64) -> list[Any]:
     """Case args as tensors (TensorArg) or the plain values themselves."""
-    gen = torch.Generator().manual_seed(seed)
-    out: list[Any] = []
-    for arg in case.args:
-        if not isinstance(arg, TensorArg):
-            out.append(arg)
-            continue
-        t = torch.rand(arg.shape, generator=gen, dtype=torch.float64) * (arg.high - arg.low)
-        t = t + arg.low
-        if arg.min_abs:
-            # Move values inside (-min_abs, min_abs) to its edge, keeping their sign.
-            sign = torch.where(t < 0, -1.0, 1.0).to(t)
-            t = torch.where(t.abs() < arg.min_abs, sign * arg.min_abs, t)
-        out.append(t.to(dtype).requires_grad_(arg.requires_grad))
-    return out
+    return materialize(case, dtype_name(dtype), "cpu", seed).args
 
 
 def tensors(args: list[Any]) -> list[torch.Tensor]:
