@@ -78,10 +78,14 @@ def bench_table(report: BenchReport, title: str = "gradlab bench") -> Table:
     """One line per op, case, dtype, device, implementation and phase."""
     table = Table(title=title, caption=env_line(report.env), header_style="bold")
     right = {"median", "IQR", "min", "n", "saved", "peak mem", "first call"}
-    for col in ("op", "case", "dtype", "device", "impl", "phase", "median", "IQR", "min", "n",
-                "noisy", "speedup [95% CI]", "saved", "peak mem", "first call"):
+    keys = ("op", "case", "dtype", "device", "impl", "phase")
+    widths = {k: max([len(k), *(len(str(getattr(r, k))) for r in report.rows)]) for k in keys}
+    for col in (*keys, "median", "IQR", "min", "n", "noisy", "speedup [95% CI]", "saved",
+                "peak mem", "first call"):
+        # the columns that say which row is which are never cut short
         table.add_column(col, justify="right" if col in right else "left",
-                         no_wrap=col.startswith("speedup"))
+                         no_wrap=col.startswith("speedup") or col in keys,
+                         min_width=widths.get(col))
     for r in report.rows:
         if r.status != OK:
             table.add_row(r.op, r.case, r.dtype, r.device, r.impl, r.phase,

@@ -50,11 +50,15 @@ def summarise(rows: Sequence[CheckRow]) -> list[dict[str, Any]]:
 def check_table(report: Report, title: str = "gradlab check") -> Table:
     """The summary table: one line per op, case, dtype, device and check."""
     table = Table(title=title, show_lines=False, header_style="bold")
-    for col in ("op", "case", "dtype", "device", "check", "status", "variants", "max abs err",
-                "max rel err", "seconds"):
+    groups = summarise(report.rows)
+    keys = ("op", "case", "dtype", "device", "check", "status")
+    widths = {k: max([len(k), *(len(str(g[k])) for g in groups)]) for k in keys}
+    for col in (*keys, "variants", "max abs err", "max rel err", "seconds"):
+        # the columns that say which row is which are never cut short
         table.add_column(col, justify="right" if col in ("variants", "max abs err",
-                                                         "max rel err", "seconds") else "left")
-    for g in summarise(report.rows):
+                                                         "max rel err", "seconds") else "left",
+                         no_wrap=col in keys, min_width=widths.get(col))
+    for g in groups:
         variants = str(g["variants"])
         if g["failed_variants"]:
             variants = f"{g['failed_variants']}/{g['variants']} bad"
