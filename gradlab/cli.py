@@ -99,6 +99,11 @@ def check(
     variants: Annotated[bool, typer.Option("--variants/--no-variants",
                                            help="layout / grad_output / requires_grad / size-1 "
                                                 "variants")] = True,
+    variant: Annotated[list[str] | None, typer.Option("--variant", help="only these variant "
+                                                      "families (repeatable): noncontiguous, "
+                                                      "transposed, channels_last, expanded, "
+                                                      "grad_output, requires_grad, "
+                                                      "undefined_grad, size1")] = None,
     only: Annotated[list[str] | None, typer.Option("--check", help="only these checks: forward, "
                                                    "gradient, contract, gradcheck, "
                                                    "gradgradcheck")] = None,
@@ -117,6 +122,15 @@ def check(
         bad = [c for c in only if c not in CHECKS]
         if bad:
             raise _fail(f"--check: unknown check {bad[0]!r} (expected one of {', '.join(CHECKS)})")
+    chosen_variants: bool | frozenset[str] = variants
+    if variant and variants:
+        from gradlab.variants import FAMILIES
+
+        bad = [v for v in variant if v not in FAMILIES]
+        if bad:
+            raise _fail(f"--variant: unknown family {bad[0]!r} (expected one of "
+                        f"{', '.join(FAMILIES)})")
+        chosen_variants = frozenset(variant)
     if budget is not None and budget <= 0:
         raise _fail("--budget: expected a positive number of seconds")
     targets = _targets(what, case)
@@ -124,7 +138,8 @@ def check(
                  " --case {case} --dtype {dtype} --device {device}" +
                  (f" --seed {seed}" if seed else ""))
     options = Options(dtypes=_dtypes(dtype), devices=_devices(device), seed=seed,
-                      checks=frozenset(only) if only else None, variants=variants, mode=mode,
+                      checks=frozenset(only) if only else None, variants=chosen_variants,
+                      mode=mode,
                       budget=budget, repro_dir=str(report_dir / "repro"),
                       repro_command=repro_cmd)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn

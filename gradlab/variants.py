@@ -125,7 +125,7 @@ def generate(ctx: _Ctx, base: Inputs, n_outputs: int) -> Iterator[Variant]:
     if "undefined_grad" in fams and n_outputs > 1 and diff:
         for k in range(n_outputs):
             yield Variant(f"undefined_grad[out{k}]", "undefined_grad", base.clone(),
-                          undefined=(k,))
+                          new_values=True, undefined=(k,))
     if "size1" in fams:
         for group in ctx.case.size1:
             args = list(ctx.case.args)
@@ -193,10 +193,12 @@ def variant_rows(ctx: _Ctx, base: Inputs, grad_outs64: list[Tensor] | None,
         if v.go_layout == "expanded":
             gos64 = [g.reshape(-1)[:1].reshape([1] * g.dim()).expand(g.shape).contiguous()
                      for g in grad_outs64]
+        if v.undefined:
+            # an undefined gradient means "zero" to the reference
+            gos64 = [torch.zeros_like(g) if k in v.undefined else g for k, g in enumerate(gos64)]
         want = _expected(ctx, v, base_want, gos64, gen)
         gos = want.grad_outs64 if v.family == "size1" else gos64
         if v.undefined:
-            gos = [torch.zeros_like(g) if k in v.undefined else g for k, g in enumerate(gos)]
             got = _run_undefined(fn, v.inputs, gos, v.undefined)
         else:
             got = run_once(fn, v.inputs, gos, gen, go_layout=v.go_layout, check_contract=True)

@@ -73,6 +73,7 @@ def test_bad_spec_exits_2_with_one_line_no_traceback(name: str, tmp_path: Path) 
     ["check", "exp", "--device", "tpu"],
     ["check", "exp", "--mode", "slow"],
     ["check", "exp", "--check", "nope"],
+    ["check", "exp", "--variant", "nope"],
     ["check"],
     ["frobnicate"],
 ])
@@ -113,3 +114,13 @@ def test_repro_file_and_command_rerun_the_same_case(tmp_path: Path,
     (saved_again,) = (tmp_path / "again" / "repro").glob("*float64*.pt")
     # the same case gets the same seed, so the same inputs, when re-run on its own
     assert torch.equal(torch.load(saved_again, weights_only=False)["args"][0], x)
+
+
+def test_variant_option_keeps_only_those_families(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["check", "exp", "--dtype", "double", "--variant", "grad_output",
+                                 "--report-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    (csv,) = tmp_path.glob("check-*.csv")
+    variants = set(pd.read_csv(csv)["variant"])
+    assert variants == {"base", "grad_output:noncontiguous", "grad_output:transposed",
+                        "grad_output:expanded"}
