@@ -63,12 +63,22 @@ class Diff:
         return self.frac_wrong == 0.0
 
 
-def compare(got: Tensor, want: Tensor, tol: Tolerance, k: int = 5) -> Diff:
-    """Compare two tensors of equal numel elementwise: |got-want| <= atol + rtol*|want|."""
+def compare(got: Tensor, want: Tensor, tol: Tolerance, k: int = 5, *,
+            scaled: bool = False) -> Diff:
+    """Compare two tensors of equal numel elementwise: |got-want| <= atol + rtol*|want|.
+
+    scaled: atol is relative to the tensor's largest magnitude (when above 1).  Low-precision
+    results carry rounding error proportional to the terms summed, not to each element, so an
+    element that cancels to ~0 inside a tensor of large values would otherwise be a false alarm.
+    """
     g = got.detach().reshape(-1).to(torch.float64).cpu()
     w = want.detach().reshape(-1).to(torch.float64).cpu()
     if g.numel() == 0:
         return Diff(0.0, 0.0, 0.0, 1.0, 1.0)
+    if scaled:
+        finite = w[torch.isfinite(w)]
+        top = float(finite.abs().max()) if finite.numel() else 1.0
+        tol = Tolerance(tol.atol * max(1.0, top), tol.rtol)
     err = (g - w).abs()
     # NaN/inf in got is always wrong; nan_to_num keeps the statistics finite.
     bad = ~torch.isfinite(g) & torch.isfinite(w)

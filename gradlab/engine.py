@@ -316,7 +316,7 @@ def _compare_outputs(ctx: _Ctx, variant: str, got: list[Tensor], want: list[Tens
             return ctx.row(variant, "forward", FAIL, hint="forward",
                            message=f"output {k} has shape {list(g.shape)}, reference "
                                    f"{list(w.shape)}")
-        d = dg.compare(g, w, tol)
+        d = dg.compare(g, w, tol, scaled=True)
         worst = (max(worst[0], d.max_abs), max(worst[1], d.max_rel))
         if not d.ok:
             loc = ", ".join(f"out{k}{dg.unravel(i, g.shape)}: got {a:.6g} want {b:.6g}"
@@ -346,7 +346,7 @@ def _compare_grads(ctx: _Ctx, variant: str, got: _Run, want: _Run, inputs: Input
             failures.append(("wrong_shape", f"{label}: gradient shape {list(g.shape)}, "
                              f"expected {list(w.shape)}", "", {}))
             continue
-        d = dg.compare(g, w, tol)
+        d = dg.compare(g, w, tol, scaled=True)
         worst = (max(worst[0], d.max_abs), max(worst[1], d.max_rel))
         if d.ok:
             continue
@@ -456,10 +456,29 @@ def _out_label(outs_shapes: Sequence[torch.Size], m: int) -> str:
     return f"out?[{m}]"
 
 
+def _with_roundoff(tol: Tolerance, outputs: Sequence[Tensor], *, norm: bool) -> Tolerance:
+    """`tol` with the finite differences' own rounding noise added to atol.
+
+    f(x + eps) - f(x - eps) loses about machine-epsilon * |f| to rounding, so the difference
+    quotient carries ~ 2.2e-16 * |f| / eps of noise: 2e-5 at |f| = 1e5, above gradcheck's atol.
+    Per element for dense Jacobians (the largest |f|), and the 2-norm of f for a probe (v is a
+    unit vector).  The factor 4 leaves room for the roundings inside f itself.
+    """
+    if not outputs:
+        return tol
+    flat = torch.cat([o.detach().reshape(-1).double().cpu() for o in outputs])
+    flat = flat[torch.isfinite(flat)]
+    if not flat.numel():
+        return tol
+    size = float(flat.norm()) if norm else float(flat.abs().max())
+    return Tolerance(tol.atol + 4 * torch.finfo(torch.float64).eps * size / jac.EPS, tol.rtol)
+
+
 def _dense_failures(fn: Callable[..., Any], inputs: Inputs, wrt: Sequence[int],
                     tol: Tolerance) -> dict[str, Any]:
     bw = jac.build_backward(fn, inputs, wrt)
     shapes = [o.shape for o in bw.outputs]
+    tol = _with_roundoff(tol, bw.outputs, norm=False)
     analytical, missing = jac.analytical_jacobians(bw)
     numeric_inputs = inputs.clone()  # perturbed in place; the graph's tensors stay untouched
     numerical = [jac.numerical_jacobian(fn, numeric_inputs, i) for i in wrt]
@@ -508,6 +527,7 @@ def _probe_failures(fn: Callable[..., Any], inputs: Inputs, wrt: Sequence[int], 
     # the tensors the graph saved change and every later backward refuses to run.
     inputs = inputs.clone()
     shapes = [o.shape for o in bw.outputs]
+    tol = _with_roundoff(tol, bw.outputs, norm=True)
     result: dict[str, Any] = {"inputs": {}}
     probes = [jac.unit_probe(bw.n_out, gen) for _ in range(N_PROBES)]
     vjps = [bw.vjp(v) for v in probes]
