@@ -23,6 +23,7 @@ from torch.utils.benchmark import Timer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
 
+from gradlab import bench
 from gradlab.ops.involution import involution, involution_reference
 
 #: Saved-bytes figures are reported at this batch (the RedNet-like layer's own) whatever --batch.
@@ -80,16 +81,7 @@ IMPLS: dict[str, Callable[..., torch.Tensor]] = {
 
 def saved_bytes(fn: Callable[..., torch.Tensor], *args: object) -> int:
     """Bytes autograd keeps for backward of fn(*args), each storage counted once."""
-    storages: dict[int, int] = {}
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        s = t.untyped_storage()
-        storages[s.data_ptr()] = s.nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        fn(*args)
-    return sum(storages.values())
+    return bench.saved_bytes(lambda: fn(*args))
 
 
 def fwd_bwd_medians(layer: Layer, batch: int, dtype: torch.dtype, device: str, repeats: int,

@@ -28,6 +28,7 @@ if str(ROOT) not in sys.path:  # the subprocess runs this file as a script from 
     sys.path.insert(0, str(ROOT))
 
 import gradlab.ops.involution as inv  # noqa: E402
+from gradlab import bench  # noqa: E402
 from gradlab.ops import entry  # noqa: E402
 from gradlab.ops.base import Case, TensorArg  # noqa: E402
 
@@ -145,16 +146,7 @@ def reference_float64(
 
 def saved_bytes(fn: Callable[..., torch.Tensor], *args: Any) -> int:
     """Bytes autograd keeps for backward of fn(*args), each storage counted once."""
-    storages: dict[int, int] = {}
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        s = t.untyped_storage()
-        storages[s.data_ptr()] = s.nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        fn(*args)
-    return sum(storages.values())
+    return bench.saved_bytes(lambda: fn(*args))
 
 
 @contextlib.contextmanager
