@@ -153,12 +153,9 @@ def _expected(ctx: _Ctx, v: Variant, base_want: _Run, grad_outs64: list[Tensor] 
     dtype = torch.float64 if ctx.op.reference is not None else None
     if v.new_values:
         # contiguous copies of the variant's own values
-        inputs = Inputs([copy_like(a.contiguous() if isinstance(a, Tensor) else a, dtype=dtype)
+        inputs = Inputs([copy_like(a.contiguous(), dtype=dtype, requires_grad=a.requires_grad)
                          if isinstance(a, Tensor) else a for a in v.inputs.args],
                         dict(v.inputs.kwargs))
-        for i in v.inputs.tensor_index:
-            inputs.args[i] = inputs.args[i].contiguous().detach().requires_grad_(
-                v.inputs.args[i].requires_grad)
         return run_once(fn, inputs, None if v.family == "size1" else grad_outs64, gen)
     return base_want
 
@@ -171,18 +168,18 @@ def _subset_grads(v: Variant, base: Inputs, want: _Run) -> _Run:
     return _Run(want.outs, keep, want.error, want.stage, [], want.grad_outs64)
 
 
-def variant_rows(ctx: _Ctx, base: Inputs, grad_outs64: list[Tensor] | None,
+def variant_rows(ctx: _Ctx, base: Inputs, grad_outs64: list[Tensor], base_want: _Run,
                  checks: frozenset[str], gen: torch.Generator) -> None:
-    """Run every variant and append its rows to ctx.rows."""
-    from gradlab.engine import compare_runs, run_once
+    """Run every variant and append its rows to ctx.rows.
 
-    if grad_outs64 is None:
-        return
+    base_want: the expected run on the base values with `grad_outs64` (the reference's, or the
+    Function's own contiguous run when there is no reference); variants on the same values
+    are compared with it, the others get their own.
+    """
+    from gradlab.engine import compare_runs, contract_row, run_once
+
     tol = ctx.op.tolerance(ctx.dtype)
     fn = ctx.op.function
-    ref = ctx.op.reference
-    ref_inputs = base.clone(dtype=torch.float64 if ref is not None else None)
-    base_want = run_once(ref or fn, ref_inputs, grad_outs64, gen)
     base_failed = any(r.failed for r in ctx.rows)
     # When the base case fails too, its diagnosis (e.g. no_chain_rule) is the variants' best one.
     base_hints = {r.check: r.hint for r in ctx.rows if r.failed and r.hint}
@@ -219,11 +216,8 @@ def variant_rows(ctx: _Ctx, base: Inputs, grad_outs64: list[Tensor] | None,
             # the forward is the base forward again: keep only the gradient row
             for r in [r for r in rows if r.check == "forward" and not r.failed]:
                 ctx.rows.remove(r)
-        if got.contract and "contract" in checks:
-            hint = got.contract[0][0]
-            ctx.rows.append(CheckRow(ctx.op.name, ctx.case.name, ctx.dtype, ctx.device, v.name,
-                                     "contract", "fail", hint=hint, message="; ".join(
-                                         f"{dg.HINTS.get(h, h)}: {m}" for h, m in got.contract)))
+        if "contract" in checks:
+            contract_row(ctx, v.name, got.contract, passing=False)
         for r in ctx.rows[n_before:]:
             if not r.failed or r.check == "contract":
                 continue  # contract rows keep their own, more specific, hint
