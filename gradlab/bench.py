@@ -376,18 +376,14 @@ class Impl:
     def task(self, phase: str) -> Task:
         """The Task that times `phase`; each call's result is released inside the timed region,
         as torch.utils.benchmark.Timer does."""
-        if phase == "forward":
+        if phase in ("forward", "forward_grad"):
+            grad = phase == "forward_grad"
+
             def run_forward(k: int) -> None:
-                with torch.no_grad():
+                with torch.set_grad_enabled(grad):
                     for _ in range(k):
                         self.call()
             return Task(setup=lambda k: k, run=run_forward)
-        if phase == "forward_grad":
-            def run_forward_grad(k: int) -> None:
-                with torch.enable_grad():
-                    for _ in range(k):
-                        self.call()
-            return Task(setup=lambda k: k, run=run_forward_grad)
         if phase == "backward":
             def setup_backward(k: int) -> list[tuple[list[Tensor], list[Tensor]]]:
                 return [self._graph(inputs) for inputs in self._fresh(k)]
