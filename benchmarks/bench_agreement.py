@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout, installed or not
 
 from gradlab import bench, ops  # noqa: E402
-from gradlab.cases import materialize  # noqa: E402
+from gradlab.cases import case_seed, materialize  # noqa: E402
 from gradlab.spec import resolve  # noqa: E402
 
 #: Targets from the issue.
@@ -77,7 +77,7 @@ def timer_agreement() -> list[float]:
                                      max_time=0.0)
         # The same inputs gradlab uses (same seed derivation), the same no-grad call.
         inputs = materialize(case, "float32", "cpu",
-                             bench.case_seed(options.seed, op.name, case.name))
+                             case_seed(options.seed, op.name, case.name))
         fn, args, kwargs = op.function, inputs.args, inputs.kwargs
 
         def call(fn: Callable[..., Any] = fn, args: Any = args, kwargs: Any = kwargs) -> None:

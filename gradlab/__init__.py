@@ -46,9 +46,8 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     import torch
 
     from gradlab.engine import Options, run
-    from gradlab.ops.base import DEFAULT_TOLERANCES, Case, OpDef, Tolerance, canonical_dtype
+    from gradlab.model import DEFAULT_TOLERANCES, Case, OpDef, Target, Tolerance, canonical_dtype
     from gradlab.spec import as_callable
-    from gradlab.target import Target
 
     fn_call = as_callable(fn)
     ref_call = as_callable(reference) if reference is not None else None

@@ -20,7 +20,6 @@ from __future__ import annotations
 import gc
 import math
 import time
-import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -28,11 +27,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gradlab.cases import Inputs, materialize
+from gradlab.cases import Inputs, case_seed, materialize
 from gradlab.errors import GradlabError
 from gradlab.jacobian import flat_outputs
-from gradlab.ops.base import Case, OpDef
-from gradlab.target import Target
+from gradlab.model import Case, OpDef, Target
+from gradlab.torchstate import intra_op_threads
 
 Clock = Callable[[], float]
 Sync = Callable[[], None]
@@ -527,11 +526,6 @@ def plan(targets: Sequence[Target], options: BenchOptions
                     yield t, case, dtype, device
 
 
-def case_seed(seed: int, op: str, case: str) -> int:
-    """The inputs' seed of one case, as `gradlab check` derives it (stable under --case)."""
-    return seed + zlib.crc32(f"{op}/{case}".encode()) % 100_003
-
-
 def default_sync(device: str) -> Sync:
     """torch.cuda.synchronize on CUDA (kernels run asynchronously), a no-op on CPU."""
     if device.startswith("cuda"):
@@ -677,26 +671,23 @@ def run(targets: Sequence[Target], options: BenchOptions | None = None, *,
     items = list(plan(targets, options))
     if options.cases and not items:
         raise BenchError(f"--case: no bench case named {', '.join(options.cases)}")
-    old_threads = torch.get_num_threads()
-    if options.threads is not None:
-        torch.set_num_threads(options.threads)
     devices = sorted({d for _, _, _, d in items})
     env_device = next((d for d in devices if d.startswith("cuda")), "cpu")
-    report = BenchReport(env=environment(seed=options.seed, device=env_device),
-                         settings=settings_dict(options))
-    try:
-        for t, case, dtype, device in items:
-            label = f"{t.op.name}/{case.name}/{dtype}/{device}"
-            for rows in iter_bench_case(t.op, case, dtype, device, options, clock=clock,
-                                        sync=sync):
-                report.rows.extend(rows)
-                if on_step is not None:
-                    on_step(f"{label} {rows[0].phase}")
-            _release(device)
-    except KeyboardInterrupt:
-        report.interrupted = True
-    finally:
-        torch.set_num_threads(old_threads)
+    with intra_op_threads(options.threads):
+        # the environment is read inside: it records the thread count the run uses
+        report = BenchReport(env=environment(seed=options.seed, device=env_device),
+                             settings=settings_dict(options))
+        try:
+            for t, case, dtype, device in items:
+                label = f"{t.op.name}/{case.name}/{dtype}/{device}"
+                for rows in iter_bench_case(t.op, case, dtype, device, options, clock=clock,
+                                            sync=sync):
+                    report.rows.extend(rows)
+                    if on_step is not None:
+                        on_step(f"{label} {rows[0].phase}")
+                _release(device)
+        except KeyboardInterrupt:
+            report.interrupted = True
     return report
 
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from gradlab.ops.base import Case, TensorArg
+from gradlab.model import Case, TensorArg, non_overlapping
 
 _TORCH_DTYPES = {
     "float64": torch.float64,
@@ -127,7 +128,7 @@ def strided_copy(values: Tensor, strides: tuple[int, ...]) -> Tensor:
         raise ValueError(f"strides has {len(strides)} entries for a {values.dim()}-D tensor")
     if any(s < 0 for s in strides):
         raise ValueError("strides must be non-negative")
-    if values.numel() and not _non_overlapping(values.shape, strides):
+    if values.numel() and not non_overlapping(values.shape, strides):
         raise ValueError(f"strides {list(strides)} make elements of shape "
                          f"{list(values.shape)} overlap")
     size = 1 + sum((n - 1) * s for n, s in zip(values.shape, strides, strict=True))
@@ -135,17 +136,6 @@ def strided_copy(values: Tensor, strides: tuple[int, ...]) -> Tensor:
     out = buf.as_strided(values.shape, strides)
     out.copy_(values)
     return out
-
-
-def _non_overlapping(shape: torch.Size, strides: tuple[int, ...]) -> bool:
-    """True when no two indices of `shape` map to the same offset under `strides`."""
-    dims = sorted((s, n) for s, n in zip(strides, shape, strict=True) if n > 1)
-    reach = 0  # largest offset reachable by the smaller-stride dims so far
-    for stride, n in dims:
-        if stride <= reach:
-            return False
-        reach += stride * (n - 1)
-    return True
 
 
 def materialize(case: Case, dtype: str, device: str, seed: int) -> Inputs:
@@ -157,3 +147,9 @@ def materialize(case: Case, dtype: str, device: str, seed: int) -> Inputs:
     kwargs = {k: make_tensor(v, dtype, device, gen) if isinstance(v, TensorArg) else v
               for k, v in case.kwargs.items()}
     return Inputs(args, kwargs)
+
+
+def case_seed(seed: int, op: str, case: str) -> int:
+    """The inputs' seed of one case: stable under filtering (--case), so a repro sees the same
+    values, and shared by `check` and `bench`."""
+    return seed + zlib.crc32(f"{op}/{case}".encode()) % 100_003

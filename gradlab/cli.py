@@ -31,7 +31,7 @@ def _fail(message: str, code: ExitCode = ExitCode.BAD_INPUT) -> typer.Exit:
 
 
 def _dtypes(values: list[str] | None) -> tuple[str, ...] | None:
-    from gradlab.ops.base import canonical_dtype
+    from gradlab.model import canonical_dtype
 
     if not values:
         return None

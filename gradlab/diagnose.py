@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gradlab.ops.base import Tolerance
+from gradlab.model import Tolerance
 
 #: Likely-cause codes and the sentence each stands for.
 HINTS: dict[str, str] = {

@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 import time
 import traceback
-import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -24,10 +23,10 @@ from torch import Tensor
 
 from gradlab import diagnose as dg
 from gradlab import jacobian as jac
-from gradlab.cases import Inputs, dtype_name, materialize
-from gradlab.ops.base import GRADCHECK_TOLERANCE, Case, OpDef, Tolerance
+from gradlab.cases import Inputs, case_seed, dtype_name, materialize
+from gradlab.model import GRADCHECK_TOLERANCE, Case, OpDef, Target, Tolerance
 from gradlab.results import ERROR, FAIL, PASS, SKIP, CheckRow, Report
-from gradlab.target import Target
+from gradlab.torchstate import intra_op_threads
 
 CHECKS = ("forward", "gradient", "contract", "gradcheck", "gradgradcheck")
 
@@ -666,7 +665,7 @@ def _enabled(target: Target, options: Options) -> frozenset[str]:
     for chosen in (target.checks, options.checks):
         if chosen is not None:
             checks &= chosen
-    return checks - frozenset(target.op.skip_checks)
+    return checks
 
 
 def case_rows(target: Target, case: Case, dtype: str, device: str, options: Options,
@@ -799,23 +798,13 @@ def plan(targets: Sequence[Target], options: Options) -> Iterator[tuple[str, Tar
                 yield "numerical", t, case, t.gradcheck_dtype, device
 
 
-def case_seed(seed: int, op: str, case: str) -> int:
-    """The seed of one case: stable under filtering (--case) so a repro sees the same values."""
-    return seed + zlib.crc32(f"{op}/{case}".encode()) % 100_003
-
-
 def run(targets: Sequence[Target], options: Options | None = None,
         on_rows: Callable[[list[CheckRow]], None] | None = None) -> Report:
     """Run every check of every target; `on_rows` sees each batch of rows as it is made."""
 
     options = options or Options()
-    saved_threads = torch.get_num_threads()
-    if options.threads is not None:
-        torch.set_num_threads(options.threads)
-    try:
+    with intra_op_threads(options.threads):
         return _run(targets, options, on_rows)
-    finally:
-        torch.set_num_threads(saved_threads)
 
 
 def _run(targets: Sequence[Target], options: Options,

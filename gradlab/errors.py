@@ -33,13 +33,9 @@ class SpecError(GradlabError):
         parts = [p for p in (self.source, self.key) if p]
         return ": ".join([*parts, self.bare])
 
-    def at(self, *, source: str | None = None, key_prefix: str | None = None) -> SpecError:
-        """Return a copy with context added at a higher level (file name, outer key path)."""
-        key = self.key
-        if key_prefix:
-            sep = "." if key and not key.startswith("[") else ""
-            key = f"{key_prefix}{sep}{key or ''}"
-        return SpecError(self.bare, source=source or self.source, key=key)
+    def at(self, *, source: str) -> SpecError:
+        """A copy that names the file the error was found in."""
+        return SpecError(self.bare, source=source, key=self.key)
 
 
 class UnknownOpError(GradlabError):

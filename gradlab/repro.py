@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from gradlab.cases import materialize
-from gradlab.ops.base import Case
+from gradlab.model import Case, Target
 from gradlab.results import CheckRow
-from gradlab.target import Target
 
 if TYPE_CHECKING:
     from gradlab.engine import Options

@@ -6,8 +6,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-#: Row statuses.  "error" is a crash of the Function under test (it fails its own case only).
-PASS, FAIL, ERROR, SKIP = "pass", "fail", "error", "skip"
+#: Row statuses, the same words in check and bench reports.  "error": the Function (or its
+#: reference) raised, which fails its own case only; "warn": a capability the reference has and
+#: the Function lacks.
+PASS, FAIL, ERROR, SKIP, WARN = "pass", "fail", "error", "skip", "warn"
+STATUSES = (PASS, FAIL, ERROR, SKIP, WARN)
 
 #: The table columns, in order (CSV adds the environment columns after these).
 COLUMNS = ("op", "case", "dtype", "device", "variant", "check", "status", "max_abs_err",

@@ -14,17 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from gradlab.errors import LoadError, SpecError, UnknownOpError
-from gradlab.ops.base import (
+from gradlab.model import (
     DEFAULT_TOLERANCES,
     DTYPES,
     LAYOUTS,
     Case,
     OpDef,
+    Target,
     TensorArg,
     Tolerance,
     canonical_dtype,
+    non_overlapping,
 )
-from gradlab.target import Target
 
 OP_KEYS = {"op", "function", "reference", "name", "second_order", "dtypes", "devices",
            "tolerances", "checks", "variants", "gradcheck_dtype", "args", "kwargs", "cases",
@@ -111,9 +112,7 @@ def parse_tensor(v: Mapping[str, Any], key: str) -> TensorArg:
         strides = _shape(v["strides"], _join(key, "strides"), positive=False)
         if len(strides) != ndim:
             raise _fail(_join(key, "strides"), f"expected {ndim} strides, got {len(strides)}")
-        from gradlab.cases import _non_overlapping
-
-        if not _non_overlapping(kw["shape"], strides):
+        if not non_overlapping(kw["shape"], strides):
             raise _fail(_join(key, "strides"), f"strides {list(strides)} make elements overlap")
         kw["strides"] = strides
     return TensorArg(**kw)

@@ -19,7 +19,7 @@ from torch import Tensor
 
 from gradlab import diagnose as dg
 from gradlab.cases import Inputs, copy_like, materialize
-from gradlab.ops.base import TensorArg
+from gradlab.model import TensorArg
 from gradlab.results import CheckRow
 
 if TYPE_CHECKING:

@@ -40,8 +40,7 @@ from gradlab.benchreport import read_bench_json, write_bench_reports
 from gradlab.cases import Inputs
 from gradlab.cli import app
 from gradlab.errors import GradlabError
-from gradlab.ops.base import Case, OpDef, TensorArg
-from gradlab.target import Target
+from gradlab.model import Case, OpDef, Target, TensorArg
 
 runner = CliRunner()
 

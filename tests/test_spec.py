@@ -7,7 +7,7 @@ from conftest import DATA, ROOT
 
 from gradlab import ops
 from gradlab.errors import SpecError, UnknownOpError
-from gradlab.ops.base import TensorArg
+from gradlab.model import TensorArg
 from gradlab.spec import load_file, parse_document, resolve
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gradlab.ops.base import OpDef
+    from gradlab.model import OpDef
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from gradlab.ops.base import Case, OpDef, TensorArg
+from gradlab.model import Case, OpDef, TensorArg
 
 #: The StyleGAN2 blur: outer product of [1, 2, 1] with itself, normalised to sum 1.
 BINOMIAL: tuple[tuple[float, ...], ...] = tuple(

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 import torch.nn.grad
 from torch import Tensor
 
-from gradlab.ops.base import Case, OpDef, TensorArg
+from gradlab.model import Case, OpDef, TensorArg
 
 IntOrPair = int | tuple[int, int] | list[int]
 

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import FunctionCtx
 
-from gradlab.ops.base import Case, OpDef, TensorArg
+from gradlab.model import Case, OpDef, TensorArg
 
 IntPair = int | Sequence[int]
 

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gradlab.ops.base import Case, OpDef, TensorArg
+from gradlab.model import Case, OpDef, TensorArg
 
 
 class LinearFunction(torch.autograd.Function):

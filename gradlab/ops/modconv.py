@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from gradlab.ops.base import Case, OpDef, TensorArg
+from gradlab.model import Case, OpDef, TensorArg
 from gradlab.ops.blur import blur, blur_reference
 
 #: Added under the square roots: StyleGAN2's values (PixelNorm, demodulation).

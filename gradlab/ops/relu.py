@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from gradlab.ops.base import Case, OpDef, TensorArg
+from gradlab.model import Case, OpDef, TensorArg
 
 
 class ReLUFunction(torch.autograd.Function):

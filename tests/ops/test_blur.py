@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from gradlab.cases import materialize
-from gradlab.ops.base import Case
+from gradlab.model import Case
 from gradlab.ops.blur import (
     ASYMMETRIC,
     BINOMIAL,

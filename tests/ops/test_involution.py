@@ -29,8 +29,8 @@ if str(ROOT) not in sys.path:  # the subprocess runs this file as a script from 
 
 import gradlab.ops.involution as inv  # noqa: E402
 from gradlab import bench  # noqa: E402
+from gradlab.model import Case, TensorArg  # noqa: E402
 from gradlab.ops import entry  # noqa: E402
-from gradlab.ops.base import Case, TensorArg  # noqa: E402
 
 Pair = int | tuple[int, int]
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from gradlab.cases import dtype_name, materialize
-from gradlab.ops.base import Case, TensorArg
+from gradlab.model import Case, TensorArg
 from gradlab.ops.modconv import (
     OP,
     EqualLinear,

@@ -7,8 +7,7 @@ import pytest
 import gradlab.ops
 from gradlab import ops
 from gradlab.engine import Options, run
-from gradlab.ops.base import OpDef
-from gradlab.target import Target
+from gradlab.model import OpDef, Target
 
 NOT_OPS = {"base"}
 

@@ -1,8 +1,11 @@
-"""The op definition type: what a bundled op (or a user's Function) tells gradlab about itself."""
+"""What is checked: dtypes, tolerances, tensor and case descriptions, the op definition, targets.
+
+Plain data, no torch: spec loading builds these, the checks and the bench consume them.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +25,17 @@ def canonical_dtype(name: str) -> str:
     if key not in DTYPES:
         raise ValueError(f"unknown dtype {name!r} (expected one of {', '.join(DTYPES)} or double)")
     return key
+
+
+def non_overlapping(shape: Sequence[int], strides: tuple[int, ...]) -> bool:
+    """True when no two indices of `shape` map to the same offset under `strides`."""
+    dims = sorted((s, n) for s, n in zip(strides, shape, strict=True) if n > 1)
+    reach = 0  # largest offset reachable by the smaller-stride dims so far
+    for stride, n in dims:
+        if stride <= reach:
+            return False
+        reach += stride * (n - 1)
+    return True
 
 
 @dataclass(frozen=True)
@@ -94,7 +108,6 @@ class OpDef:
     summary: str
     function: Callable[..., Any]
     reference: Callable[..., Any] | None
-    cases: tuple[Case, ...]
     #: True: double backward supported (gradgradcheck runs); False: it must raise; None: unknown
     #: (user Functions): gradgradcheck runs and a "not differentiable twice" error is a skip.
     second_order: bool | None
@@ -103,11 +116,28 @@ class OpDef:
     dtypes: tuple[str, ...] = ("float64", "float32")
     #: devices the op can run on.
     devices: tuple[str, ...] = ("cpu", "cuda")
+    #: the check cases (a bundled op's come from its spec file, gradlab/specs/NAME.yaml).
+    cases: tuple[Case, ...] = ()
     #: bigger cases for `gradlab bench` (the check cases are used when empty).
     bench_cases: tuple[Case, ...] = ()
-    #: checks to skip by default (names as in gradlab.engine.CHECKS).
-    skip_checks: tuple[str, ...] = ()
 
     def tolerance(self, dtype: str) -> Tolerance:
         """The comparison tolerance for `dtype` (falls back to the defaults)."""
         return self.tolerances.get(dtype, DEFAULT_TOLERANCES[dtype])
+
+
+@dataclass(frozen=True)
+class Target:
+    """An op plus run settings from a spec; None fields fall back to the op's or the run's."""
+
+    op: OpDef
+    #: where it came from: "gradlab/specs/conv2d.yaml", "specs/x.yaml: ops[0]" or "python".
+    source: str = "python"
+    dtypes: tuple[str, ...] | None = None
+    devices: tuple[str, ...] | None = None
+    #: the checks to run (None: all that apply).
+    checks: frozenset[str] | None = None
+    #: the variants to generate (None: all that apply).
+    variants: frozenset[str] | None = None
+    #: dtype of the numerical (finite-difference) checks.
+    gradcheck_dtype: str = "float64"
