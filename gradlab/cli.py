@@ -114,7 +114,8 @@ def check(
 ) -> None:
     """Check gradients: gradcheck, gradgradcheck, reference comparison, variants, contracts."""
     from gradlab.engine import CHECKS, Options, run
-    from gradlab.report import render_check, write_check_reports
+    from gradlab.render.files import write_check_reports
+    from gradlab.report import render_check
 
     if mode not in ("auto", "dense", "fast"):
         raise _fail(f"--mode: expected auto, dense or fast, got {mode!r}")

@@ -724,7 +724,7 @@ def numerical_rows(target: Target, case: Case, device: str, options: Options,
                    seed: int) -> list[CheckRow]:
     """gradcheck and gradgradcheck (or "second order raises") of one case, in float64."""
     checks = _enabled(target, options)
-    gdtype = target.gradcheck_dtype
+    gdtype = target.numerical_dtype
     ctx = _Ctx(target, case, gdtype, device, options)
     op = target.op
     gen = torch.Generator().manual_seed(seed + 7)
@@ -795,7 +795,7 @@ def plan(targets: Sequence[Target], options: Options) -> Iterator[tuple[str, Tar
             for device in _devices(t, options):
                 for dtype in _dtypes(t, options):
                     yield "case", t, case, dtype, device
-                yield "numerical", t, case, t.gradcheck_dtype, device
+                yield "numerical", t, case, t.numerical_dtype, device
 
 
 def run(targets: Sequence[Target], options: Options | None = None,

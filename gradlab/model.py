@@ -17,6 +17,23 @@ DTYPE_ALIASES = {"double": "float64", "float": "float32", "half": "float16", "bf
 #: Layouts a tensor argument can be created in.
 LAYOUTS = ("contiguous", "channels_last", "transposed", "strided")
 
+#: Check families, as named in specs, options and report rows:
+#: - forward:      the Function's outputs against the reference on the same values;
+#: - gradient:     input gradients against the reference's for the same random grad_output;
+#: - contract:     what backward returns (count, None for non-tensors, shape/dtype/device) and
+#:                 that nothing is modified in place that must not be;
+#: - jacobian:     the analytical Jacobian against central finite differences in float64 (the
+#:                 math of torch.autograd.gradcheck, gradlab's own code: dense or random probes);
+#: - second_order: the same for the gradient function (gradgradcheck's math), or, for an op
+#:                 that declares no double backward, that double backward raises.
+CHECKS = ("forward", "gradient", "contract", "jacobian", "second_order")
+#: Former check names, still accepted in specs and on the command line.
+CHECK_ALIASES = {"gradcheck": "jacobian", "gradgradcheck": "second_order"}
+
+#: Variant families, as named in specs and options (see gradlab.checks.variants).
+VARIANT_FAMILIES = ("noncontiguous", "transposed", "channels_last", "expanded", "grad_output",
+                    "requires_grad", "undefined_grad", "size1")
+
 
 def canonical_dtype(name: str) -> str:
     """Map a dtype name or alias ('double') to its canonical name ('float64')."""
@@ -25,6 +42,14 @@ def canonical_dtype(name: str) -> str:
     if key not in DTYPES:
         raise ValueError(f"unknown dtype {name!r} (expected one of {', '.join(DTYPES)} or double)")
     return key
+
+
+def canonical_check(name: str) -> str:
+    """A check name or former alias ('gradcheck') as its current name ('jacobian')."""
+    name = CHECK_ALIASES.get(name, name)
+    if name not in CHECKS:
+        raise ValueError(f"unknown check {name!r} (expected one of {', '.join(CHECKS)})")
+    return name
 
 
 def non_overlapping(shape: Sequence[int], strides: tuple[int, ...]) -> bool:
@@ -139,5 +164,5 @@ class Target:
     checks: frozenset[str] | None = None
     #: the variants to generate (None: all that apply).
     variants: frozenset[str] | None = None
-    #: dtype of the numerical (finite-difference) checks.
-    gradcheck_dtype: str = "float64"
+    #: dtype of the finite-difference checks (jacobian, second_order).
+    numerical_dtype: str = "float64"

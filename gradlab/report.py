@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import math
-import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gradlab.results import COLUMNS, ERROR, FAIL, PASS, SKIP, CheckRow, Report
+from gradlab.results import ERROR, FAIL, PASS, SKIP, CheckRow, Report
 
 _STYLE = {PASS: "green", FAIL: "bold red", ERROR: "bold magenta", SKIP: "yellow"}
 _RANK = {ERROR: 3, FAIL: 2, PASS: 1, SKIP: 0}
@@ -102,21 +99,3 @@ def render_check(report: Report, console: Console) -> None:
     extra = " (stopped early by --budget)" if report.truncated else ""
     console.print(Text(f"{verdict}: {counts[PASS]} passed, {counts[FAIL]} failed, "
                        f"{counts[ERROR]} errors, {counts[SKIP]} skipped{extra}", style=style))
-
-
-def _stamp() -> str:
-    return time.strftime("%Y%m%d-%H%M%S")
-
-
-def write_check_reports(report: Report, folder: str | Path, stem: str = "check") -> list[Path]:
-    """CSV (table columns + environment) and JSON (rows with details) in `folder`."""
-    out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
-    stamp = _stamp()
-    csv_path = out / f"{stem}-{stamp}.csv"
-    report.to_frame().to_csv(csv_path, index=False)
-    json_path = out / f"{stem}-{stamp}.json"
-    payload = {"env": report.env, "passed": report.passed, "truncated": report.truncated,
-               "columns": list(COLUMNS), "rows": [r.as_dict() for r in report.rows]}
-    json_path.write_text(json.dumps(payload, indent=1, default=str), encoding="utf-8")
-    return [csv_path, json_path]

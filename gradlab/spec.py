@@ -15,21 +15,25 @@ from typing import Any
 
 from gradlab.errors import LoadError, SpecError, UnknownOpError
 from gradlab.model import (
+    CHECK_ALIASES,
+    CHECKS,
     DEFAULT_TOLERANCES,
     DTYPES,
     LAYOUTS,
+    VARIANT_FAMILIES,
     Case,
     OpDef,
     Target,
     TensorArg,
     Tolerance,
+    canonical_check,
     canonical_dtype,
     non_overlapping,
 )
 
 OP_KEYS = {"op", "function", "reference", "name", "second_order", "dtypes", "devices",
-           "tolerances", "checks", "variants", "gradcheck_dtype", "args", "kwargs", "cases",
-           "bench", "size1"}
+           "tolerances", "checks", "variants", "numerical_dtype", "gradcheck_dtype", "args",
+           "kwargs", "cases", "bench", "size1"}
 CASE_KEYS = {"name", "args", "kwargs", "size1"}
 TENSOR_KEYS = {"shape", "dtype", "requires_grad", "low", "high", "min_abs", "layout", "transpose",
                "strides"}
@@ -259,6 +263,17 @@ def _switches(v: Any, key: str, allowed: Sequence[str]) -> frozenset[str]:
     return frozenset(_list_of(v, key, allowed))
 
 
+def _aliased(v: Any) -> Any:
+    """Check names with former aliases (gradcheck, gradgradcheck) replaced by the current ones."""
+    if isinstance(v, str):
+        return CHECK_ALIASES.get(v, v)
+    if isinstance(v, list):
+        return [CHECK_ALIASES.get(x, x) if isinstance(x, str) else x for x in v]
+    if isinstance(v, Mapping):
+        return {CHECK_ALIASES.get(k, k) if isinstance(k, str) else k: x for k, x in v.items()}
+    return v
+
+
 def _tolerances(v: Any, key: str, base: Mapping[str, Tolerance]) -> dict[str, Tolerance]:
     if not isinstance(v, Mapping):
         raise _fail(key, f"expected a mapping dtype: {{atol, rtol}}, got {v!r}")
@@ -277,8 +292,6 @@ def _tolerances(v: Any, key: str, base: Mapping[str, Tolerance]) -> dict[str, To
 def parse_op(entry: Any, key: str) -> Target:
     """One op mapping -> Target (the key path prefixes every error)."""
     from gradlab import ops
-    from gradlab.engine import CHECKS
-    from gradlab.variants import FAMILIES
 
     if not isinstance(entry, Mapping):
         raise _fail(key or "(top level)", f"expected a mapping, got {type(entry).__name__}")
@@ -337,14 +350,15 @@ def parse_op(entry: Any, key: str) -> Target:
               if "dtypes" in entry else None)
     devices = (tuple(_list_of(entry["devices"], _join(key, "devices"), DEVICES))
                if "devices" in entry else None)
-    checks = (_switches(entry["checks"], _join(key, "checks"), CHECKS)
-              if "checks" in entry else None)
-    variants = (_switches(entry["variants"], _join(key, "variants"), FAMILIES)
+    checks = (frozenset(canonical_check(c) for c in _switches(
+        _aliased(entry["checks"]), _join(key, "checks"), CHECKS)) if "checks" in entry else None)
+    variants = (_switches(entry["variants"], _join(key, "variants"), VARIANT_FAMILIES)
                 if "variants" in entry else None)
-    gdtype = (_dtype(entry["gradcheck_dtype"], _join(key, "gradcheck_dtype"))
-              if "gradcheck_dtype" in entry else "float64")
+    # numerical_dtype, formerly gradcheck_dtype (still accepted)
+    nkey = "numerical_dtype" if "numerical_dtype" in entry else "gradcheck_dtype"
+    gdtype = _dtype(entry[nkey], _join(key, nkey)) if nkey in entry else "float64"
     return Target(op=op, source="", dtypes=dtypes, devices=devices, checks=checks,
-                  variants=variants, gradcheck_dtype=gdtype)
+                  variants=variants, numerical_dtype=gdtype)
 
 
 def parse_document(doc: Any) -> list[Target]:

@@ -1,4 +1,4 @@
-"""Result rows (plain data) and the report that collects them."""
+"""Check result rows (plain data) and the report that collects them."""
 
 from __future__ import annotations
 
@@ -6,11 +6,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-#: Row statuses, the same words in check and bench reports.  "error": the Function (or its
-#: reference) raised, which fails its own case only; "warn": a capability the reference has and
-#: the Function lacks.
-PASS, FAIL, ERROR, SKIP, WARN = "pass", "fail", "error", "skip", "warn"
-STATUSES = (PASS, FAIL, ERROR, SKIP, WARN)
+from gradlab.results.status import ERROR, FAIL
 
 #: The table columns, in order (CSV adds the environment columns after these).
 COLUMNS = ("op", "case", "dtype", "device", "variant", "check", "status", "max_abs_err",

@@ -1,0 +1,1 @@
+"""Rendering: the only layer that prints, imports rich, or words results for a person."""

@@ -1,0 +1,6 @@
+"""Results: typed rows and reports that the checks and the bench return (no printing here)."""
+
+from gradlab.results.check import COLUMNS, CheckRow, Report
+from gradlab.results.status import ERROR, FAIL, PASS, SKIP, STATUSES, WARN
+
+__all__ = ["COLUMNS", "ERROR", "FAIL", "PASS", "SKIP", "STATUSES", "WARN", "CheckRow", "Report"]
