@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from gradlab.model import OpDef
     from gradlab.results import Report
 
 __all__ = ["__version__", "check"]
@@ -37,28 +38,45 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
 
     fn: an autograd.Function subclass (its `apply` is called) or a callable.  args: example
     tensors and plain values; tensors that require grad are differentiated (all floating ones
-    when none does).  reference: the same math in plain autograd.  second_order: True runs
-    gradgradcheck, False asserts that double backward raises, None runs it and skips when
-    unsupported.  dtypes default to the examples' dtype; numerical checks run in float64.
-    Returns a Report: `.passed`, and `.rows` with status, errors, location and hint per check
-    and variant.
+    when none does).  reference: the same math in plain autograd.  second_order: True checks
+    the second-order Jacobian, False asserts that double backward raises, None checks it and
+    skips when unsupported.  dtypes default to the examples' dtype; the numerical checks run in
+    float64.  checks: names from gradlab.model.CHECKS.  Returns a Report: `.passed`, and `.rows`
+    with status, errors, hint and findings per check and variant
+    (gradlab.render.words.message(row) says a row in words).
     """
+    from gradlab.checks.context import Options
+    from gradlab.checks.runner import run
+    from gradlab.model import Target, canonical_check
+
+    op = _example_op(fn, args, reference=reference, kwargs=kwargs, second_order=second_order,
+                     name=name, dtypes=dtypes, devices=devices, tolerances=tolerances,
+                     size1=size1)
+    opt_variants = variants if isinstance(variants, bool) else frozenset(variants)
+    options = Options(seed=seed, variants=opt_variants, mode=mode, budget=budget,
+                      checks=frozenset(canonical_check(c) for c in checks) if checks else None)
+    return run([Target(op=op, source="python")], options)
+
+
+def _example_op(fn: Callable[..., Any], args: Sequence[Any], *,
+                reference: Callable[..., Any] | None, kwargs: Mapping[str, Any] | None,
+                second_order: bool | None, name: str | None, dtypes: Sequence[str] | None,
+                devices: Sequence[str] | None,
+                tolerances: Mapping[str, tuple[float, float]] | None,
+                size1: Sequence[Sequence[tuple[int, int]]]) -> OpDef:
+    """The OpDef of an API call: one case, "example", made of the example args."""
     import torch
 
-    from gradlab.engine import Options, run
-    from gradlab.model import DEFAULT_TOLERANCES, Case, OpDef, Target, Tolerance, canonical_dtype
+    from gradlab.cases import dtype_name
+    from gradlab.model import DEFAULT_TOLERANCES, Case, OpDef, Tolerance, canonical_dtype
     from gradlab.spec import as_callable
 
-    fn_call = as_callable(fn)
-    ref_call = as_callable(reference) if reference is not None else None
     example = list(args)
     tensors = [a for a in example if isinstance(a, torch.Tensor)]
     if not any(t.requires_grad for t in tensors):
         example = [a.detach().requires_grad_(a.is_floating_point())
                    if isinstance(a, torch.Tensor) else a for a in example]
     floating = [t for t in tensors if t.is_floating_point()]
-    from gradlab.cases import dtype_name
-
     dts = tuple(canonical_dtype(d) for d in dtypes) if dtypes else (
         (dtype_name(floating[0].dtype),) if floating else ("float64",))
     devs = tuple(devices) if devices else ((str(floating[0].device.type),) if floating
@@ -66,15 +84,9 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     tols = dict(DEFAULT_TOLERANCES)
     for k, (atol, rtol) in (tolerances or {}).items():
         tols[canonical_dtype(k)] = Tolerance(atol, rtol)
-    label = str(name or getattr(fn, "__name__", type(fn).__name__))
-    op = OpDef(name=label, summary="python", function=fn_call, reference=ref_call,
-               cases=(Case("example", tuple(example), dict(kwargs or {}),
-                           tuple(tuple(g) for g in size1)),),
-               second_order=second_order, tolerances=tols, dtypes=dts, devices=devs)
-    if isinstance(variants, bool):
-        opt_variants: bool | frozenset[str] = variants
-    else:
-        opt_variants = frozenset(variants)
-    options = Options(seed=seed, checks=frozenset(checks) if checks else None,
-                      variants=opt_variants, mode=mode, budget=budget)
-    return run([Target(op=op, source="python")], options)
+    return OpDef(name=str(name or getattr(fn, "__name__", type(fn).__name__)), summary="python",
+                 function=as_callable(fn),
+                 reference=as_callable(reference) if reference is not None else None,
+                 cases=(Case("example", tuple(example), dict(kwargs or {}),
+                             tuple(tuple(g) for g in size1)),),
+                 second_order=second_order, tolerances=tols, dtypes=dts, devices=devs)

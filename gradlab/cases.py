@@ -1,8 +1,13 @@
-"""Concrete inputs for a case: tensors made from their specs for one dtype and device."""
+"""Concrete inputs for a case: tensors made from their specs for one dtype and device.
+
+Also the one home of memory layouts: those a spec asks for (apply_layout) and those the
+variants feed a Function (relayout), and of calling a Function on inputs (call, flat_outputs).
+"""
 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,6 +127,44 @@ def apply_layout(values: Tensor, layout: str, *, transpose: tuple[int, int] = (-
     raise ValueError(f"unknown layout {layout!r}")
 
 
+#: Layouts relayout() makes (same values, other strides).
+RELAYOUTS = ("contiguous", "noncontiguous", "transposed", "channels_last", "expanded",
+             "broadcast")
+
+
+def relayout(t: Tensor, layout: str) -> Tensor | None:
+    """A detached copy of `t` with the same values laid out as `layout`; None if it cannot be.
+
+    noncontiguous: every other element of a buffer twice as wide in the last dim (an offset
+    view); transposed: the last two dims swapped in memory; channels_last: NHWC memory of a 4-D
+    tensor; expanded: stride 0 along the first dim of size > 1 (its values repeat); broadcast:
+    one value with stride 0 everywhere, what `.sum()` hands backward as grad_output.
+    """
+    t = t.detach()
+    if layout == "contiguous":
+        # always a fresh copy: two callers must never share one tensor
+        return t.clone(memory_format=torch.contiguous_format)
+    if layout == "noncontiguous":
+        if t.dim() == 0:
+            return None
+        buf = torch.zeros((*t.shape[:-1], 2 * t.shape[-1]), dtype=t.dtype, device=t.device)
+        out = buf[..., 1::2]
+        out.copy_(t)
+        return out
+    if layout == "transposed":
+        if t.dim() < 2:
+            return None
+        return t.transpose(-2, -1).contiguous().transpose(-2, -1)
+    if layout == "channels_last":
+        return t.contiguous(memory_format=torch.channels_last) if t.dim() == 4 else None
+    if layout == "expanded":
+        dim = next((d for d, n in enumerate(t.shape) if n > 1), None)
+        return None if dim is None else t.narrow(dim, 0, 1).clone().expand(t.shape)
+    if layout == "broadcast":
+        return t.reshape(-1)[:1].clone().reshape([1] * t.dim()).expand(t.shape)
+    raise ValueError(f"unknown layout {layout!r}")
+
+
 def strided_copy(values: Tensor, strides: tuple[int, ...]) -> Tensor:
     """`values` copied into a buffer viewed with `strides` (which must not overlap)."""
     if len(strides) != values.dim():
@@ -136,6 +179,17 @@ def strided_copy(values: Tensor, strides: tuple[int, ...]) -> Tensor:
     out = buf.as_strided(values.shape, strides)
     out.copy_(values)
     return out
+
+
+def flat_outputs(out: Any) -> list[Tensor]:
+    """The floating-point tensor outputs of a call, in order (non-tensors dropped)."""
+    items = out if isinstance(out, (tuple, list)) else (out,)
+    return [t for t in items if isinstance(t, Tensor) and t.is_floating_point()]
+
+
+def call(fn: Callable[..., Any], inputs: Inputs) -> list[Tensor]:
+    """Call `fn` on the inputs and return its floating-point tensor outputs."""
+    return flat_outputs(fn(*inputs.args, **inputs.kwargs))
 
 
 def materialize(case: Case, dtype: str, device: str, seed: int) -> Inputs:

@@ -6,7 +6,6 @@ Heavy imports (torch, pandas, the engine) happen inside the commands so `gradlab
 
 from __future__ import annotations
 
-import shlex
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -105,47 +104,42 @@ def check(
                                                       "grad_output, requires_grad, "
                                                       "undefined_grad, size1")] = None,
     only: Annotated[list[str] | None, typer.Option("--check", help="only these checks: forward, "
-                                                   "gradient, contract, gradcheck, "
-                                                   "gradgradcheck")] = None,
+                                                   "gradient, contract, jacobian, "
+                                                   "second_order")] = None,
     mode: Annotated[str, typer.Option("--mode", help="numerical Jacobians: auto, dense or "
                                       "fast (random probes)")] = "auto",
     budget: Annotated[float | None, typer.Option("--budget", help="stop starting new cases "
                                                  "after this many seconds")] = None,
 ) -> None:
-    """Check gradients: gradcheck, gradgradcheck, reference comparison, variants, contracts."""
-    from gradlab.engine import CHECKS, Options, run
+    """Check gradients: reference comparison, contract, variants, Jacobians, second order."""
+    from gradlab.checks.context import Options
+    from gradlab.checks.runner import plan, run
+    from gradlab.model import VARIANT_FAMILIES, canonical_check
+    from gradlab.render.check import render_check
     from gradlab.render.files import write_check_reports
-    from gradlab.report import render_check
+    from gradlab.repro import command_template
 
     if mode not in ("auto", "dense", "fast"):
         raise _fail(f"--mode: expected auto, dense or fast, got {mode!r}")
-    if only:
-        bad = [c for c in only if c not in CHECKS]
-        if bad:
-            raise _fail(f"--check: unknown check {bad[0]!r} (expected one of {', '.join(CHECKS)})")
+    try:
+        chosen_checks = frozenset(canonical_check(c) for c in only) if only else None
+    except ValueError as exc:
+        raise _fail(f"--check: {exc}") from None
     chosen_variants: bool | frozenset[str] = variants
     if variant and variants:
-        from gradlab.variants import FAMILIES
-
-        bad = [v for v in variant if v not in FAMILIES]
+        bad = [v for v in variant if v not in VARIANT_FAMILIES]
         if bad:
             raise _fail(f"--variant: unknown family {bad[0]!r} (expected one of "
-                        f"{', '.join(FAMILIES)})")
+                        f"{', '.join(VARIANT_FAMILIES)})")
         chosen_variants = frozenset(variant)
     if budget is not None and budget <= 0:
         raise _fail("--budget: expected a positive number of seconds")
     targets = _targets(what, case)
-    repro_cmd = ("gradlab check " + " ".join(shlex.quote(w) for w in what) +
-                 " --case {case} --dtype {dtype} --device {device}" +
-                 (f" --seed {seed}" if seed else ""))
     options = Options(dtypes=_dtypes(dtype), devices=_devices(device), seed=seed,
-                      checks=frozenset(only) if only else None, variants=chosen_variants,
-                      mode=mode,
-                      budget=budget, repro_dir=str(report_dir / "repro"),
-                      repro_command=repro_cmd)
+                      checks=chosen_checks, variants=chosen_variants, mode=mode, budget=budget,
+                      repro_dir=str(report_dir / "repro"),
+                      repro_command=command_template(what, seed))
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from gradlab.engine import plan
 
     total = sum(1 for _ in plan(targets, options))
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"

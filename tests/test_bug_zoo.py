@@ -21,6 +21,7 @@ from torch.autograd import Function
 
 import gradlab
 from gradlab.ops.conv2d import conv2d_reference
+from gradlab.render.words import location, message
 from gradlab.results import CheckRow, Report
 
 F64 = torch.float64
@@ -43,7 +44,7 @@ def rand(*shape: int, seed: int = 0, dtype: torch.dtype = F64, low: float = -1.0
 
 def table(rows: Sequence[CheckRow]) -> list[tuple[str, str, str, str, str, str]]:
     """The rows in a form that reads well in an assertion message."""
-    return [(r.variant, r.check, r.status, r.hint, r.message, r.location) for r in rows]
+    return [(r.variant, r.check, r.status, r.hint, message(r), location(r)) for r in rows]
 
 
 def names_input(message: str, i: int) -> bool:
@@ -62,7 +63,7 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
 
 
 def assert_passes(r: Report) -> None:
-    assert r.passed, [(x.variant, x.check, x.hint, x.message) for x in r.failures]
+    assert r.passed, [(x.variant, x.check, x.hint, message(x)) for x in r.failures]
 
 
 # --------------------------------------------------------------------------------------------
@@ -661,8 +662,8 @@ def two(dtype: torch.dtype = F64) -> list[Any]:
     return [rand(3, 4, seed=1, dtype=dtype), rand(3, 4, seed=2, dtype=dtype)]
 
 
-ALL = frozenset(("forward", "gradient", "contract", "gradcheck", "gradgradcheck"))
-FIRST_ORDER = ALL - {"gradgradcheck"}
+ALL = frozenset(("forward", "gradient", "contract", "jacobian", "second_order"))
+FIRST_ORDER = ALL - {"second_order"}
 
 
 @dataclass(frozen=True)
@@ -721,7 +722,7 @@ BUGS = [
     # that the default (None: run it, skip if it raises) would also catch, but only a claim makes
     # the intent explicit.
     Bug("ctx_stash_second_order", SquareCtxStash, Square, one, square_ref,
-        H("second_order_only"), check="gradgradcheck", variants=("base",), input=0,
+        H("second_order_only"), check="second_order", variants=("base",), input=0,
         located=True, base_clean=FIRST_ORDER, options={"second_order": True}),
     Bug("inplace_grad_output", SquareInplaceGrad, Square, one, square_ref,
         H("inplace_grad_output"), check="contract", variants=("base",)),
@@ -769,10 +770,10 @@ def test_broken_function_is_caught(bug: Bug) -> None:
     rows = [x for x in r.failures if _matches(bug, x)]
     assert rows, f"no failing row with hint {sorted(bug.hints)}: {table(r.failures)}"
     if bug.input is not None:
-        rows = [x for x in rows if names_input(x.message, bug.input)]
+        rows = [x for x in rows if names_input(message(x), bug.input)]
         assert rows, f"no such row names input {bug.input}: {table(r.failures)}"
     if bug.located:
-        rows = [x for x in rows if x.location]
+        rows = [x for x in rows if location(x)]
         assert rows, f"no such row has a location: {table(r.failures)}"
     dirty = [x for x in r.failures if x.variant == "base" and x.check in bug.base_clean]
     assert not dirty, f"the base case should pass: {table(dirty)}"
@@ -798,7 +799,7 @@ def test_squeezed_bias_grad_caught_by_size1_variant() -> None:
     rows = [x for x in r.failures if x.variant.startswith("size1[")
             and x.hint in ("wrong_shape", "size1_only")]
     assert rows, table(r.failures)
-    assert any(names_input(x.message, 2) for x in rows), table(rows)
+    assert any(names_input(message(x), 2) for x in rows), table(rows)
     # only the size-1 variant shows it
     assert all(x.variant.startswith("size1[") for x in r.failures), table(r.failures)
     assert_passes(gradlab.check(Conv2d, args, reference=conv2d_reference, size1=size1))
@@ -814,7 +815,7 @@ def test_symmetric_kernel_hides_the_missing_flip() -> None:
 def test_second_order_bug_is_also_caught_without_a_claim() -> None:
     """Default second_order=None runs gradgradcheck when double backward does not raise."""
     r = gradlab.check(SquareCtxStash, one(), reference=square_ref)
-    rows = [x for x in r.failures if x.check == "gradgradcheck"]
+    rows = [x for x in r.failures if x.check == "second_order"]
     assert rows and rows[0].hint == "second_order_only", table(r.rows)
 
 

@@ -36,7 +36,7 @@ def test_check_conv2d_double_passes_and_writes_csv(tmp_path: Path) -> None:
     for col in ("torch_version", "device_name", "seed", "gradlab_version"):
         assert col in frame.columns
     assert set(frame["dtype"]) == {"float64"}
-    assert set(frame["check"]) >= {"forward", "gradient", "gradcheck", "gradgradcheck"}
+    assert set(frame["check"]) >= {"forward", "gradient", "jacobian", "second_order"}
 
 
 def test_broken_user_function_exits_1_with_hint_and_repro(tmp_path: Path,

@@ -6,6 +6,7 @@ import json
 import time
 from pathlib import Path
 
+from gradlab.render.words import message
 from gradlab.results import COLUMNS, Report
 
 
@@ -25,9 +26,12 @@ def write_check_reports(report: Report, folder: str | Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     name = unique_stem(out, "check")
     csv_path = out / f"{name}.csv"
-    report.to_frame().to_csv(csv_path, index=False)
+    frame = report.to_frame()
+    frame.insert(len(COLUMNS), "message", [message(r) for r in report.rows])
+    frame.to_csv(csv_path, index=False)
     json_path = out / f"{name}.json"
     payload = {"env": report.env, "passed": report.passed, "truncated": report.truncated,
-               "columns": list(COLUMNS), "rows": [r.as_dict() for r in report.rows]}
+               "columns": list(COLUMNS),
+               "rows": [r.as_dict() | {"message": message(r)} for r in report.rows]}
     json_path.write_text(json.dumps(payload, indent=1, default=str), encoding="utf-8")
     return [csv_path, json_path]

@@ -1,4 +1,7 @@
-"""Check result rows (plain data) and the report that collects them."""
+"""Check results as typed data: rows, the findings that say what is wrong, and the report.
+
+Nothing here words things for a person: gradlab.render.words turns a row into sentences.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +11,86 @@ from typing import Any
 
 from gradlab.results.status import ERROR, FAIL
 
-#: The table columns, in order (CSV adds the environment columns after these).
+#: The columns of `Report.to_frame()`, in order (the environment columns follow).
 COLUMNS = ("op", "case", "dtype", "device", "variant", "check", "status", "max_abs_err",
-           "max_rel_err", "seconds", "hint", "message", "location")
+           "max_rel_err", "seconds", "hint", "reason", "mode", "note", "worst", "crash_location")
+
+
+@dataclass(frozen=True)
+class Element:
+    """One wrong element: its output and/or input position and index, and got vs want.
+
+    A forward mismatch has only an output, a gradient mismatch only an input, a Jacobian entry
+    both (d out[o] / d x[i]).
+    """
+
+    got: float
+    want: float
+    output: int | None = None
+    output_index: tuple[int, ...] = ()
+    input: int | None = None
+    input_index: tuple[int, ...] = ()
+
+    def __str__(self) -> str:
+        out = f"out{self.output}{list(self.output_index)}" if self.output is not None else ""
+        inp = f"x{self.input}{list(self.input_index)}" if self.input is not None else ""
+        where = f"d{out}/d{inp}" if out and inp else (out or f"grad[{self.input}]"
+                                                      f"{list(self.input_index)}")
+        return f"{where}: got {self.got:.6g} want {self.want:.6g}"
+
+
+@dataclass(frozen=True)
+class ErrorStats:
+    """How far a tensor (or a set of probes) is from what it should be.
+
+    `of` says what `frac_wrong` counts: "elements" of a tensor, "jacobian entries" of a dense
+    Jacobian, or "probes" (random v^T J u products).
+    """
+
+    max_abs: float
+    max_rel: float
+    frac_wrong: float
+    cosine: float
+    #: c minimising |got - c*want|: the constant factor got is off by (1.0 when right).
+    ratio: float
+    of: str = "elements"
+
+
+@dataclass(frozen=True)
+class ProbeStats:
+    """Fast mode's evidence for one input: how many probes disagree, the first one's values,
+    and how many wrong input elements bisection located."""
+
+    n_bad: int
+    n_probes: int
+    got: float
+    want: float
+    located: int
+    #: located reached the search limit (there may be more).
+    more: bool = False
+
+
+@dataclass
+class Finding:
+    """What is wrong with one output, input or gradient of a row (typed facts, no sentences).
+
+    subject: "output", "input" (its gradient) or "grad_output"; index: its position.
+    """
+
+    subject: str
+    index: int
+    hint: str = ""
+    shape: tuple[int, ...] | None = None
+    stats: ErrorStats | None = None
+    worst: list[Element] = field(default_factory=list)
+    #: transposed: the two dims whose swap gives the expected gradient.
+    dims: tuple[int, int] | None = None
+    #: swapped: the input whose expected gradient this one equals.
+    equals_input: int | None = None
+    #: wrong_shape / wrong_count / wrong_dtype / wrong_device: what came and what was expected.
+    got: Any = None
+    want: Any = None
+    probes: ProbeStats | None = None
 
 
 @dataclass
@@ -27,23 +107,33 @@ class CheckRow:
     max_abs_err: float | None = None
     max_rel_err: float | None = None
     seconds: float = 0.0
-    #: short likely-cause code (see gradlab.diagnose.HINTS), empty when none applies.
+    #: likely-cause code (gradlab.render.words.HINTS words it), empty when none applies.
     hint: str = ""
-    #: one readable sentence: what is wrong and where.
-    message: str = ""
-    #: worst elements, e.g. "grad[weight][1, 2] (output [0, 1]): got 0.5 want 1.0".
-    location: str = ""
-    #: per-input statistics (max errors, wrong fraction, cosine, best-fit ratio, worst elements).
-    details: dict[str, Any] = field(default_factory=dict)
+    #: why a row was skipped or passed with a remark (a code, see gradlab.render.words.REASONS).
+    reason: str = ""
+    #: the numerical checks' mode: "dense" or "fast".
+    mode: str = ""
+    #: text from outside gradlab: the first line of the exception that was raised.
+    note: str = ""
+    findings: list[Finding] = field(default_factory=list)
+    #: file:line of the innermost frame of the user's code when the Function raised.
+    crash_location: str = ""
     #: path of the saved inputs for a failing case (see gradlab.repro).
     repro: str = ""
+    #: the command that re-runs the failing case.
+    repro_command: str = ""
 
     @property
     def failed(self) -> bool:
         return self.status in (FAIL, ERROR)
 
+    @property
+    def worst(self) -> list[Element]:
+        """The worst elements over all findings, in finding order."""
+        return [e for f in self.findings for e in f.worst]
+
     def as_dict(self) -> dict[str, Any]:
-        """The row as a flat dict (details kept as a nested dict)."""
+        """The row as nested plain data (findings as dicts)."""
         return asdict(self)
 
 
@@ -75,10 +165,15 @@ class Report:
         return len(self.rows)
 
     def to_frame(self) -> Any:
-        """The rows as a pandas DataFrame with COLUMNS first, then the environment columns."""
+        """The rows as a pandas DataFrame: COLUMNS, then repro, then the environment columns."""
         import pandas as pd
 
-        records = [{c: getattr(r, c) for c in COLUMNS} | {"repro": r.repro} for r in self.rows]
+        records = []
+        for r in self.rows:
+            rec = {c: getattr(r, c) for c in COLUMNS if c != "worst"}
+            rec["worst"] = "; ".join(str(e) for e in r.worst)
+            rec["repro"] = r.repro
+            records.append(rec)
         frame = pd.DataFrame.from_records(records, columns=[*COLUMNS, "repro"])
         for key, value in self.env.items():
             frame[key] = value

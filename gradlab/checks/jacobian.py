@@ -15,21 +15,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gradlab.cases import Inputs
+from gradlab.cases import Inputs, call
+from gradlab.checks.diagnose import unravel
 
 #: Finite-difference step in float64, as torch.autograd.gradcheck.
 EPS = 1e-6
-
-
-def flat_outputs(out: Any) -> list[Tensor]:
-    """The floating-point tensor outputs of a call, in order (non-tensors dropped)."""
-    items = out if isinstance(out, (tuple, list)) else (out,)
-    return [t for t in items if isinstance(t, Tensor) and t.is_floating_point()]
-
-
-def call(fn: Callable[..., Any], inputs: Inputs, args: Sequence[Any] | None = None) -> list[Tensor]:
-    """Call `fn` on the inputs (or on replacement args) and return its flat outputs."""
-    return flat_outputs(fn(*(inputs.args if args is None else args), **inputs.kwargs))
 
 
 def _concat(outs: Sequence[Tensor], dtype: torch.dtype) -> Tensor:
@@ -38,22 +28,13 @@ def _concat(outs: Sequence[Tensor], dtype: torch.dtype) -> Tensor:
     return torch.cat([o.detach().reshape(-1).to(dtype=dtype, device="cpu") for o in outs])
 
 
-def _index(shape: Sequence[int], flat: int) -> tuple[int, ...]:
-    """The logical index of a row-major flat position (plain ints: this is a hot loop)."""
-    idx = []
-    for n in reversed(shape):
-        flat, r = divmod(flat, n)
-        idx.append(r)
-    return tuple(reversed(idx))
-
-
 def _set(t: Tensor, flat: int, value: float) -> None:
     # Index the logical element (not raw memory) so non-contiguous inputs are perturbed right.
-    t.detach()[_index(t.shape, flat)] = value
+    t.detach()[unravel(flat, t.shape)] = value
 
 
 def _get(t: Tensor, flat: int) -> float:
-    return float(t.detach()[_index(t.shape, flat)])
+    return float(t.detach()[unravel(flat, t.shape)])
 
 
 def numerical_jacobian(fn: Callable[..., Any], inputs: Inputs, wrt: int,

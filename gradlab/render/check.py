@@ -1,4 +1,4 @@
-"""Rendering: rich tables for the terminal, CSV and JSON files.  Only this and cli.py print."""
+"""The check report in the terminal: the summary table, the failures and the verdict."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gradlab.results import ERROR, FAIL, PASS, SKIP, CheckRow, Report
+from gradlab.render.words import location, message
+from gradlab.results import ERROR, FAIL, PASS, SKIP, WARN, CheckRow, Report
 
-_STYLE = {PASS: "green", FAIL: "bold red", ERROR: "bold magenta", SKIP: "yellow"}
-_RANK = {ERROR: 3, FAIL: 2, PASS: 1, SKIP: 0}
+_STYLE = {PASS: "green", FAIL: "bold red", ERROR: "bold magenta", SKIP: "yellow",
+          WARN: "yellow"}
+_RANK = {ERROR: 4, FAIL: 3, WARN: 2, PASS: 1, SKIP: 0}
 
 
 def _num(x: float | None) -> str:
@@ -22,7 +24,7 @@ def _num(x: float | None) -> str:
     return f"{x:.2e}"
 
 
-def summarise(rows: Sequence[CheckRow]) -> list[dict[str, Any]]:
+def group_rows(rows: Sequence[CheckRow]) -> list[dict[str, Any]]:
     """One line per (op, case, dtype, device, check): worst status over its variants."""
     groups: dict[tuple[str, ...], dict[str, Any]] = {}
     for r in rows:
@@ -44,10 +46,10 @@ def summarise(rows: Sequence[CheckRow]) -> list[dict[str, Any]]:
     return list(groups.values())
 
 
-def check_table(report: Report, title: str = "gradlab check") -> Table:
+def check_table(report: Report) -> Table:
     """The summary table: one line per op, case, dtype, device and check."""
-    table = Table(title=title, show_lines=False, header_style="bold")
-    groups = summarise(report.rows)
+    table = Table(title="gradlab check", show_lines=False, header_style="bold")
+    groups = group_rows(report.rows)
     keys = ("op", "case", "dtype", "device", "check", "status")
     widths = {k: max([len(k), *(len(str(g[k])) for g in groups)]) for k in keys}
     for col in (*keys, "variants", "max abs err", "max rel err", "seconds"):
@@ -65,23 +67,28 @@ def check_table(report: Report, title: str = "gradlab check") -> Table:
     return table
 
 
-def failure_lines(report: Report, limit: int = 40) -> list[Text]:
+#: Failing rows shown in the terminal (the report files have all of them).
+FAILURES_SHOWN = 40
+
+
+def failure_lines(report: Report) -> list[Text]:
     """A few lines per failing row: where, why (hint), what (message), worst elements, repro."""
     lines: list[Text] = []
-    for r in report.failures[:limit]:
+    for r in report.failures[:FAILURES_SHOWN]:
         head = Text(f"{r.status.upper()} ", style=_STYLE[r.status])
         head.append(f"{r.op} / {r.case} / {r.dtype} / {r.device} / {r.variant} / {r.check}",
                     style="bold")
         lines.append(head)
         if r.hint:
             lines.append(Text(f"  likely cause: {r.hint}", style="cyan"))
-        if r.message:
-            lines.append(Text(f"  {r.message}"))
-        if r.location:
-            lines.append(Text(f"  worst: {r.location}", style="dim"))
+        if message(r):
+            lines.append(Text(f"  {message(r)}"))
+        if location(r):
+            lines.append(Text(f"  worst: {location(r)}", style="dim"))
         if r.repro:
-            lines.append(Text(f"  repro: {r.repro}", style="dim"))
-    hidden = len(report.failures) - limit
+            repro = f"{r.repro} ; {r.repro_command}" if r.repro_command else r.repro
+            lines.append(Text(f"  repro: {repro}", style="dim"))
+    hidden = len(report.failures) - FAILURES_SHOWN
     if hidden > 0:
         lines.append(Text(f"... and {hidden} more failing rows (see the CSV report)"))
     return lines

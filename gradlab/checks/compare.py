@@ -1,0 +1,122 @@
+"""The forward and gradient checks: the Function's run against the reference's (or the base run's)
+on the same values and the same grad_outputs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from gradlab.cases import Inputs
+from gradlab.checks import diagnose as dg
+from gradlab.checks import jacobian as jac
+from gradlab.checks.context import CaseContext
+from gradlab.checks.execute import Run
+from gradlab.model import Tolerance
+from gradlab.results import FAIL, PASS, SKIP, CheckRow, Finding
+
+
+def compare_runs(ctx: CaseContext, variant: str, got: Run, want: Run, inputs: Inputs,
+                 tol: Tolerance, *, checks: frozenset[str]) -> list[CheckRow]:
+    """forward and gradient rows for `got` (the Function) against `want` (reference/base)."""
+    rows: list[CheckRow] = []
+    if got.error is not None and got.stage == "forward":
+        rows.append(ctx.crash_row(variant, "forward", got.error))
+        return rows
+    if "forward" in checks and want.error is None:
+        rows.append(compare_outputs(ctx, variant, got.outs, want.outs, tol))
+    if "gradient" not in checks or not inputs.diff_index:
+        return rows
+    if got.error is not None:
+        rows.append(ctx.crash_row(variant, "gradient", got.error))
+    elif want.error is not None:
+        rows.append(ctx.row(variant, "gradient", SKIP, reason="reference_failed",
+                            note=f"{type(want.error).__name__}: {want.error}".splitlines()[0]))
+    else:
+        rows.append(compare_grads(ctx, variant, got, want, inputs, tol))
+    return rows
+
+
+def compare_outputs(ctx: CaseContext, variant: str, got: list[Tensor], want: list[Tensor],
+                    tol: Tolerance) -> CheckRow:
+    """The forward row: every output against the reference's."""
+    if len(got) != len(want):
+        return ctx.row(variant, "forward", FAIL, hint="forward",
+                       findings=[Finding("outputs", -1, "forward", got=len(got),
+                                         want=len(want))])
+    worst = (0.0, 0.0)
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
+        if g.shape != w.shape:
+            return ctx.row(variant, "forward", FAIL, hint="forward",
+                           findings=[Finding("output", k, "forward", got=list(g.shape),
+                                             want=list(w.shape))])
+        d = dg.compare(g, w, tol, scaled=True)
+        worst = (max(worst[0], d.stats.max_abs), max(worst[1], d.stats.max_rel))
+        if not d.ok:
+            finding = Finding("output", k, "forward", shape=tuple(g.shape), stats=d.stats,
+                              worst=dg.output_elements(d, k, g.shape))
+            return ctx.row(variant, "forward", FAIL, max_abs_err=d.stats.max_abs,
+                           max_rel_err=d.stats.max_rel, hint="forward", findings=[finding])
+    return ctx.row(variant, "forward", PASS, max_abs_err=worst[0], max_rel_err=worst[1])
+
+
+def grad_finding(i: int, g: Tensor, w: Tensor, d: dg.Diff, want: Run, inputs: Inputs,
+                 tol: Tolerance) -> Finding:
+    """A wrong gradient of input i, with the hint its error pattern suggests."""
+    f = Finding("input", i, dg.factor_hint(d), shape=tuple(g.shape), stats=d.stats,
+                worst=dg.input_elements(d, i, g.shape))
+    pair = dg.transposed_hint(g, w, tol)
+    if pair and not f.hint:
+        f.hint, f.dims = "transposed", pair
+    for k2, j in enumerate(inputs.diff_index):
+        other = want.grads[k2]
+        if (not f.hint and j != i and other is not None and other.shape == g.shape
+                and dg.compare(g, other, tol).ok):
+            f.hint, f.equals_input = "swapped", j
+    return f
+
+
+def compare_grads(ctx: CaseContext, variant: str, got: Run, want: Run, inputs: Inputs,
+                  tol: Tolerance) -> CheckRow:
+    """The gradient row: every differentiable input's gradient against the expected one."""
+    worst = (0.0, 0.0)
+    findings: list[Finding] = []
+    for k, i in enumerate(inputs.diff_index):
+        g, w = got.grads[k], want.grads[k]
+        shape = tuple(inputs.args[i].shape)
+        if g is None:
+            if w is not None and bool(w.detach().abs().sum() > 0):
+                findings.append(Finding("input", i, "missing", shape=shape))
+            continue
+        if w is None:
+            w = torch.zeros_like(g)
+        if g.shape != w.shape:
+            findings.append(Finding("input", i, "wrong_shape", shape=shape, got=list(g.shape),
+                                    want=list(w.shape)))
+            continue
+        d = dg.compare(g, w, tol, scaled=True)
+        worst = (max(worst[0], d.stats.max_abs), max(worst[1], d.stats.max_rel))
+        if not d.ok:
+            findings.append(grad_finding(i, g, w, d, want, inputs, tol))
+    status = FAIL if findings else PASS
+    hint = next((f.hint for f in findings if f.hint), "")
+    return ctx.row(variant, "gradient", status, max_abs_err=worst[0], max_rel_err=worst[1],
+                   hint=hint, findings=findings)
+
+
+def chain_rule_ignored(fn: Callable[..., Any], inputs: Inputs, gen: torch.Generator) -> bool:
+    """True when backward(2v) == backward(v) != 0: the gradient ignores grad_output."""
+    try:
+        bw = jac.build_backward(fn, inputs, inputs.diff_index)
+        v = jac.unit_probe(bw.n_out, gen) + 0.5
+        g1, g2 = bw.vjp(v), bw.vjp(2 * v)
+    except Exception:
+        return False
+    for a, b in zip(g1, g2, strict=True):
+        if a is None or b is None or not bool(a.abs().sum() > 0):
+            continue
+        if torch.allclose(a.double(), b.double(), rtol=1e-6, atol=1e-12):
+            return True
+    return False

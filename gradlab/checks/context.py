@@ -1,0 +1,88 @@
+"""Run-wide options and the context every row of one case shares."""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+from gradlab.model import OpDef, Target
+from gradlab.results import ERROR, CheckRow
+
+
+@dataclass(frozen=True)
+class Options:
+    """Run-wide settings (spec settings override dtypes/devices/checks per target)."""
+
+    dtypes: tuple[str, ...] | None = None
+    devices: tuple[str, ...] | None = None
+    seed: int = 0
+    checks: frozenset[str] | None = None
+    #: False switches all variants off; a set keeps only those variant families.
+    variants: bool | frozenset[str] = True
+    #: "auto" picks dense or fast per cost; "dense" / "fast" force one.
+    mode: str = "auto"
+    #: stop starting new cases once this many seconds have passed.
+    budget: float | None = None
+    #: where failing cases save their inputs (None: not saved).
+    repro_dir: str | None = None
+    #: the command that re-runs a case (gradlab.repro.command_template makes it).
+    repro_command: str | None = None
+    #: intra-op CPU threads during the run (see gradlab.torchstate); None leaves torch's alone.
+    threads: int | None = 1
+
+
+@dataclass
+class CaseContext:
+    """What every row of one (target, case, dtype, device) shares, and the rows made so far."""
+
+    target: Target
+    case: Any
+    dtype: str
+    device: str
+    options: Options
+    rows: list[CheckRow] = field(default_factory=list)
+
+    @property
+    def op(self) -> OpDef:
+        return self.target.op
+
+    def row(self, variant: str, check: str, status: str, **kw: Any) -> CheckRow:
+        """A new row of this case, appended to `rows`."""
+        r = CheckRow(self.op.name, self.case.name, kw.pop("dtype", self.dtype), self.device,
+                     variant, check, status, **kw)
+        self.rows.append(r)
+        return r
+
+    def crash_row(self, variant: str, check: str, exc: BaseException, **kw: Any) -> CheckRow:
+        """An error row for an exception raised by the Function (or the reference)."""
+        return self.row(variant, check, ERROR, hint=kw.pop("hint", crash_hint(exc)),
+                        note=first_line(exc), crash_location=crash_location(exc), **kw)
+
+
+def first_line(exc: BaseException) -> str:
+    """'TypeError: the first line of the message' (at most 300 characters)."""
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text.splitlines()[0][:300]
+
+
+def crash_hint(exc: BaseException) -> str:
+    """The hint code for what autograd's own error message says, else 'crash'."""
+    msg = str(exc)
+    if "incorrect number of gradients" in msg:
+        return "wrong_count"
+    if "different than None" in msg and "not a Variable" in msg:
+        return "non_tensor_grad"
+    if "invalid gradient" in msg and "shape" in msg:
+        return "wrong_shape"
+    if "modified by an inplace operation" in msg:
+        return "inplace_saved"
+    return "crash"
+
+
+def crash_location(exc: BaseException) -> str:
+    """file:line of the innermost frame outside torch and gradlab (the user's code)."""
+    for fr in reversed(traceback.extract_tb(exc.__traceback__)):
+        if "/torch/" not in fr.filename and "/gradlab/checks/" not in fr.filename:
+            return f"{fr.filename}:{fr.lineno} in {fr.name}"
+    return ""

@@ -1,0 +1,109 @@
+"""Error statistics between a tensor and the one it should be, and likely-cause hint codes.
+
+Hint codes are words of gradlab's vocabulary (gradlab.render.words.HINTS says each in a
+sentence); this module only decides which one applies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from gradlab.model import Tolerance
+from gradlab.results import Element, ErrorStats
+
+#: Worst elements kept per failing tensor.
+TOP_K = 5
+
+
+@dataclass
+class Diff:
+    """How far `got` is from `want`, and where."""
+
+    stats: ErrorStats
+    #: flat indices of the worst wrong elements with (got, want), worst first.
+    worst: list[tuple[int, float, float]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.stats.frac_wrong == 0.0
+
+
+def compare(got: Tensor, want: Tensor, tol: Tolerance, k: int = TOP_K, *, scaled: bool = False,
+            of: str = "elements") -> Diff:
+    """Compare two tensors of equal numel elementwise: |got-want| <= atol + rtol*|want|.
+
+    scaled: atol is relative to the tensor's largest magnitude (when above 1).  Low-precision
+    results carry rounding error proportional to the terms summed, not to each element, so an
+    element that cancels to ~0 inside a tensor of large values would otherwise be a false alarm.
+    """
+    g = got.detach().reshape(-1).to(torch.float64).cpu()
+    w = want.detach().reshape(-1).to(torch.float64).cpu()
+    if g.numel() == 0:
+        return Diff(ErrorStats(0.0, 0.0, 0.0, 1.0, 1.0, of))
+    if scaled:
+        finite = w[torch.isfinite(w)]
+        top = float(finite.abs().max()) if finite.numel() else 1.0
+        tol = Tolerance(tol.atol * max(1.0, top), tol.rtol)
+    err = (g - w).abs()
+    # NaN/inf in got is always wrong; nan_to_num keeps the statistics finite.
+    bad = ~torch.isfinite(g) & torch.isfinite(w)
+    err = torch.where(bad, torch.full_like(err, float("inf")), torch.nan_to_num(err, nan=0.0))
+    wrong = err > tol.atol + tol.rtol * w.abs()
+    rel = err / w.abs().clamp(min=tol.atol)
+    gn, wn = g.norm(), w.norm()
+    cosine = float(g @ w / (gn * wn)) if gn > 0 and wn > 0 else (1.0 if gn == wn else 0.0)
+    ratio = float(g @ w / (wn * wn)) if wn > 0 else (1.0 if gn == 0 else float("inf"))
+    order = torch.argsort(err, descending=True)[:k]
+    worst = [(int(i), float(g[i]), float(w[i])) for i in order if wrong[i]]
+    stats = ErrorStats(float(err.max()), float(rel.max()), float(wrong.double().mean()), cosine,
+                       ratio, of)
+    return Diff(stats, worst)
+
+
+def unravel(flat: int, shape: Sequence[int]) -> tuple[int, ...]:
+    """A flat (row-major) index as a tuple of indices into `shape`."""
+    idx = []
+    for n in reversed(shape):
+        flat, r = divmod(flat, n)
+        idx.append(r)
+    return tuple(reversed(idx))
+
+
+def output_elements(d: Diff, k: int, shape: Sequence[int]) -> list[Element]:
+    """The worst elements of output k."""
+    return [Element(a, b, output=k, output_index=unravel(f, shape)) for f, a, b in d.worst]
+
+
+def input_elements(d: Diff, i: int, shape: Sequence[int]) -> list[Element]:
+    """The worst elements of input i's gradient."""
+    return [Element(a, b, input=i, input_index=unravel(f, shape)) for f, a, b in d.worst]
+
+
+def factor_hint(d: Diff) -> str:
+    """'constant_factor' / 'sign' / 'zero' when the error has that shape, else ''."""
+    if d.ok:
+        return ""
+    s = d.stats
+    if abs(s.ratio) < 1e-12 or (s.cosine == 0.0 and s.max_abs > 0 and abs(s.ratio) < 1e-6):
+        return "zero"
+    if s.cosine > 0.999 and abs(s.ratio - 1) > 1e-3:
+        return "constant_factor"
+    if s.cosine < -0.999:
+        return "sign" if abs(s.ratio + 1) < 1e-3 else "constant_factor"
+    return ""
+
+
+def transposed_hint(got: Tensor, want: Tensor, tol: Tolerance) -> tuple[int, int] | None:
+    """The pair of dims whose swap turns `got` into `want` (same-size dims only), or None."""
+    if got.shape != want.shape:
+        return None
+    for a in range(want.dim()):
+        for b in range(a + 1, want.dim()):
+            if want.shape[a] == want.shape[b] and want.shape[a] > 1:
+                if compare(got.transpose(a, b), want, tol).ok:
+                    return (a, b)
+    return None

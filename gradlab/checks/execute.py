@@ -1,0 +1,92 @@
+"""One forward + backward of a callable on a case's inputs, with what the checks compare."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from gradlab.cases import Inputs, flat_outputs
+from gradlab.checks import contract
+from gradlab.results import Finding
+
+
+@dataclass
+class Run:
+    """Outputs and input gradients of one run (or the exception and the stage it came from)."""
+
+    outs: list[Tensor]
+    grads: list[Tensor | None]
+    error: BaseException | None = None
+    #: "forward" or "backward": where `error` was raised.
+    stage: str = ""
+    #: contract problems seen along the way (in-place writes, raw backward's return value).
+    contract: list[Finding] = field(default_factory=list)
+    #: the float64 grad_outputs backward was called with (shared with the reference).
+    grad_outs64: list[Tensor] = field(default_factory=list)
+
+    def with_grads(self, grads: list[Tensor | None]) -> Run:
+        """The same run with other gradients (a requires_grad subset of these)."""
+        return Run(self.outs, grads, self.error, self.stage, [], self.grad_outs64)
+
+
+def random_grad_outputs(outs: Sequence[Tensor], gen: torch.Generator) -> list[Tensor]:
+    """One random float64 grad_output per output (the same for the Function and the reference)."""
+    return [torch.randn(o.shape, generator=gen, dtype=torch.float64) for o in outs]
+
+
+def run_once(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tensor] | None,
+             gen: torch.Generator, *, go_layout: str = "contiguous",
+             check_contract: bool = False) -> Run:
+    """Forward, then backward with the given float64 grad_outputs (random when None)."""
+    before = contract.snapshot(inputs)
+    try:
+        with torch.enable_grad():
+            outs = flat_outputs(fn(*inputs.args, **inputs.kwargs))
+    except Exception as exc:
+        return Run([], [], exc, "forward")
+    run = Run(outs, [], contract=contract.forward_writes(before, inputs, outs))
+    diff = inputs.diff_index
+    if not diff:
+        return run
+    if grad_outs64 is None:
+        grad_outs64 = random_grad_outputs(outs, gen)
+    run.grad_outs64 = list(grad_outs64)
+    go = [contract.grad_output_as(g, o, go_layout)
+          for g, o in zip(grad_outs64, outs, strict=True)]
+    pairs = [(o, g) for o, g in zip(outs, go, strict=True) if o.requires_grad]
+    if not pairs:
+        run.grads = [None] * len(diff)
+        return run
+    watch = contract.BackwardWatch.before([g for _, g in pairs], inputs, outs)
+    if check_contract:
+        run.contract += contract.raw_backward(fn, inputs.clone(), grad_outs64, go_layout)
+    try:
+        grads = torch.autograd.grad([p[0] for p in pairs], [inputs.args[i] for i in diff],
+                                    [p[1] for p in pairs], allow_unused=True, retain_graph=True)
+        run.grads = list(grads)
+    except Exception as exc:
+        run.error, run.stage = exc, "backward"
+        return run
+    run.contract += watch.writes([g for _, g in pairs], inputs, outs)
+    return run
+
+
+def run_undefined(fn: Callable[..., Any], inputs: Inputs, gos: list[Tensor],
+                  undefined: tuple[int, ...]) -> Run:
+    """Backward with some outputs' gradients undefined (autograd passes None / zeros)."""
+    try:
+        with torch.enable_grad():
+            outs = flat_outputs(fn(*inputs.args, **inputs.kwargs))
+        pairs = [(o, g.to(o.dtype).to(o.device))
+                 for k, (o, g) in enumerate(zip(outs, gos, strict=True))
+                 if k not in undefined and o.requires_grad]
+        grads = torch.autograd.grad([p[0] for p in pairs],
+                                    [inputs.args[i] for i in inputs.diff_index],
+                                    [p[1] for p in pairs], allow_unused=True)
+        return Run(outs, list(grads), grad_outs64=gos)
+    except Exception as exc:
+        return Run([], [], exc, "backward", grad_outs64=gos)

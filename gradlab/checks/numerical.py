@@ -1,0 +1,233 @@
+"""The jacobian check: analytical Jacobians against central finite differences in float64.
+
+This is the math of torch.autograd.gradcheck (same eps, atol and rtol), in gradlab's own code so
+that a failure can be localised and explained.  Dense mode builds both Jacobians entry by entry
+(gradcheck's slow mode); fast mode compares v^T J u for a few random unit probes v, u (like
+gradcheck's fast_mode, with several probes) and localises a failing probe by bisection.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from gradlab.cases import Inputs, dtype_name
+from gradlab.checks import diagnose as dg
+from gradlab.checks import jacobian as jac
+from gradlab.checks.compare import chain_rule_ignored
+from gradlab.checks.context import CaseContext
+from gradlab.model import Tolerance
+from gradlab.results import FAIL, PASS, CheckRow, Element, ErrorStats, Finding, ProbeStats
+
+#: Above this many estimated seconds for a dense numerical Jacobian, switch to random probes.
+DENSE_BUDGET_S = 0.5
+#: Random signed probe pairs per input in fast mode (several, so one unlucky probe cannot hide
+#: an error and cosine/ratio can be estimated from them).
+N_PROBES = 4
+
+
+@dataclass
+class InputResult:
+    """The comparison of one input's Jacobians: statistics, and a finding when wrong."""
+
+    stats: ErrorStats
+    finding: Finding | None = None
+
+
+def estimate_dense_seconds(fn: Callable[..., object], inputs: Inputs,
+                           wrt: Sequence[int]) -> float:
+    """Seconds a dense Jacobian would take: 2 forwards per input element + 1 backward per output.
+
+    Each call is timed twice after a warm-up call and the faster kept: the first call of a
+    Function often pays one-off costs that the thousands of calls of a dense Jacobian do not.
+    """
+    t_fwd = t_bwd = math.inf
+    n_out = 0
+    for _ in range(3):
+        t0 = time.perf_counter()
+        bw = jac.build_backward(fn, inputs, wrt)
+        t1 = time.perf_counter()
+        n_out = bw.n_out
+        bw.vjp(torch.ones(n_out, dtype=torch.float64))
+        t2 = time.perf_counter()
+        t_fwd, t_bwd = min(t_fwd, t1 - t0), min(t_bwd, t2 - t1)
+    n_in = int(sum(inputs.args[i].numel() for i in wrt))
+    # x2: the dense loops add perturbation, copies and bookkeeping around every call.
+    return 2.0 * (2 * n_in * t_fwd + n_out * t_bwd)
+
+
+def jacobian_check(ctx: CaseContext, check: str, fn: Callable[..., object], inputs: Inputs,
+                   tol: Tolerance, gen: torch.Generator) -> CheckRow:
+    """Analytical against numerical Jacobian of `fn` w.r.t. every differentiable input."""
+    t0 = time.perf_counter()
+    wrt = inputs.diff_index
+    mode = ctx.options.mode
+    if mode == "auto":
+        mode = "dense" if estimate_dense_seconds(fn, inputs, wrt) <= DENSE_BUDGET_S else "fast"
+    results = (dense_results(fn, inputs, wrt, tol) if mode == "dense"
+               else probe_results(fn, inputs, wrt, tol, gen))
+    seconds = time.perf_counter() - t0
+    max_abs = max((r.stats.max_abs for r in results.values()), default=0.0)
+    max_rel = max((r.stats.max_rel for r in results.values()), default=0.0)
+    findings = [r.finding for r in results.values() if r.finding is not None]
+    dtype = dtype_name(inputs.args[wrt[0]].dtype) if wrt else ctx.dtype
+    if not findings:
+        return ctx.row("base", check, PASS, max_abs_err=max_abs, max_rel_err=max_rel,
+                       seconds=seconds, mode=mode, dtype=dtype)
+    hint = next((f.hint for f in findings if f.hint), "")
+    if not hint and chain_rule_ignored(fn, inputs, gen):
+        hint = "no_chain_rule"
+    return ctx.row("base", check, FAIL, max_abs_err=max_abs, max_rel_err=max_rel,
+                   seconds=seconds, hint=hint, mode=mode, findings=findings, dtype=dtype)
+
+
+def with_roundoff(tol: Tolerance, outputs: Sequence[Tensor], *, norm: bool) -> Tolerance:
+    """`tol` with the finite differences' own rounding noise added to atol.
+
+    f(x + eps) - f(x - eps) loses about machine-epsilon * |f| to rounding, so the difference
+    quotient carries ~ 2.2e-16 * |f| / eps of noise: 2e-5 at |f| = 1e5, above gradcheck's atol.
+    Per element for dense Jacobians (the largest |f|), and the 2-norm of f for a probe (v is a
+    unit vector).  The factor 4 leaves room for the roundings inside f itself.
+    """
+    if not outputs:
+        return tol
+    flat = torch.cat([o.detach().reshape(-1).double().cpu() for o in outputs])
+    flat = flat[torch.isfinite(flat)]
+    if not flat.numel():
+        return tol
+    size = float(flat.norm()) if norm else float(flat.abs().max())
+    return Tolerance(tol.atol + 4 * torch.finfo(torch.float64).eps * size / jac.EPS, tol.rtol)
+
+
+def out_position(shapes: Sequence[torch.Size], m: int) -> tuple[int, tuple[int, ...]]:
+    """(output number, index) of entry m of the concatenated flat outputs."""
+    for k, shape in enumerate(shapes):
+        n = math.prod(shape)
+        if m < n:
+            return k, dg.unravel(m, shape)
+        m -= n
+    return -1, (m,)
+
+
+def dense_results(fn: Callable[..., object], inputs: Inputs, wrt: Sequence[int],
+                  tol: Tolerance) -> dict[int, InputResult]:
+    """Dense mode: both Jacobians entry by entry, compared per input."""
+    bw = jac.build_backward(fn, inputs, wrt)
+    shapes = [o.shape for o in bw.outputs]
+    tol = with_roundoff(tol, bw.outputs, norm=False)
+    analytical, missing = jac.analytical_jacobians(bw)
+    numeric_inputs = inputs.clone()  # perturbed in place; the graph's tensors stay untouched
+    numerical = [jac.numerical_jacobian(fn, numeric_inputs, i) for i in wrt]
+    results = {}
+    for k, i in enumerate(wrt):
+        a, n = analytical[k], numerical[k]
+        d = dg.compare(a, n, tol, of="jacobian entries")
+        results[i] = InputResult(d.stats)
+        if d.ok:
+            continue
+        x = inputs.args[i]
+        f = Finding("input", i, "missing" if missing[k] else dg.factor_hint(d),
+                    shape=tuple(x.shape), stats=d.stats)
+        if not f.hint:
+            pair = dg.transposed_hint(a.reshape(a.shape[0], *x.shape),
+                                      n.reshape(n.shape[0], *x.shape), tol)
+            if pair and min(pair) > 0:
+                f.hint, f.dims = "transposed", (pair[0] - 1, pair[1] - 1)
+        if not f.hint:
+            for k2, j in enumerate(wrt):
+                if j != i and numerical[k2].shape == a.shape and dg.compare(
+                        a, numerical[k2], tol).ok:
+                    f.hint, f.equals_input = "swapped", j
+        n_in = max(x.numel(), 1)
+        for flat, got, want in d.worst:
+            o, o_idx = out_position(shapes, flat // n_in)
+            f.worst.append(Element(got, want, output=o, output_index=o_idx, input=i,
+                                   input_index=dg.unravel(flat % n_in, x.shape)))
+        results[i].finding = f
+    return results
+
+
+def probe_results(fn: Callable[..., object], inputs: Inputs, wrt: Sequence[int], tol: Tolerance,
+                  gen: torch.Generator) -> dict[int, InputResult]:
+    """Fast mode: v^T J u per input against finite differences along u, several probes.
+
+    A failing input is then localised without a dense Jacobian: bisection over masks of u
+    finds the wrong input elements, bisection over masks of v their output elements.
+    """
+    bw = jac.build_backward(fn, inputs, wrt)
+    # Finite differences perturb inputs in place: do it on copies, or the version counters of
+    # the tensors the graph saved change and every later backward refuses to run.
+    inputs = inputs.clone()
+    tol = with_roundoff(tol, bw.outputs, norm=True)
+    probes = [jac.unit_probe(bw.n_out, gen) for _ in range(N_PROBES)]
+    vjps = [bw.vjp(v) for v in probes]
+    results = {}
+    for k, i in enumerate(wrt):
+        x = inputs.args[i]
+        us = [jac.unit_probe(x.numel(), gen) for _ in range(N_PROBES)]
+        an = [float(flat_grad(vjps[p][k], x) @ us[p]) for p in range(N_PROBES)]
+        num = [float(v @ jac.directional_derivative(fn, inputs, i, us[p].reshape(x.shape)))
+               for p, v in enumerate(probes)]
+        d = dg.compare(torch.tensor(an), torch.tensor(num), tol, of="probes")
+        results[i] = InputResult(d.stats)
+        if d.ok:
+            continue
+        missing = all(vj[k] is None for vj in vjps)
+        bad = [q for q in range(N_PROBES)
+               if not abs(an[q] - num[q]) <= tol.atol + tol.rtol * abs(num[q])]  # NaN is bad
+        p = bad[0] if bad else 0
+        worst, n_cols = localise(fn, inputs, bw, k, i, probes[p], us[p], vjps[p][k],
+                                 tol.atol + tol.rtol * abs(num[p]) / 4)
+        f = Finding("input", i, "missing" if missing else dg.factor_hint(d),
+                    shape=tuple(x.shape), stats=d.stats, worst=worst[:dg.TOP_K],
+                    probes=ProbeStats(len(bad), N_PROBES, an[p], num[p], n_cols,
+                                      n_cols >= dg.TOP_K))
+        results[i].finding = f
+    return results
+
+
+def flat_grad(g: Tensor | None, x: Tensor) -> Tensor:
+    """A gradient as a flat float64 CPU vector (zeros when backward returned None)."""
+    if g is None:
+        return torch.zeros(x.numel(), dtype=torch.float64)
+    return g.detach().reshape(-1).double().cpu()
+
+
+def localise(fn: Callable[..., object], inputs: Inputs, bw: jac.Backward, k: int, i: int,
+             v: Tensor, u: Tensor, g0: Tensor | None, thr: float) -> tuple[list[Element], int]:
+    """Wrong (output, input) entries of input i's Jacobian found by bisection, and how many
+    wrong input elements were found."""
+    x = inputs.args[i]
+    gflat = flat_grad(g0, x)
+    shapes = [o.shape for o in bw.outputs]
+
+    def in_err(mask: Tensor) -> float:
+        dd = jac.directional_derivative(fn, inputs, i, (u * mask).reshape(x.shape))
+        return float(gflat @ (u * mask) - v @ dd)
+
+    found: list[Element] = []
+    cols = jac.bisect(in_err, x.numel(), thr, limit=dg.TOP_K)
+    for c in cols[:dg.TOP_K]:
+        e = torch.zeros(x.numel(), dtype=torch.float64)
+        e[c] = 1.0
+        col = jac.directional_derivative(fn, inputs, i, e.reshape(x.shape))
+
+        def out_err(mask: Tensor, col: Tensor = col, c: int = c) -> float:
+            gm = bw.vjp(v * mask)[k]
+            an_c = 0.0 if gm is None else float(gm.detach().reshape(-1)[c])
+            return an_c - float((v * mask) @ col)
+
+        for m in jac.bisect(out_err, bw.n_out, thr, limit=2):
+            e_m = torch.zeros(bw.n_out, dtype=torch.float64)
+            e_m[m] = 1.0
+            gm = bw.vjp(e_m)[k]
+            got = 0.0 if gm is None else float(gm.detach().reshape(-1)[c])
+            o, o_idx = out_position(shapes, m)
+            found.append(Element(got, float(col[m]), output=o, output_index=o_idx, input=i,
+                                 input_index=dg.unravel(c, x.shape)))
+    return found, len(cols)

@@ -1,0 +1,161 @@
+"""The check driver: every case x dtype x device (x variant) of every target, as result rows."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+
+import torch
+
+from gradlab.cases import case_seed, materialize
+from gradlab.checks.compare import chain_rule_ignored, compare_runs
+from gradlab.checks.context import CaseContext, Options, crash_hint, crash_location, first_line
+from gradlab.checks.contract import contract_row
+from gradlab.checks.execute import run_once
+from gradlab.checks.numerical import jacobian_check
+from gradlab.checks.second_order import second_order_row
+from gradlab.checks.variants import variant_rows
+from gradlab.envinfo import environment
+from gradlab.model import CHECKS, GRADCHECK_TOLERANCE, Case, Target
+from gradlab.repro import save_failures
+from gradlab.results import ERROR, SKIP, CheckRow, Report
+from gradlab.torchstate import intra_op_threads
+
+#: Under --budget, numerical checks switch to fast mode once this fraction of it is spent.
+BUDGET_FAST_FRACTION = 0.5
+
+#: One work item: ("case" | "numerical", target, case, dtype, device).
+Item = tuple[str, Target, Case, str, str]
+
+
+def enabled_checks(target: Target, options: Options) -> frozenset[str]:
+    """The checks that run for `target`: all, narrowed by the spec and by the options."""
+    checks = frozenset(CHECKS)
+    for chosen in (target.checks, options.checks):
+        if chosen is not None:
+            checks &= chosen
+    return checks
+
+
+def case_rows(target: Target, case: Case, dtype: str, device: str, options: Options,
+              seed: int) -> list[CheckRow]:
+    """All rows of one case in one dtype on one device (base run plus variants)."""
+    ctx = CaseContext(target, case, dtype, device, options)
+    checks = enabled_checks(target, options)
+    op = target.op
+    gen = torch.Generator().manual_seed(seed)
+    t0 = time.perf_counter()
+    try:
+        inputs = materialize(case, dtype, device, seed)
+    except Exception as exc:
+        ctx.row("base", "forward", ERROR, reason="inputs_failed", note=first_line(exc))
+        return ctx.rows
+    # copied before the Function runs: a forward that writes into its inputs must not change
+    # what the reference sees
+    ref_inputs = inputs.clone(dtype=torch.float64)
+    got = run_once(op.function, inputs, None, gen, check_contract="contract" in checks)
+    grad_outs = got.grad_outs64 or None
+    want = got
+    if op.reference is not None:
+        want = run_once(op.reference, ref_inputs, grad_outs, gen)
+        rows = compare_runs(ctx, "base", got, want, inputs, op.tolerance(dtype), checks=checks)
+        if any(r.failed and r.check == "gradient" for r in rows) and not rows[-1].hint:
+            if chain_rule_ignored(op.function, inputs.clone(), gen):
+                rows[-1].hint = "no_chain_rule"
+    elif got.error is not None:
+        ctx.crash_row("base", "forward", got.error)
+    if "contract" in checks and got.error is None:
+        contract_row(ctx, "base", got.contract, passing=True)
+    for r in ctx.rows:
+        if not r.seconds:
+            r.seconds = time.perf_counter() - t0
+    if got.error is None and grad_outs is not None:
+        # The variants' expectation on the base values: the reference run, or without a
+        # reference the Function's own contiguous run.
+        variant_rows(ctx, inputs, grad_outs, want, checks, gen)
+    return ctx.rows
+
+
+def numerical_rows(target: Target, case: Case, device: str, options: Options,
+                   seed: int) -> list[CheckRow]:
+    """The jacobian and second_order rows of one case, in the numerical dtype (float64)."""
+    checks = enabled_checks(target, options)
+    ctx = CaseContext(target, case, target.numerical_dtype, device, options)
+    gen = torch.Generator().manual_seed(seed + 7)
+    try:
+        inputs = materialize(case, target.numerical_dtype, device, seed)
+    except Exception as exc:
+        ctx.row("base", "jacobian", ERROR, reason="inputs_failed", note=first_line(exc))
+        return ctx.rows
+    if not inputs.diff_index:
+        return ctx.rows
+    first_ok = True
+    if "jacobian" in checks:
+        t0 = time.perf_counter()
+        try:
+            r = jacobian_check(ctx, "jacobian", target.op.function, inputs, GRADCHECK_TOLERANCE,
+                               gen)
+            first_ok = not r.failed
+        except Exception as exc:
+            first_ok = False
+            ctx.crash_row("base", "jacobian", exc, seconds=time.perf_counter() - t0)
+    if "second_order" in checks:
+        second_order_row(ctx, target.op, inputs.clone(), gen, first_ok)
+    return ctx.rows
+
+
+def plan(targets: Sequence[Target], options: Options) -> Iterator[Item]:
+    """The work items in order: ("case", t, case, dtype, device) then ("numerical", ...)."""
+    for t in targets:
+        for case in t.op.cases:
+            for device in options.devices or t.devices or ("cpu",):
+                for dtype in options.dtypes or t.dtypes or t.op.dtypes:
+                    yield "case", t, case, dtype, device
+                yield "numerical", t, case, t.numerical_dtype, device
+
+
+def run(targets: Sequence[Target], options: Options | None = None,
+        on_rows: Callable[[list[CheckRow]], None] | None = None) -> Report:
+    """Run every check of every target; `on_rows` sees each batch of rows as it is made."""
+    options = options or Options()
+    with intra_op_threads(options.threads):
+        report = Report(env=environment(seed=options.seed))
+        start = time.perf_counter()
+        item_options = options
+        for item in plan(targets, options):
+            elapsed = time.perf_counter() - start
+            if options.budget is not None:
+                if elapsed > options.budget:
+                    report.truncated = True
+                    break
+                if options.mode == "auto" and elapsed > BUDGET_FAST_FRACTION * options.budget:
+                    # Half the budget gone: cheap random probes instead of dense Jacobians.
+                    item_options = replace(options, mode="fast")
+            rows = item_rows(item, item_options)
+            report.extend(rows)
+            if on_rows is not None:
+                on_rows(rows)
+    return report
+
+
+def item_rows(item: Item, options: Options) -> list[CheckRow]:
+    """The rows of one work item; a crash fails this item only and the run goes on."""
+    kind, t, case, dtype, device = item
+    seed = case_seed(options.seed, t.op.name, case.name)
+    check = "forward" if kind == "case" else "jacobian"
+    if device == "cuda" and not torch.cuda.is_available():
+        return [CheckRow(t.op.name, case.name, dtype, device, "base", check, SKIP,
+                         reason="cuda_unavailable")]
+    try:
+        rows = (case_rows(t, case, dtype, device, options, seed) if kind == "case"
+                else numerical_rows(t, case, device, options, seed))
+    except Exception as exc:
+        # A bug in the Function (or in gradlab) fails this case only; the run goes on.
+        rows = [CheckRow(t.op.name, case.name, dtype, device, "base", check, ERROR,
+                         hint=crash_hint(exc), note=first_line(exc),
+                         crash_location=crash_location(exc))]
+    if options.repro_dir:
+        save_failures(rows, t, case, dtype, device, seed, options.repro_dir,
+                      options.repro_command)
+    return rows

@@ -1,0 +1,94 @@
+"""The second_order check: the Jacobian of the gradient function (gradgradcheck's math), or, for
+an op that declares no double backward, that double backward raises."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from gradlab.cases import Inputs, call, flat_outputs
+from gradlab.checks.context import CaseContext, first_line
+from gradlab.checks.numerical import jacobian_check
+from gradlab.model import GRADCHECK_TOLERANCE, OpDef
+from gradlab.results import FAIL, PASS, SKIP
+
+
+def gradient_function(fn: Callable[..., Any], n_args: int, wrt: Sequence[int],
+                      kwargs: dict[str, Any]) -> Callable[..., Any]:
+    """g(*args, *grad_outputs) = the first-order gradients, differentiable when fn's backward is."""
+
+    def g(*all_args: Any) -> tuple[Tensor, ...]:
+        args, gos = list(all_args[:n_args]), all_args[n_args:]
+        with torch.enable_grad():
+            outs = flat_outputs(fn(*args, **kwargs))
+            pairs = [(o, go) for o, go in zip(outs, gos, strict=True) if o.requires_grad]
+            grads = torch.autograd.grad([p[0] for p in pairs], [args[i] for i in wrt],
+                                        [p[1] for p in pairs], create_graph=True,
+                                        allow_unused=True)
+        return tuple(torch.zeros_like(args[i]) if gr is None else gr
+                     for gr, i in zip(grads, wrt, strict=True))
+
+    return g
+
+
+def gradient_inputs(fn: Callable[..., Any], inputs: Inputs,
+                    gen: torch.Generator) -> tuple[Callable[..., Any], Inputs]:
+    """The first-order gradient function and its inputs (args + random grad_outputs)."""
+    outs = call(fn, inputs)
+    gos = [torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o.dtype).to(o.device)
+           .requires_grad_(o.requires_grad) for o in outs]
+    g = gradient_function(fn, len(inputs.args), inputs.diff_index, inputs.kwargs)
+    return g, Inputs([*inputs.args, *gos], {})
+
+
+def double_backward_raises(fn: Callable[..., Any], inputs: Inputs) -> BaseException | None:
+    """Run double backward once; return the exception it raised (None when it ran)."""
+    try:
+        g = gradient_function(fn, len(inputs.args), inputs.diff_index, inputs.kwargs)
+        with torch.enable_grad():
+            outs = flat_outputs(fn(*inputs.args, **inputs.kwargs))
+            gos = [torch.ones_like(o, requires_grad=True) for o in outs]
+            grads = g(*inputs.args, *gos)
+            total = sum(gr.sum() for gr in grads)
+            assert isinstance(total, Tensor)
+            # .backward() rather than autograd.grad: a once_differentiable error node has no
+            # edges to the inputs, so autograd.grad(inputs=...) would never run (or raise) it.
+            total.backward()
+        for t in [*inputs.args, *gos]:
+            if isinstance(t, Tensor):
+                t.grad = None
+    except Exception as exc:
+        return exc
+    return None
+
+
+def second_order_row(ctx: CaseContext, op: OpDef, inputs: Inputs, gen: torch.Generator,
+                     first_ok: bool) -> None:
+    """The second_order row of one case (appended to ctx.rows)."""
+    t0 = time.perf_counter()
+    if op.second_order is False:
+        exc = double_backward_raises(op.function, inputs)
+        if exc is None:
+            ctx.row("base", "second_order", FAIL, hint="second_order_claimed",
+                    seconds=time.perf_counter() - t0)
+        else:
+            ctx.row("base", "second_order", PASS, seconds=time.perf_counter() - t0,
+                    reason="raises_as_declared", note=type(exc).__name__)
+        return
+    if op.second_order is None:
+        exc = double_backward_raises(op.function, inputs)
+        if exc is not None:
+            ctx.row("base", "second_order", SKIP, seconds=time.perf_counter() - t0,
+                    reason="second_order_unsupported", note=first_line(exc))
+            return
+    try:
+        g, g_inputs = gradient_inputs(op.function, inputs, gen)
+        row = jacobian_check(ctx, "second_order", g, g_inputs, GRADCHECK_TOLERANCE, gen)
+        if row.failed and first_ok:
+            row.hint = "second_order_only"
+    except Exception as exc:
+        ctx.crash_row("base", "second_order", exc, seconds=time.perf_counter() - t0)

@@ -1,0 +1,125 @@
+"""Results in words: hint and reason codes as sentences, a row's message and location.
+
+No rich here: the terminal renderer, the report files and the API's messages all use these.
+"""
+
+from __future__ import annotations
+
+from gradlab.results import CheckRow, Finding
+
+#: Likely-cause codes and the sentence each stands for.
+HINTS: dict[str, str] = {
+    "no_chain_rule": "backward ignores grad_output (not multiplied by it: missing chain rule)",
+    "constant_factor": "off by a constant factor",
+    "sign": "sign flipped",
+    "transposed": "gradient is transposed",
+    "swapped": "gradients swapped between inputs",
+    "missing": "gradient missing (None) for an input that requires grad",
+    "zero": "gradient is zero where it should not be",
+    "noncontiguous_only": "fails only for non-contiguous inputs (assumes contiguous memory)",
+    "transposed_only": "fails only for inputs with transposed memory (assumes row-major "
+                       "strides)",
+    "channels_last_only": "fails only for channels_last inputs (assumes NCHW-contiguous memory)",
+    "expanded_only": "fails only for expanded (stride-0) inputs",
+    "grad_output_layout": "fails only for non-contiguous or expanded grad_output (backward "
+                          "assumes a contiguous grad_output; .sum() gives a stride-0 one)",
+    "requires_grad_subset": "fails only for some requires_grad subsets (gradient gated on the "
+                            "wrong needs_input_grad entry?)",
+    "second_order_only": "first order is right but second order is wrong (a tensor kept on ctx "
+                         "instead of save_for_backward, or a backward that is not differentiable)",
+    "second_order_claimed": "the op claims no double backward, but second order ran without error",
+    "inplace_grad_output": "backward modified grad_output in place",
+    "inplace_saved": "a saved tensor or input was modified in place during backward",
+    "inplace_input": "forward modified an input in place without ctx.mark_dirty",
+    "wrong_count": "backward returned the wrong number of gradients",
+    "non_tensor_grad": "a gradient was returned for a non-tensor argument (must be None)",
+    "wrong_shape": "gradient has the wrong shape",
+    "wrong_dtype": "gradient has the wrong dtype",
+    "wrong_device": "gradient is on the wrong device",
+    "forward": "forward output differs from the reference",
+    "undefined_grad": "backward fails when an output's gradient is undefined (None)",
+    "crash": "the Function raised an exception",
+    "size1_only": "fails only for size-1 dimensions (a squeeze() shape edge case?)",
+}
+
+#: Why a row was skipped, or passed with a remark.
+REASONS: dict[str, str] = {
+    "cuda_unavailable": "CUDA is not available",
+    "reference_failed": "reference failed",
+    "expanded_refused": "forward does not accept an expanded input",
+    "second_order_unsupported": "double backward not supported",
+    "raises_as_declared": "double backward raises as declared",
+    "inputs_failed": "could not make inputs",
+}
+
+
+def _subject(f: Finding) -> str:
+    if f.subject == "input":
+        return f"input {f.index}" + (f" {list(f.shape)}" if f.shape is not None else "")
+    return f"{f.subject} {f.index}" if f.index >= 0 else f.subject
+
+
+def _stats(f: Finding) -> str:
+    s = f.stats
+    if s is None:
+        return ""
+    if f.probes is not None:
+        p = f.probes
+        located = (f"{p.located}{'+' if p.more else ''} wrong input elements located"
+                   if p.located else "errors spread too thin to locate by bisection")
+        return "; ".join([f"{p.n_bad} of {p.n_probes} probes disagree (v^T J u: got "
+                          f"{p.got:.6g} want {p.want:.6g})",
+                          f"cosine over probes {s.cosine:.4f}, best-fit ratio {s.ratio:.4g}",
+                          located])
+    what = "Jacobian entries" if s.of == "jacobian entries" else s.of
+    return (f"max abs err {s.max_abs:.3g}, {100 * s.frac_wrong:.3g}% of {what} wrong, "
+            f"cosine {s.cosine:.4f}, best-fit ratio {s.ratio:.4g}")
+
+
+def _fact(f: Finding) -> str:
+    """The finding's own facts: what came against what was expected."""
+    if f.hint == "wrong_count":
+        return f"backward returned {f.got} values for {f.want} forward inputs"
+    if f.subject == "outputs":
+        return f"{f.got} outputs, reference has {f.want}"
+    if f.hint == "non_tensor_grad":
+        return f"gradient {f.index} returned for a {f.want} argument"
+    if f.got is not None and f.hint in ("wrong_shape", "forward"):
+        return f"shape {f.got}, expected {f.want}"
+    if f.got is not None:
+        return f"{f.got}, expected {f.want}"
+    if f.dims is not None:
+        return f"dims {f.dims[0]} and {f.dims[1]} swapped"
+    if f.equals_input is not None:
+        return f"it equals the expected gradient of input {f.equals_input}"
+    return ""
+
+
+def describe(f: Finding) -> str:
+    """One finding as a clause: 'input 1 [3, 5]: off by a constant factor 2; max abs err ...'."""
+    words = HINTS.get(f.hint, "")
+    if f.hint == "constant_factor" and f.stats is not None:
+        words = f"off by a constant factor {f.stats.ratio:.4g}"
+    body = "; ".join(p for p in (words, _fact(f), _stats(f)) if p)
+    return f"{_subject(f)}: {body}" if body else _subject(f)
+
+
+def message(row: CheckRow) -> str:
+    """What a row says, in one line: mode, row-level hint, each finding, reason, raw note."""
+    parts = []
+    if row.mode:
+        parts.append(f"{row.mode} mode")
+    if row.hint and row.hint not in {f.hint for f in row.findings}:
+        parts.append(HINTS.get(row.hint, row.hint))
+    parts += [describe(f) for f in row.findings]
+    if row.reason:
+        parts.append(REASONS.get(row.reason, row.reason))
+    if row.note:
+        parts.append(row.note)
+    return "; ".join(parts)
+
+
+def location(row: CheckRow) -> str:
+    """Where: the worst wrong elements, or the user's code line where the Function raised."""
+    worst = "; ".join(str(e) for e in row.worst)
+    return worst or row.crash_location
