@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from gradlab.version import __version__
 
 if TYPE_CHECKING:
     from gradlab.model import OpDef

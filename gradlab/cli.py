@@ -7,6 +7,8 @@ Heavy imports (torch, pandas, the engine) happen inside the commands so `gradlab
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -85,15 +87,60 @@ def list_ops() -> None:
                   markup=False, highlight=False)
 
 
+#: Arguments and options that check and bench share.
+What = Annotated[list[str], typer.Argument(help="bundled op name(s), SPEC.yaml or folder")]
+ReportDir = Annotated[Path, typer.Option("--report-dir", help="where the report files go")]
+Seed = Annotated[int, typer.Option("--seed", help="seed of the random inputs")]
+
+
+@contextmanager
+def progress(label: str, total: int) -> Iterator[Callable[[str], None]]:
+    """A progress bar on stderr (gone when done); yields `step(description)`."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(),
+                  TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                  console=err, transient=True) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda description: bar.update(task, advance=1, description=description)
+
+
+def _check_options(what: list[str], dtype: list[str] | None, device: list[str] | None,
+                   report_dir: Path, seed: int, variants: bool, variant: list[str] | None,
+                   only: list[str] | None, mode: str, budget: float | None) -> Any:
+    """Validate check's options (exit 2 naming the option) and build the run's Options."""
+    from gradlab.checks.context import Options
+    from gradlab.model import VARIANT_FAMILIES, canonical_check
+    from gradlab.repro import command_template
+
+    if mode not in ("auto", "dense", "fast"):
+        raise _fail(f"--mode: expected auto, dense or fast, got {mode!r}")
+    try:
+        chosen_checks = frozenset(canonical_check(c) for c in only) if only else None
+    except ValueError as exc:
+        raise _fail(f"--check: {exc}") from None
+    chosen_variants: bool | frozenset[str] = variants
+    if variant and variants:
+        bad = [v for v in variant if v not in VARIANT_FAMILIES]
+        if bad:
+            raise _fail(f"--variant: unknown family {bad[0]!r} (expected one of "
+                        f"{', '.join(VARIANT_FAMILIES)})")
+        chosen_variants = frozenset(variant)
+    if budget is not None and budget <= 0:
+        raise _fail("--budget: expected a positive number of seconds")
+    return Options(dtypes=_dtypes(dtype), devices=_devices(device), seed=seed,
+                   checks=chosen_checks, variants=chosen_variants, mode=mode, budget=budget,
+                   repro_dir=str(report_dir / "repro"), repro_command=command_template(what, seed))
+
+
 @app.command()
 def check(
-    what: Annotated[list[str], typer.Argument(help="bundled op name(s), SPEC.yaml or folder")],
+    what: What,
     dtype: Annotated[list[str] | None, typer.Option("--dtype", help="dtype(s) to run: float64 "
                                                     "(double), float32, float16, bfloat16")] = None,
     device: Annotated[list[str] | None, typer.Option("--device", help="cpu or cuda")] = None,
-    report_dir: Annotated[Path, typer.Option("--report-dir", help="where CSV/JSON and repro "
-                                             "files go")] = Path(DEFAULT_REPORT_DIR),
-    seed: Annotated[int, typer.Option("--seed", help="seed of the random inputs")] = 0,
+    report_dir: ReportDir = Path(DEFAULT_REPORT_DIR),
+    seed: Seed = 0,
     case: Annotated[list[str] | None, typer.Option("--case", help="only these case names")] = None,
     variants: Annotated[bool, typer.Option("--variants/--no-variants",
                                            help="layout / grad_output / requires_grad / size-1 "
@@ -112,45 +159,16 @@ def check(
                                                  "after this many seconds")] = None,
 ) -> None:
     """Check gradients: reference comparison, contract, variants, Jacobians, second order."""
-    from gradlab.checks.context import Options
     from gradlab.checks.runner import plan, run
-    from gradlab.model import VARIANT_FAMILIES, canonical_check
     from gradlab.render.check import render_check
     from gradlab.render.files import write_check_reports
-    from gradlab.repro import command_template
 
-    if mode not in ("auto", "dense", "fast"):
-        raise _fail(f"--mode: expected auto, dense or fast, got {mode!r}")
-    try:
-        chosen_checks = frozenset(canonical_check(c) for c in only) if only else None
-    except ValueError as exc:
-        raise _fail(f"--check: {exc}") from None
-    chosen_variants: bool | frozenset[str] = variants
-    if variant and variants:
-        bad = [v for v in variant if v not in VARIANT_FAMILIES]
-        if bad:
-            raise _fail(f"--variant: unknown family {bad[0]!r} (expected one of "
-                        f"{', '.join(VARIANT_FAMILIES)})")
-        chosen_variants = frozenset(variant)
-    if budget is not None and budget <= 0:
-        raise _fail("--budget: expected a positive number of seconds")
+    options = _check_options(what, dtype, device, report_dir, seed, variants, variant, only,
+                             mode, budget)
     targets = _targets(what, case)
-    options = Options(dtypes=_dtypes(dtype), devices=_devices(device), seed=seed,
-                      checks=chosen_checks, variants=chosen_variants, mode=mode, budget=budget,
-                      repro_dir=str(report_dir / "repro"),
-                      repro_command=command_template(what, seed))
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    total = sum(1 for _ in plan(targets, options))
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
-                  "{task.total}"), TimeElapsedColumn(), console=err, transient=True) as bar:
-        task = bar.add_task("checking", total=total)
-
-        def advance(rows: list[Any]) -> None:
-            if rows:
-                bar.update(task, advance=1, description=f"{rows[0].op}/{rows[0].case}")
-
-        report = run(targets, options, on_rows=advance)
+    with progress("checking", sum(1 for _ in plan(targets, options))) as step:
+        report = run(targets, options,
+                     on_rows=lambda rows: step(f"{rows[0].op}/{rows[0].case}") if rows else None)
     render_check(report, out)
     paths = write_check_reports(report, report_dir)
     out.print(f"report: {paths[0]}", markup=False, highlight=False)

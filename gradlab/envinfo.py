@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import gradlab
+from gradlab.version import __version__
 
 
 def git_commit() -> str:
@@ -43,7 +43,7 @@ def environment(seed: int | None = None, device: str = "cpu") -> dict[str, Any]:
     cuda = torch.cuda.is_available()
     on_cuda = cuda and device.startswith("cuda")
     env: dict[str, Any] = {
-        "gradlab_version": gradlab.__version__,
+        "gradlab_version": __version__,
         "git_commit": git_commit(),
         "torch_version": torch.__version__,
         "cuda_version": torch.version.cuda or "",
