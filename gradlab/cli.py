@@ -6,6 +6,7 @@ Heavy imports (torch, pandas, the engine) happen inside the commands so `gradlab
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -105,13 +106,20 @@ def progress(label: str, total: int) -> Iterator[Callable[[str], None]]:
         yield lambda description: bar.update(task, advance=1, description=description)
 
 
+def repro_command(what: list[str], seed: int) -> Callable[[str, str, str], str]:
+    """How the command line that re-runs one case of this run reads."""
+    head = "gradlab check " + " ".join(shlex.quote(w) for w in what)
+    tail = f" --seed {seed}" if seed else ""
+    return lambda case, dtype, device: (f"{head} --case {shlex.quote(case)} --dtype {dtype} "
+                                        f"--device {device}{tail}")
+
+
 def _check_options(what: list[str], dtype: list[str] | None, device: list[str] | None,
                    report_dir: Path, seed: int, variants: bool, variant: list[str] | None,
                    only: list[str] | None, mode: str, budget: float | None) -> Any:
     """Validate check's options (exit 2 naming the option) and build the run's Options."""
     from gradlab.checks.context import Options
     from gradlab.model import VARIANT_FAMILIES, canonical_check
-    from gradlab.repro import command_template
 
     if mode not in ("auto", "dense", "fast"):
         raise _fail(f"--mode: expected auto, dense or fast, got {mode!r}")
@@ -130,7 +138,7 @@ def _check_options(what: list[str], dtype: list[str] | None, device: list[str] |
         raise _fail("--budget: expected a positive number of seconds")
     return Options(dtypes=_dtypes(dtype), devices=_devices(device), seed=seed,
                    checks=chosen_checks, variants=chosen_variants, mode=mode, budget=budget,
-                   repro_dir=str(report_dir / "repro"), repro_command=command_template(what, seed))
+                   repro_dir=str(report_dir / "repro"), repro_command=repro_command(what, seed))
 
 
 @app.command()

@@ -1,10 +1,10 @@
-"""Repro files: a failing case's inputs saved with torch.save, and the command that re-runs it."""
+"""Repro files: a failing case's inputs saved with torch.save, beside the command that re-runs it
+(the caller says how that command reads: the CLI knows its own command line)."""
 
 from __future__ import annotations
 
 import re
-import shlex
-from collections.abc import Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -14,19 +14,12 @@ from gradlab.model import Case, Target
 from gradlab.results import CheckRow
 
 
-def command_template(what: Sequence[str], seed: int) -> str:
-    """`gradlab check WHAT... --case {case} --dtype {dtype} --device {device} [--seed N]`."""
-    return ("gradlab check " + " ".join(shlex.quote(w) for w in what)
-            + " --case {case} --dtype {dtype} --device {device}"
-            + (f" --seed {seed}" if seed else ""))
-
-
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")
 
 
 def save_failures(rows: list[CheckRow], target: Target, case: Case, dtype: str, device: str,
-                  seed: int, folder: str, template: str | None) -> None:
+                  seed: int, folder: str, command: Callable[[str, str, str], str] | None) -> None:
     """Save the inputs of a failing (case, dtype, device) once; point its rows at the file."""
     failed = [r for r in rows if r.failed]
     if not failed:
@@ -40,7 +33,6 @@ def save_failures(rows: list[CheckRow], target: Target, case: Case, dtype: str, 
                 "args": [a.detach() if isinstance(a, torch.Tensor) else a for a in inputs.args],
                 "kwargs": inputs.kwargs,
                 "failures": [r.as_dict() for r in failed]}, path)
-    command = "" if not template else template.format(case=shlex.quote(case.name), dtype=dtype,
-                                                      device=device)
+    line = command(case.name, dtype, device) if command else ""
     for r in failed:
-        r.repro, r.repro_command = str(path), command
+        r.repro, r.repro_command = str(path), line

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,8 +27,8 @@ class Options:
     budget: float | None = None
     #: where failing cases save their inputs (None: not saved).
     repro_dir: str | None = None
-    #: the command that re-runs a case (gradlab.repro.command_template makes it).
-    repro_command: str | None = None
+    #: the command line that re-runs one (case, dtype, device) of the run.
+    repro_command: Callable[[str, str, str], str] | None = None
     #: intra-op CPU threads during the run (see gradlab.torchstate); None leaves torch's alone.
     threads: int | None = 1
 
