@@ -212,7 +212,8 @@ def bench(
     import math
 
     from gradlab import bench as core
-    from gradlab.benchreport import render_bench, write_bench_reports
+    from gradlab.render.bench import render_bench
+    from gradlab.render.benchfile import write_bench_reports
 
     if not (math.isfinite(min_time) and min_time > 0):
         raise _fail(f"--min-time: expected a positive number of seconds, got {min_time:g}")
@@ -231,15 +232,8 @@ def bench(
         total = core.total_steps(targets, options)
         if options.cases and not total:
             raise _fail(f"--case: no bench case named {', '.join(options.cases)}")
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-        with Progress(TextColumn("{task.description}"), BarColumn(),
-                      TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                      console=err, transient=True) as bar:
-            task = bar.add_task("benchmarking", total=total)
-            report = core.run(targets, options,
-                              on_step=lambda label: bar.update(task, advance=1,
-                                                               description=label))
+        with progress("benchmarking", total) as step:
+            report = core.run(targets, options, on_step=step)
     except GradlabError as exc:
         raise _fail(str(exc), exc.exit_code) from None
     render_bench(report, out)
@@ -261,7 +255,8 @@ def compare(
     import math
 
     from gradlab import bench as core
-    from gradlab.benchreport import read_bench_json, render_compare
+    from gradlab.render.bench import render_compare
+    from gradlab.render.benchfile import read_bench_json
 
     if not math.isfinite(threshold) or threshold < 0:
         raise _fail(f"--threshold: expected a non-negative percentage, got {threshold:g}")

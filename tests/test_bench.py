@@ -17,30 +17,32 @@ from typer.testing import CliRunner
 
 from gradlab import bench
 from gradlab.bench import (
-    CUSTOM,
-    ERROR,
-    OK,
     PHASES,
-    REFERENCE,
     BenchOptions,
-    BenchReport,
-    BenchRow,
-    Impl,
-    Task,
     bench_case,
     bootstrap_ratio,
-    median_ratio,
     sample_interleaved,
     saved_bytes,
     summarize,
+)
+from gradlab.bench.impl import Impl
+from gradlab.bench.runner import CUSTOM, REFERENCE, bench_cases, bench_dtypes
+from gradlab.bench.stats import MIN_SAMPLES_FLOOR, median_ratio
+from gradlab.bench.timing import (
+    MAX_BLOCK,
+    Task,
+    block_size,
+    graph_block_cap,
     time_block,
     warm_up,
 )
-from gradlab.benchreport import read_bench_json, write_bench_reports
 from gradlab.cases import Inputs
 from gradlab.cli import app
 from gradlab.errors import GradlabError
 from gradlab.model import Case, OpDef, Target, TensorArg
+from gradlab.render.benchfile import read_bench_json, write_bench_reports
+from gradlab.results.bench import COLUMNS, BenchReport, BenchRow
+from gradlab.results.status import ERROR, PASS
 
 runner = CliRunner()
 
@@ -133,7 +135,7 @@ def test_min_samples_rule_and_max_time_cap() -> None:
     slow = sample_interleaved([fake_task(clock, "A", 0.01), fake_task(clock, "B", 0.6)], [1, 1],
                               min_time=0.2, min_samples=10, max_time=1.0, clock=clock)
     # B passes max_time at its 2nd sample; the phase stops at the floor of 3.
-    assert [len(s) for s in slow] == [bench.MIN_SAMPLES_FLOOR] * 2
+    assert [len(s) for s in slow] == [MIN_SAMPLES_FLOOR] * 2
 
 
 def test_blocks_report_seconds_per_call() -> None:
@@ -141,9 +143,9 @@ def test_blocks_report_seconds_per_call() -> None:
     (s,) = sample_interleaved([fake_task(clock, "A", [1e-4, 3e-4])], [4], min_time=0,
                               min_samples=3, max_time=0, clock=clock)
     assert s == pytest.approx([2e-4, 2e-4, 2e-4])
-    assert bench.block_size(1e-5) == 100 and bench.block_size(0.5) == 1
+    assert block_size(1e-5) == 100 and block_size(0.5) == 1
     # backward blocks hold their graphs at once: 300 MB saved per call -> 3 calls a block
-    assert bench.graph_block_cap(300 << 20) == 3 and bench.graph_block_cap(10) == bench.MAX_BLOCK
+    assert graph_block_cap(300 << 20) == 3 and graph_block_cap(10) == MAX_BLOCK
 
 
 def test_first_call_is_reported_apart_and_not_sampled() -> None:
@@ -293,7 +295,7 @@ def test_bench_case_with_a_ticking_clock_gives_exact_rows() -> None:
     assert [(r.impl, r.phase) for r in rows] == [(i, p) for p in PHASES
                                                  for i in (CUSTOM, REFERENCE)]
     for r in rows:
-        assert r.status == OK, r.note
+        assert r.status == PASS, r.note
         assert (r.median_s, r.iqr_s, r.min_s, r.n, r.number) == (1.0, 0.0, 1.0, 5, 1)
         assert r.first_call_s == 1.0 and not r.noisy and r.samples_s == [1.0] * 5
         assert r.saved_bytes == (0 if r.phase == "forward" else 8 * 8 * 4)
@@ -321,12 +323,12 @@ def test_a_crash_fails_its_own_rows_and_the_run_goes_on() -> None:
     good = Target(small_op())
     report = bench.run([broken, good], FAST, clock=ticking_clock(1.0))
     bad = {r.phase: r for r in report.rows if r.op == "broken" and r.impl == CUSTOM}
-    assert bad["forward"].status == OK and bad["forward_grad"].status == OK
+    assert bad["forward"].status == PASS and bad["forward_grad"].status == PASS
     assert bad["backward"].status == ERROR and "boom in backward" in bad["backward"].note
     assert bad["forward_backward"].status == ERROR
     ref = [r for r in report.rows if r.op == "broken" and r.impl == REFERENCE]
-    assert all(r.status == OK for r in ref)  # the reference still measured
-    assert all(r.status == OK for r in report.rows if r.op == "exp")
+    assert all(r.status == PASS for r in ref)  # the reference still measured
+    assert all(r.status == PASS for r in report.rows if r.op == "exp")
 
 
 def test_ctrl_c_keeps_the_phases_already_measured() -> None:
@@ -338,18 +340,18 @@ def test_ctrl_c_keeps_the_phases_already_measured() -> None:
     report = bench.run([Target(small_op(function=interrupted_under_grad))], FAST,
                        clock=ticking_clock(1.0))
     assert report.interrupted
-    assert [(r.impl, r.phase, r.status) for r in report.rows] == [(CUSTOM, "forward", OK),
-                                                                  (REFERENCE, "forward", OK)]
+    assert [(r.impl, r.phase, r.status) for r in report.rows] == [(CUSTOM, "forward", PASS),
+                                                                  (REFERENCE, "forward", PASS)]
 
 
 def test_default_dtype_and_case_fallback() -> None:
     t = Target(small_op(dtypes=("float64", "float32")))
-    assert bench.bench_dtypes(t, BenchOptions()) == ("float32",)
-    assert bench.bench_dtypes(Target(small_op(dtypes=("float64",))), BenchOptions()) == (
+    assert bench_dtypes(t, BenchOptions()) == ("float32",)
+    assert bench_dtypes(Target(small_op(dtypes=("float64",))), BenchOptions()) == (
         "float64",)
-    assert bench.bench_dtypes(t, BenchOptions(dtypes=("float64",))) == ("float64",)
+    assert bench_dtypes(t, BenchOptions(dtypes=("float64",))) == ("float64",)
     op = small_op(bench_cases=(), cases=(Case("a", (TensorArg((2,)),)),))
-    assert [c.name for c in bench.bench_cases(op)] == ["a"]
+    assert [c.name for c in bench_cases(op)] == ["a"]
     with pytest.raises(GradlabError, match="no bench case named nope"):
         bench.run([t], BenchOptions(cases=("nope",)))
 
@@ -363,11 +365,11 @@ def test_cli_bench_exp_writes_one_csv_row_per_impl_and_phase(tmp_path: Path) -> 
     assert result.exit_code == 0, result.output
     (csv,) = tmp_path.glob("bench-*.csv")
     frame = pd.read_csv(csv)
-    assert list(frame.columns[: len(bench.COLUMNS)]) == list(bench.COLUMNS)
+    assert list(frame.columns[: len(COLUMNS)]) == list(COLUMNS)
     keys = list(zip(frame["op"], frame["case"], frame["impl"], frame["phase"], strict=True))
     assert sorted(keys) == sorted(("exp", "4M", i, p) for i in (CUSTOM, REFERENCE)
                                   for p in PHASES)
-    assert set(frame["dtype"]) == {"float32"} and set(frame["status"]) == {OK}
+    assert set(frame["dtype"]) == {"float32"} and set(frame["status"]) == {PASS}
     for col in ("torch_version", "cuda_version", "cudnn_version", "device_name", "num_threads",
                 "cudnn_benchmark", "tf32_matmul", "gradlab_version", "git_commit"):
         assert col in frame.columns
@@ -403,7 +405,7 @@ def test_cli_bench_crashing_function_exits_1_and_still_writes(tmp_path: Path,
     crash = frame[(frame["op"] == "Crash") & (frame["impl"] == CUSTOM)]
     assert len(crash) == 4 and set(crash["status"]) == {ERROR}
     assert crash["note"].str.contains("kaput").all()
-    assert set(frame.loc[frame["op"] == "exp", "status"]) == {OK}
+    assert set(frame.loc[frame["op"] == "exp", "status"]) == {PASS}
 
 
 @pytest.mark.parametrize("args", [
@@ -495,3 +497,22 @@ def test_json_round_trip(tmp_path: Path) -> None:
     back = read_bench_json(path)
     assert [r.samples_s for r in back.rows] == [JITTER, JITTER]
     assert back.env == {"torch_version": "x"}
+
+
+def test_version_1_file_reads_ok_as_pass(tmp_path: Path) -> None:
+    # Version 1 wrote a passing row's status as "ok"; version 2 writes "pass", as check rows do.
+    rows = [{"op": "exp", "case": "small", "dtype": "float32", "device": "cpu", "impl": impl,
+             "phase": "forward", "status": status, "median_s": 1.0, "n": len(JITTER),
+             "samples_s": JITTER}
+            for impl, status in ((CUSTOM, "ok"), (REFERENCE, "error"))]
+    old = tmp_path / "v1.json"
+    old.write_text(json.dumps({"format": "gradlab-bench", "version": 1, "env": {},
+                               "rows": rows}))
+    back = read_bench_json(old)
+    assert [r.status for r in back.rows] == [PASS, ERROR]
+    # and it compares with a version-2 file like any other
+    new = bench_file(tmp_path / "new", JITTER, JITTER)
+    assert json.loads(new.read_text())["version"] == 2
+    result = runner.invoke(app, ["compare", str(old), str(new)])
+    assert result.exit_code == 0, result.output
+    assert "not comparable (old pass" not in result.output

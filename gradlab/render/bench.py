@@ -1,36 +1,23 @@
-"""Rendering of bench results: the rich table, CSV/JSON files, and the compare table.
+"""Bench results in the terminal: the run's table and summary, the compare table and verdict.
 
-The only bench module that prints; gradlab.bench hands it plain data.
+The only bench module that imports rich; gradlab.bench hands it plain data.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gradlab.bench import (
-    COLUMNS,
-    ERROR,
-    OK,
-    BenchError,
-    BenchReport,
-    BenchRow,
-    CompareRow,
-)
+from gradlab.bench.compare import CompareRow
+from gradlab.results.bench import BenchReport, BenchRow
+from gradlab.results.status import ERROR, PASS, SKIP
 
-#: Marks a bench JSON file (compare refuses anything else); bump VERSION on incompatible change.
-FORMAT = "gradlab-bench"
-VERSION = 1
-
-_STATUS_STYLE = {OK: "green", ERROR: "bold magenta", "skip": "yellow"}
+_STATUS_STYLE = {PASS: "green", ERROR: "bold magenta", SKIP: "yellow"}
 
 
 def fmt_time(seconds: float | None) -> str:
@@ -87,7 +74,7 @@ def bench_table(report: BenchReport, title: str = "gradlab bench") -> Table:
                          no_wrap=col.startswith("speedup") or col in keys,
                          min_width=widths.get(col))
     for r in report.rows:
-        if r.status != OK:
+        if r.status != PASS:
             table.add_row(r.op, r.case, r.dtype, r.device, r.impl, r.phase,
                           Text(r.status, style=_STATUS_STYLE.get(r.status, "")), "", "", "", "",
                           "", "", fmt_bytes(r.saved_bytes), fmt_bytes(r.peak_mem_bytes),
@@ -120,69 +107,6 @@ def render_bench(report: BenchReport, console: Console) -> None:
     if report.interrupted:
         summary += " (interrupted: partial results)"
     console.print(Text(summary, style="bold red" if report.errors else "bold"))
-
-
-def _unique(folder: Path, stem: str) -> str:
-    """'bench-YYYYmmdd-HHMMSS' (with -2, -3 ... when a run in the same second took it)."""
-    base = f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-    name, k = base, 1
-    while (folder / f"{name}.csv").exists() or (folder / f"{name}.json").exists():
-        k += 1
-        name = f"{base}-{k}"
-    return name
-
-
-def write_bench_reports(report: BenchReport, folder: str | Path,
-                        stem: str = "bench") -> list[Path]:
-    """CSV (one row per op, case, impl and phase, then the environment columns) and JSON (the
-    same rows with their raw samples, the settings and the environment) in `folder`."""
-    out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
-    name = _unique(out, stem)
-    csv_path, json_path = out / f"{name}.csv", out / f"{name}.json"
-    report.to_frame().to_csv(csv_path, index=False)
-    payload = {"format": FORMAT, "version": VERSION, "env": report.env,
-               "settings": report.settings, "interrupted": report.interrupted,
-               "columns": [*COLUMNS, "samples_s"], "rows": [r.as_dict() for r in report.rows]}
-    json_path.write_text(json.dumps(payload, indent=1, default=str), encoding="utf-8")
-    return [csv_path, json_path]
-
-
-def read_bench_json(path: str | Path) -> BenchReport:
-    """A BenchReport from a bench JSON file; BenchError naming the file when it is not one."""
-    p = Path(path)
-    if p.suffix.lower() == ".csv":
-        raise BenchError(f"{p}: compare needs the bench JSON file (the CSV has no raw samples); "
-                         f"use {p.with_suffix('.json').name}")
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise BenchError(f"{p}: cannot read: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BenchError(f"{p}: not JSON: {exc}") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise BenchError(f"{p}: not a gradlab bench JSON file (no \"format\": \"{FORMAT}\")")
-    if doc.get("version") != VERSION:
-        raise BenchError(f"{p}: bench file version {doc.get('version')!r}, this gradlab reads "
-                         f"{VERSION}")
-    rows = doc.get("rows")
-    if not isinstance(rows, list):
-        raise BenchError(f"{p}: 'rows' is not a list")
-    fields = set(BenchRow.__dataclass_fields__)
-    parsed = []
-    for i, r in enumerate(rows):
-        if not isinstance(r, dict) or not {"op", "case", "dtype", "device", "impl",
-                                           "phase"} <= set(r):
-            raise BenchError(f"{p}: rows[{i}]: expected a mapping with op, case, dtype, device, "
-                             "impl and phase")
-        samples = r.get("samples_s", [])
-        if not isinstance(samples, list) or not all(isinstance(s, (int, float))
-                                                    for s in samples):
-            raise BenchError(f"{p}: rows[{i}].samples_s: expected a list of numbers")
-        parsed.append(BenchRow(**{k: v for k, v in r.items() if k in fields}))
-    return BenchReport(rows=parsed, env=dict(doc.get("env") or {}),
-                       settings=dict(doc.get("settings") or {}),
-                       interrupted=bool(doc.get("interrupted")))
 
 
 def compare_table(rows: Sequence[CompareRow], threshold: float,

@@ -1,0 +1,110 @@
+"""Statistics of timing samples: pure functions of the numbers (no torch, no clock)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: The fewest samples a phase ever stops at: a median of 3 still ignores one outlier.
+MIN_SAMPLES_FLOOR = 3
+#: A row is `noisy` when IQR / median exceeds this: beyond 10% the median itself moves by a few
+#: percent between runs, more than the differences a benchmark is usually asked to resolve.
+NOISY_IQR_RATIO = 0.10
+#: Bootstrap resamples and confidence level of the speedup (and compare) intervals: 2000
+#: resamples put the 2.5% / 97.5% percentiles within about 1% of their limit.
+BOOTSTRAP_RESAMPLES = 2000
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Summary of one implementation's samples in one phase (seconds per call)."""
+
+    median: float
+    q1: float
+    q3: float
+    min: float
+    n: int
+
+    @property
+    def iqr(self) -> float:
+        return self.q3 - self.q1
+
+    @property
+    def noisy(self) -> bool:
+        """IQR / median above NOISY_IQR_RATIO."""
+        return self.median > 0 and self.iqr / self.median > NOISY_IQR_RATIO
+
+
+def quantile(sorted_values: Sequence[float], q: float) -> float:
+    """The q-quantile by linear interpolation between order statistics (numpy's default)."""
+    if not sorted_values:
+        raise ValueError("no values")
+    pos = q * (len(sorted_values) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def summarize(samples: Sequence[float]) -> Stats:
+    """Median, quartiles, min and count of `samples`.
+
+    >>> s = summarize([4.0, 1.0, 3.0, 2.0, 5.0])
+    >>> (s.median, s.iqr, s.min, s.n)
+    (3.0, 2.0, 1.0, 5)
+    """
+    v = sorted(samples)
+    return Stats(median=quantile(v, 0.5), q1=quantile(v, 0.25), q3=quantile(v, 0.75),
+                 min=v[0], n=len(v))
+
+
+def bootstrap_ratio(num: Sequence[float], den: Sequence[float], *, paired: bool,
+                    resamples: int = BOOTSTRAP_RESAMPLES, confidence: float = CONFIDENCE,
+                    seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of median(num) / median(den).
+
+    paired: resample the same positions of both (samples taken alternately, A B A B, pair up
+    so slow drift cancels); otherwise each side is resampled on its own (two separate runs).
+    """
+    import numpy as np
+
+    a, b = np.asarray(num, dtype=np.float64), np.asarray(den, dtype=np.float64)
+    if paired and len(a) != len(b):
+        raise ValueError("paired bootstrap needs as many samples on both sides")
+    rng = np.random.default_rng(seed)
+    ratios = []
+    # Chunks bound the index matrix to a few million entries however many samples there are.
+    chunk = max(1, 4_000_000 // max(len(a), len(b), 1))
+    for start in range(0, resamples, chunk):
+        k = min(chunk, resamples - start)
+        ia = rng.integers(0, len(a), size=(k, len(a)))
+        ib = ia if paired else rng.integers(0, len(b), size=(k, len(b)))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratios.append(np.median(a[ia], axis=1) / np.median(b[ib], axis=1))
+    r = np.concatenate(ratios)
+    tail = (1.0 - confidence) / 2 * 100
+    lo, hi = np.percentile(r, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A ratio of medians with its bootstrap interval; significant when it excludes 1."""
+
+    value: float
+    low: float
+    high: float
+    significant: bool
+
+
+def median_ratio(num: Sequence[float], den: Sequence[float], *, paired: bool,
+                 resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> Ratio | None:
+    """median(num) / median(den) with its interval; None when a median is not positive."""
+    mn, md = summarize(num).median, summarize(den).median
+    if not (mn > 0 and md > 0):
+        return None
+    lo, hi = bootstrap_ratio(num, den, paired=paired, resamples=resamples, seed=seed)
+    # Fewer than MIN_SAMPLES_FLOOR samples: the interval is a couple of values, claim nothing.
+    enough = min(len(num), len(den)) >= MIN_SAMPLES_FLOOR
+    return Ratio(mn / md, lo, hi, enough and (lo > 1.0 or hi < 1.0))
