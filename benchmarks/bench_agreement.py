@@ -34,7 +34,7 @@ from torch.utils.benchmark import Timer
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout, installed or not
 
-from gradlab import bench, ops  # noqa: E402
+from gradlab import bench  # noqa: E402
 from gradlab.cases import case_seed, materialize  # noqa: E402
 from gradlab.spec import resolve  # noqa: E402
 
@@ -71,7 +71,8 @@ def timer_agreement() -> list[float]:
           f"{TIMER_ROUNDS} alternating rounds of {TIMER_MIN_RUN_TIME:g} s each")
     diffs = []
     for name in TIMER_OPS:
-        op = replace(ops.load(name), reference=None)  # the custom Function alone, as Timer
+        # The bundled spec's op (its cases), the custom Function alone, as Timer times it.
+        op = replace(resolve(name)[0].op, reference=None)
         case = bench.bench_cases(op)[0]
         options = bench.BenchOptions(phases=("forward",), min_time=TIMER_MIN_RUN_TIME,
                                      max_time=0.0)

@@ -1,5 +1,6 @@
 """The YAML spec loader: valid specs become Targets, invalid ones a one-line keyed error."""
 
+from importlib.resources import files
 from pathlib import Path
 
 import pytest
@@ -7,7 +8,7 @@ from conftest import DATA, ROOT
 
 from gradlab import ops
 from gradlab.errors import SpecError, UnknownOpError
-from gradlab.model import TensorArg
+from gradlab.model import Case, TensorArg
 from gradlab.spec import load_file, parse_document, resolve
 
 
@@ -83,14 +84,26 @@ def test_user_function_spec_loads_function_apply() -> None:
 
 
 def test_checks_and_variants_switches() -> None:
-    (t,) = parse_document({"op": "exp", "checks": {"gradgradcheck": False},
+    (t,) = parse_document({"op": "exp", "checks": {"second_order": False},
                            "variants": ["grad_output"]})
-    assert t.checks is not None and "gradgradcheck" not in t.checks and "gradcheck" in t.checks
+    assert t.checks == frozenset({"forward", "gradient", "contract", "jacobian"})
     assert t.variants == frozenset({"grad_output"})
+
+
+def test_former_check_names_and_numerical_dtype_key_are_accepted() -> None:
+    (t,) = parse_document({"op": "exp", "checks": {"gradgradcheck": False}})
+    assert t.checks == frozenset({"forward", "gradient", "contract", "jacobian"})
+    (t,) = parse_document({"op": "exp", "checks": ["gradcheck", "gradgradcheck"]})
+    assert t.checks == frozenset({"jacobian", "second_order"})
+    (t,) = parse_document({"op": "exp", "numerical_dtype": "float32"})
+    assert t.numerical_dtype == "float32"
+    (t,) = parse_document({"op": "exp", "gradcheck_dtype": "double"})
+    assert t.numerical_dtype == "float64"
 
 
 def test_resolve_name_file_and_folder(tmp_path: Path) -> None:
     assert resolve("conv2d")[0].op.name == "conv2d"
+    assert resolve("conv2d")[0].source == "gradlab/specs/conv2d.yaml"
     assert len(resolve(str(ROOT / "specs"))) >= len(ops.BUNDLED)
     with pytest.raises(UnknownOpError):
         resolve("no_such_op")
@@ -98,3 +111,80 @@ def test_resolve_name_file_and_folder(tmp_path: Path) -> None:
         resolve(str(tmp_path))
     with pytest.raises(SpecError, match="no such file"):
         resolve(str(tmp_path / "missing.yaml"))
+
+
+def cases_of(targets: list) -> list[tuple[str, tuple, dict, tuple]]:
+    return [(c.name, c.args, dict(c.kwargs), c.size1) for t in targets for c in t.op.cases]
+
+
+def bench_of(targets: list) -> list[tuple[str, tuple]]:
+    return [(c.name, c.args) for t in targets for c in t.op.bench_cases]
+
+
+@pytest.mark.parametrize("name", ops.names())
+def test_bundled_name_runs_what_its_spec_file_runs(name: str) -> None:
+    by_name = resolve(name)
+    by_file = load_file(ROOT / "specs" / f"{name}.yaml")
+    assert cases_of(by_name) == cases_of(by_file) and cases_of(by_name)
+    assert bench_of(by_name) == bench_of(by_file)
+    assert [(t.op.name, t.dtypes, t.devices, t.checks, t.variants, t.numerical_dtype)
+            for t in by_name] == [(t.op.name, t.dtypes, t.devices, t.checks, t.variants,
+                                   t.numerical_dtype) for t in by_file]
+
+
+def test_bundled_specs_are_package_data() -> None:
+    folder = files("gradlab") / "specs"
+    assert folder.is_dir()
+    found = {f.name for f in folder.iterdir() if f.name.endswith(".yaml")}
+    assert found == {f"{n}.yaml" for n in ops.names()}
+    assert ops.spec_file("conv2d").read_text(encoding="utf-8") == (
+        folder / "conv2d.yaml").read_text(encoding="utf-8")
+    # The top-level specs/ is a link to the package's folder, not a copy.
+    assert (ROOT / "specs").resolve() == (ROOT / "gradlab" / "specs").resolve()
+
+
+def test_op_without_cases_inherits_the_bundled_spec() -> None:
+    (bundled,) = resolve("conv2d")
+    (t,) = parse_document({"op": "conv2d", "dtypes": ["float64"]})
+    assert cases_of([t]) == cases_of([bundled])
+    assert bench_of([t]) == bench_of([bundled])
+    assert t.dtypes == ("float64",) and t.devices is None
+    # A spec's own cases replace the bundled ones; its bench is still inherited.
+    (t,) = parse_document({"op": "conv2d", "cases": [
+        {"name": "mine", "args": [{"shape": [1, 2, 4, 4]}, {"shape": [3, 2, 3, 3]}, None]}]})
+    assert [c.name for c in t.op.cases] == ["mine"]
+    assert bench_of([t]) == bench_of([bundled])
+
+
+def test_inherited_base_is_the_bundled_top_level_args_and_size1() -> None:
+    (bundled,) = resolve("blur")  # blur.yaml has top-level args and size1
+    (t,) = parse_document({"op": "blur", "cases": [
+        {"name": "asym"}, {"name": "small", "args": [{"shape": [1, 2, 3, 3]}, "binomial"]}]})
+    first = bundled.op.cases[0]
+    assert t.op.cases[0] == Case("asym", first.args, first.kwargs, first.size1)
+    assert t.op.cases[1].size1 == first.size1
+    # conv2d.yaml has no top-level args: a case without args takes the first case's args alone
+    # (its per-case size1 stays its own), so a copy of conv2d.yaml loads exactly as the original.
+    (conv,) = resolve("conv2d")
+    (t,) = parse_document({"op": "conv2d", "cases": [
+        {"name": "again"}, {"name": "mine", "args": list(conv.op.cases[1].args)}]})
+    assert t.op.cases[0] == Case("again", conv.op.cases[0].args)
+    assert t.op.cases[1].size1 == ()
+
+
+def test_a_bundled_name_wins_over_a_same_named_folder(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "conv2d").mkdir()
+    (tmp_path / "conv2d" / "other.yaml").write_text("op: exp\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert [t.op.name for t in resolve("conv2d")] == ["conv2d"]
+    assert [t.op.name for t in resolve("./conv2d")] == ["exp"]
+
+
+def test_modconv_spec_holds_its_cases() -> None:
+    (t,) = resolve("modconv")
+    assert [c.name for c in t.op.cases] == ["reflect", "zero_pad", "upsample", "downsample",
+                                            "normalize_mlp", "kernel1x1"]
+    assert [c.name for c in t.op.bench_cases] == ["8x64x64x32x32"]
+    size1 = (((0, 0), (1, 0)), ((2, 0), (3, 1)), ((0, 1), (2, 1), (4, 0), (5, 0)))
+    assert all(c.size1 == size1 for c in t.op.cases)

@@ -1,18 +1,27 @@
 """The registry of bundled ops.
 
-Each op lives in its own module and exports `OP` (an `OpDef`).  The registry below only names
-them, with the few facts `gradlab list` shows, so listing ops never imports torch; a test checks
-that these facts match each module's `OP` and that every module in this package is registered.
+Each op lives in its own module and exports `OP` (an `OpDef`: the Function, its reference and
+facts, no cases).  Its cases live only in its spec file, gradlab/specs/NAME.yaml (package data,
+see `spec_file`; gradlab.spec loads it).  The registry below only names the ops, with the few
+facts `gradlab list` shows, so listing ops never imports torch; a test checks that these facts
+match each module's `OP`, that every module in this package is registered and that every op has
+a spec file.
 """
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from importlib.resources import files
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
     from gradlab.model import OpDef
+
+#: The folder of the bundled spec files, inside the gradlab package.
+SPEC_FOLDER = "specs"
 
 
 @dataclass(frozen=True)
@@ -57,12 +66,27 @@ def entry(name: str) -> OpEntry | None:
     return next((e for e in BUNDLED if e.name == name), None)
 
 
-def load(name: str) -> OpDef:
-    """Import the bundled op `name` and return its `OpDef`."""
+def known(name: str) -> OpEntry:
+    """The registry entry called `name`; UnknownOpError when there is none."""
     e = entry(name)
     if e is None:
         from gradlab.errors import UnknownOpError
 
         raise UnknownOpError(f"unknown op {name!r}; bundled ops: {', '.join(names())}")
-    op: OpDef = importlib.import_module(e.module).OP
+    return e
+
+
+def load(name: str) -> OpDef:
+    """Import the bundled op `name` and return its `OpDef` (facts only; cases: `spec_file`)."""
+    op: OpDef = importlib.import_module(known(name).module).OP
     return op
+
+
+def spec_folder() -> Traversable:
+    """The folder of the bundled spec files (gradlab/specs, found as package data)."""
+    return files("gradlab") / SPEC_FOLDER
+
+
+def spec_file(name: str) -> Traversable:
+    """The spec file of the bundled op `name`, the one home of its cases."""
+    return spec_folder() / f"{known(name).name}.yaml"

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from gradlab.model import Case, OpDef, TensorArg
+from gradlab.model import OpDef
 
 #: The StyleGAN2 blur: outer product of [1, 2, 1] with itself, normalised to sum 1.
 BINOMIAL: tuple[tuple[float, ...], ...] = tuple(
@@ -153,18 +153,10 @@ class Blur(nn.Module):
         return f"channels={self.channels}"
 
 
-#: Size-1 variants: batch, channels (groups=1) and height (only padding rows around one row).
-_SIZE1: tuple[tuple[tuple[int, int], ...], ...] = (((0, 0),), ((0, 1),), ((0, 2),))
-
 OP = OpDef(
     name="blur",
     summary="depthwise 3x3 blur whose backward is a Function",
     function=blur,
     reference=blur_reference,
-    cases=(
-        Case("binomial", (TensorArg((2, 3, 6, 7)), "binomial"), size1=_SIZE1),
-        Case("asymmetric", (TensorArg((2, 3, 6, 7)), "asymmetric"), size1=_SIZE1),
-    ),
     second_order=True,
-    bench_cases=(Case("16x64x64x64", (TensorArg((16, 64, 64, 64)), "binomial")),),
 )

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 import torch.nn.grad
 from torch import Tensor
 
-from gradlab.model import Case, OpDef, TensorArg
+from gradlab.model import OpDef
 
 IntOrPair = int | tuple[int, int] | list[int]
 
@@ -56,25 +56,10 @@ def conv2d_reference(x: Tensor, weight: Tensor, bias: Tensor | None = None,
     return F.conv2d(x, weight, bias, stride, padding, dilation, groups)
 
 
-def _case(name: str, x: tuple[int, ...], w: tuple[int, ...], bias: bool, stride: int = 1,
-          padding: int = 0, dilation: int = 1, groups: int = 1) -> Case:
-    b = TensorArg((w[0],)) if bias else None
-    return Case(name, (TensorArg(x), TensorArg(w), b, stride, padding, dilation, groups))
-
-
 OP = OpDef(
     name="conv2d",
     summary="conv2d, backward via torch.nn.grad.conv2d_input/conv2d_weight",
     function=conv2d,
     reference=conv2d_reference,
-    cases=(
-        _case("basic", (2, 3, 6, 6), (4, 3, 3, 3), bias=True, padding=1),
-        _case("out_channels_1", (2, 3, 5, 5), (1, 3, 3, 3), bias=True),
-        _case("groups_2", (1, 4, 6, 5), (6, 2, 3, 3), bias=True, padding=1, groups=2),
-        _case("stride2_odd", (2, 2, 7, 9), (3, 2, 3, 3), bias=True, stride=2, padding=1),
-        _case("dilation2", (1, 2, 8, 7), (3, 2, 3, 3), bias=True, padding=2, dilation=2),
-        _case("no_bias", (2, 3, 5, 6), (2, 3, 2, 2), bias=False),
-    ),
     second_order=True,
-    bench_cases=(_case("resnet_3x3", (16, 64, 56, 56), (64, 64, 3, 3), bias=True, padding=1),),
 )

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gradlab.model import Case, OpDef, TensorArg
+from gradlab.model import OpDef
 
 
 class Exp(torch.autograd.Function):
@@ -38,10 +38,5 @@ OP = OpDef(
     summary="exp, saving its result for backward",
     function=exp,
     reference=torch.exp,
-    cases=(
-        Case("vector", (TensorArg((7,)),)),
-        Case("matrix", (TensorArg((3, 5), low=-2.0, high=2.0),)),
-    ),
     second_order=True,
-    bench_cases=(Case("4M", (TensorArg((2048, 2048)),)),),
 )

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import FunctionCtx
 
-from gradlab.model import Case, OpDef, TensorArg
+from gradlab.model import OpDef
 
 IntPair = int | Sequence[int]
 
@@ -248,33 +248,12 @@ def involution(x: torch.Tensor, w: torch.Tensor, stride: IntPair = 1, padding: I
     return out
 
 
-def _case(name: str, x_shape: tuple[int, int, int, int], groups: int, k: int, stride: int = 1,
-          padding: int = 0, dilation: int = 1, layout: str = "contiguous") -> Case:
-    """A case whose w shape [B, G, K, K, Ho, Wo] is derived from x's shape and the geometry."""
-    b, _, h, wd = x_shape
-    ho, wo = _out_size(h, k, stride, padding, dilation), _out_size(wd, k, stride, padding, dilation)
-    return Case(name, args=(TensorArg(shape=x_shape, layout=layout),
-                            TensorArg(shape=(b, groups, k, k, ho, wo)), stride, padding, dilation))
-
-
 OP = OpDef(
     name="involution",
     summary="involution: per-pixel KxK kernels per group; Triton on CUDA, saves only x, w",
     function=involution,
     reference=involution_reference,
-    cases=(
-        _case("k3_g2_pad1", (2, 4, 5, 6), groups=2, k=3, padding=1),
-        _case("stride2_odd", (1, 4, 7, 9), groups=2, k=3, stride=2, padding=1),
-        _case("dilation2_g4", (1, 4, 5, 6), groups=4, k=3, padding=2, dilation=2),
-        _case("g1_nopad", (2, 3, 6, 5), groups=1, k=3),
-        _case("k5_stride2", (1, 4, 5, 6), groups=2, k=5, stride=2, padding=2),
-        _case("x_transposed", (1, 4, 6, 5), groups=2, k=3, padding=1, layout="transposed"),
-    ),
     second_order=False,
     dtypes=("float64", "float32"),
     devices=("cpu", "cuda"),
-    bench_cases=(
-        _case("rednet_k7_g4", (8, 64, 56, 56), groups=4, k=7, padding=3),
-        _case("stride2_k3_g4", (8, 64, 56, 56), groups=4, k=3, stride=2, padding=1),
-    ),
 )

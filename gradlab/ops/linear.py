@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gradlab.model import Case, OpDef, TensorArg
+from gradlab.model import OpDef
 
 
 class LinearFunction(torch.autograd.Function):
@@ -51,12 +51,5 @@ OP = OpDef(
     summary="LinearFunction: x @ W.T + b, optional bias",
     function=linear,
     reference=linear_reference,
-    cases=(
-        Case("bias", (TensorArg((4, 5)), TensorArg((3, 5)), TensorArg((3,)))),
-        Case("no_bias", (TensorArg((4, 5)), TensorArg((3, 5)), None)),
-        Case("one_out", (TensorArg((2, 3)), TensorArg((1, 3)), TensorArg((1,)))),
-    ),
     second_order=True,
-    bench_cases=(Case("512x1024x1024", (TensorArg((512, 1024)), TensorArg((1024, 1024)),
-                                         TensorArg((1024,)))),),
 )

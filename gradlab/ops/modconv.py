@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from gradlab.model import Case, OpDef, TensorArg
+from gradlab.model import OpDef
 from gradlab.ops.blur import blur, blur_reference
 
 #: Added under the square roots: StyleGAN2's values (PixelNorm, demodulation).
@@ -245,68 +245,10 @@ def modconv_reference_positional(
     )
 
 
-#: Case sizes: C_in=3, C_out=4, latent_dim=5 are all different so a transposed shape fails, and
-#: H != W for the same reason.  Small enough for a float64 numerical Jacobian over every input.
-_B, _CIN, _COUT, _LATENT = 2, 3, 4, 5
-
-
-#: Size-1 variants, dims that must shrink together: B=1 (the grouped conv then has one group),
-#: C_out=1 and C_in=1 (a one-element style vector; the demodulation sum over one channel).
-_SIZE1: tuple[tuple[tuple[int, int], ...], ...] = (
-    ((0, 0), (1, 0)),
-    ((2, 0), (3, 1)),
-    ((0, 1), (2, 1), (4, 0), (5, 0)),
-)
-
-
-def _case(
-    name: str, hw: tuple[int, int], *, k: int = 3, upsample: bool = False,
-    downsample: bool = False, padding_type: str = "reflect", normalize_mlp: bool = False,
-) -> Case:
-    """A modconv case; style MLP ranges keep the style (and the demodulation sum) away from 0."""
-    if normalize_mlp:
-        # PixelNorm divides by the style's RMS: keep every entry >= 0.6 - 5 * 0.2 / sqrt(5) > 0.15
-        # so the RMS is nowhere near 0 (the finite-difference stencil would blow up there).
-        style_weight = TensorArg((_CIN, _LATENT), low=-0.2, high=0.2)
-        style_bias = TensorArg((_CIN,), low=0.6, high=1.0)
-    else:
-        # |style| <= 5 * 0.5 / sqrt(5) + 0.5 < 1.7; s = 1 + style is mostly positive.
-        style_weight = TensorArg((_CIN, _LATENT), low=-0.5, high=0.5)
-        style_bias = TensorArg((_CIN,), low=-0.5, high=0.5)
-    args = (
-        TensorArg((_B, _CIN, *hw)),
-        TensorArg((_B, _LATENT)),
-        TensorArg((_COUT, _CIN, k, k)),
-        TensorArg((1, _COUT, 1, 1)),
-        style_weight,
-        style_bias,
-        upsample,
-        downsample,
-        padding_type,
-        normalize_mlp,
-    )
-    return Case(name, args, size1=_SIZE1)
-
-
 OP = OpDef(
     name="modconv",
     summary="StyleGAN2 modulated conv (EqualLinear, PixelNorm, demodulation, up/down + blur)",
     function=modconv,
     reference=modconv_reference_positional,
-    cases=(
-        _case("reflect", (5, 6)),
-        _case("zero_pad", (5, 6), padding_type="zero"),
-        _case("upsample", (3, 4), upsample=True),
-        _case("downsample", (6, 4), downsample=True),
-        _case("normalize_mlp", (5, 6), normalize_mlp=True),
-        _case("kernel1x1", (5, 6), k=1),
-    ),
     second_order=True,
-    bench_cases=(
-        Case("8x64x64x32x32", (
-            TensorArg((8, 64, 32, 32)), TensorArg((8, 256)), TensorArg((64, 64, 3, 3)),
-            TensorArg((1, 64, 1, 1)), TensorArg((64, 256)), TensorArg((64,)),
-            False, False, "reflect", False,
-        )),
-    ),
 )

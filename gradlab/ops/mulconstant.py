@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gradlab.model import Case, OpDef, TensorArg
+from gradlab.model import OpDef
 
 
 class MulConstant(torch.autograd.Function):
@@ -41,11 +41,5 @@ OP = OpDef(
     summary="tensor times a python float",
     function=mulconstant,
     reference=mulconstant_reference,
-    cases=(
-        Case("matrix", (TensorArg((3, 4)), 2.5)),
-        Case("negative", (TensorArg((2, 3, 4)), -0.75)),
-        Case("scalar_tensor", (TensorArg(()), 3.0)),
-    ),
     second_order=True,
-    bench_cases=(Case("4M", (TensorArg((2048, 2048)), 1.5)),),
 )

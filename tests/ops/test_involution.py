@@ -31,8 +31,12 @@ import gradlab.ops.involution as inv  # noqa: E402
 from gradlab import bench  # noqa: E402
 from gradlab.model import Case, TensorArg  # noqa: E402
 from gradlab.ops import entry  # noqa: E402
+from gradlab.spec import bundled_op  # noqa: E402
 
 Pair = int | tuple[int, int]
+
+#: The OpDef with the cases of its spec, gradlab/specs/involution.yaml.
+SPEC_OP = bundled_op("involution")
 
 #: float64 paths differ from the reference only in summation order.
 EXACT = {"atol": 1e-12, "rtol": 1e-9}
@@ -227,7 +231,7 @@ def _tensor(arg: TensorArg, gen: torch.Generator) -> torch.Tensor:
     return t.requires_grad_(arg.requires_grad)
 
 
-@pytest.mark.parametrize("case", inv.OP.cases, ids=lambda c: c.name)
+@pytest.mark.parametrize("case", SPEC_OP.cases, ids=lambda c: c.name)
 def test_default_cases_gradcheck(case: Case) -> None:
     gen = torch.Generator().manual_seed(0)
     args: list[Any] = [_tensor(a, gen) if isinstance(a, TensorArg) else a for a in case.args]
@@ -235,7 +239,7 @@ def test_default_cases_gradcheck(case: Case) -> None:
     assert torch.autograd.gradcheck(inv.involution, tuple(args))
 
 
-@pytest.mark.parametrize("case", inv.OP.cases + inv.OP.bench_cases, ids=lambda c: c.name)
+@pytest.mark.parametrize("case", SPEC_OP.cases + SPEC_OP.bench_cases, ids=lambda c: c.name)
 def test_case_shapes_are_consistent(case: Case) -> None:
     # Meta tensors: the bench cases' shapes are checked without allocating them.
     x, w = (torch.empty(a.shape, device="meta") for a in case.args[:2])

@@ -11,7 +11,6 @@ import torch
 from gradlab.cases import dtype_name, materialize
 from gradlab.model import Case, TensorArg
 from gradlab.ops.modconv import (
-    OP,
     EqualLinear,
     ModulatedConv2d,
     PixelNorm,
@@ -20,7 +19,10 @@ from gradlab.ops.modconv import (
     modconv_reference_positional,
     modulated_conv2d,
 )
+from gradlab.spec import resolve
 
+(TARGET,) = resolve("modconv")  # the cases live in gradlab/specs/modconv.yaml
+OP = TARGET.op
 CASES = {c.name: c for c in OP.cases}
 
 

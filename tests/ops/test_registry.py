@@ -1,13 +1,17 @@
-"""The registry: every op module registered, its facts true, every op passing on CPU."""
+"""The registry: every op module registered, its facts true, its spec bundled, every op passing
+on CPU."""
 
 import pkgutil
 
 import pytest
+import yaml
 
 import gradlab.ops
 from gradlab import ops
-from gradlab.engine import Options, run
-from gradlab.model import OpDef, Target
+from gradlab.checks.context import Options
+from gradlab.checks.runner import run
+from gradlab.model import OpDef
+from gradlab.spec import resolve
 
 NOT_OPS = {"base"}
 
@@ -22,16 +26,30 @@ def test_registry_facts_match_the_module(entry: ops.OpEntry) -> None:
     op = ops.load(entry.name)
     assert isinstance(op, OpDef)
     assert op.name == entry.name
+    assert op.summary == entry.summary
     assert op.second_order == entry.second_order
     assert tuple(op.devices) == entry.devices
-    assert op.cases, "an op needs default cases"
     assert op.reference is not None, "a bundled op needs a plain-autograd reference"
+    # Cases live only in the spec file.
+    assert not op.cases and not op.bench_cases, "cases belong in gradlab/specs/NAME.yaml"
+
+
+@pytest.mark.parametrize("entry", ops.BUNDLED, ids=lambda e: e.name)
+def test_every_op_has_a_bundled_spec_with_cases(entry: ops.OpEntry) -> None:
+    spec = ops.spec_file(entry.name)
+    assert spec.is_file(), f"no bundled spec file for {entry.name}"
+    doc = yaml.safe_load(spec.read_text(encoding="utf-8"))
+    assert doc.get("op") == entry.name
+    (target,) = resolve(entry.name)
+    assert target.op.name == entry.name
+    assert target.op.cases, "a bundled spec needs at least one case"
+    assert target.op.function is ops.load(entry.name).function
 
 
 @pytest.mark.parametrize("entry", ops.BUNDLED, ids=lambda e: e.name)
 def test_bundled_op_passes_every_check_on_cpu(entry: ops.OpEntry) -> None:
-    report = run([Target(ops.load(entry.name))], Options(devices=("cpu",)))
-    assert report.passed, [(r.case, r.dtype, r.variant, r.check, r.hint, r.message)
+    report = run(resolve(entry.name), Options(devices=("cpu",)))
+    assert report.passed, [(r.case, r.dtype, r.variant, r.check, r.hint, r.reason)
                            for r in report.failures]
     checks = {r.check for r in report.rows}
-    assert {"forward", "gradient", "contract", "gradcheck", "gradgradcheck"} <= checks
+    assert {"forward", "gradient", "contract", "jacobian", "second_order"} <= checks

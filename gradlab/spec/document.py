@@ -1,0 +1,157 @@
+"""A loaded YAML document -> Targets: one op mapping, or several under `ops:`.
+
+`op: NAME` starts from what `lookup(NAME)` gives: for the specs gradlab reads, the bundled op with
+its bundled spec's cases and base (see gradlab.spec.files); `function: package.module:Attr`
+starts from nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any, NamedTuple
+
+from gradlab import ops
+from gradlab.errors import UnknownOpError
+from gradlab.model import CHECKS, VARIANT_FAMILIES, Case, OpDef, Target, canonical_check
+from gradlab.spec.imports import load_callable
+from gradlab.spec.values import (
+    aliased,
+    fail,
+    join,
+    parse_base,
+    parse_cases,
+    parse_dtype,
+    parse_names,
+    parse_switches,
+    parse_tolerances,
+)
+
+OP_KEYS = {"op", "function", "reference", "name", "second_order", "dtypes", "devices",
+           "tolerances", "checks", "variants", "numerical_dtype", "gradcheck_dtype", "args",
+           "kwargs", "cases", "bench", "size1"}
+DEVICES = ("cpu", "cuda")
+
+class Start(NamedTuple):
+    """What a spec's `op: NAME` starts from."""
+
+    #: the op, with the cases and bench cases a spec without its own inherits;
+    op: OpDef
+    #: the case a spec without top-level args/kwargs takes them (and size1) from.
+    base: Case | None = None
+
+
+#: NAME -> what `op: NAME` starts from (raises UnknownOpError for unknown names).
+OpLookup = Callable[[str], Start]
+
+
+def module_start(name: str) -> Start:
+    """The bundled op's module OpDef alone: no cases, no base (how bundled spec files start)."""
+    return Start(ops.load(name))
+
+
+def _bundled_op(entry: Mapping[str, Any], key: str, lookup: OpLookup) -> Start:
+    """`op: NAME`: the looked-up op, with the spec's own reference if it names one."""
+    try:
+        op, base = lookup(str(entry["op"]))
+    except UnknownOpError as exc:
+        raise fail(join(key, "op"), str(exc)) from None
+    if "reference" in entry:
+        op = replace(op, reference=load_callable(entry["reference"], join(key, "reference")))
+    return Start(op, base)
+
+
+def _user_op(entry: Mapping[str, Any], key: str) -> OpDef:
+    """`function: package.module:Attr`: a new op, named after Attr unless `name` says otherwise."""
+    fn = load_callable(entry["function"], join(key, "function"))
+    ref = load_callable(entry["reference"], join(key, "reference")) if "reference" in entry \
+        else None
+    name = str(entry.get("name", str(entry["function"]).rpartition(":")[2]))
+    if "args" not in entry and "cases" not in entry:
+        raise fail(key or "(top level)", "a user function needs args or cases")
+    return OpDef(name=name, summary=str(entry["function"]), function=fn, reference=ref,
+                 cases=(), second_order=None)
+
+
+def _with_facts(op: OpDef, entry: Mapping[str, Any], key: str) -> OpDef:
+    """The spec's `name` and `second_order` over the op's."""
+    if "name" in entry:
+        op = replace(op, name=str(entry["name"]))
+    if "second_order" in entry:
+        so = entry["second_order"]
+        if so not in (True, False, "auto"):
+            raise fail(join(key, "second_order"), f"expected true, false or auto, got {so!r}")
+        op = replace(op, second_order=None if so == "auto" else so)
+    return op
+
+
+def _with_cases(op: OpDef, entry: Mapping[str, Any], key: str, base: Case | None) -> OpDef:
+    """The spec's cases and bench cases; what the spec leaves out stays the op's.
+
+    Cases inherit from the spec's top-level args/kwargs/size1, else from `base`.
+    """
+    if "args" in entry or "kwargs" in entry:
+        base = parse_base(entry, key)
+    if "cases" in entry:
+        op = replace(op, cases=parse_cases(entry["cases"], join(key, "cases"), base))
+    elif "args" in entry or "kwargs" in entry:
+        assert base is not None
+        op = replace(op, cases=(base,))
+    if "bench" in entry:
+        op = replace(op, bench_cases=parse_cases(entry["bench"], join(key, "bench"), base))
+    return op
+
+
+def _target(op: OpDef, entry: Mapping[str, Any], key: str) -> Target:
+    """The Target of `op` with the spec's run settings (dtypes, devices, checks, ...)."""
+    dtypes = (tuple(parse_dtype(d, join(join(key, "dtypes"), i))
+                    for i, d in enumerate(parse_names(entry["dtypes"], join(key, "dtypes"))))
+              if "dtypes" in entry else None)
+    devices = (tuple(parse_names(entry["devices"], join(key, "devices"), DEVICES))
+               if "devices" in entry else None)
+    checks = (frozenset(canonical_check(c) for c in parse_switches(
+        aliased(entry["checks"]), join(key, "checks"), CHECKS)) if "checks" in entry else None)
+    variants = (parse_switches(entry["variants"], join(key, "variants"), VARIANT_FAMILIES)
+                if "variants" in entry else None)
+    # numerical_dtype, formerly gradcheck_dtype (still accepted)
+    nkey = "numerical_dtype" if "numerical_dtype" in entry else "gradcheck_dtype"
+    ndtype = parse_dtype(entry[nkey], join(key, nkey)) if nkey in entry else "float64"
+    return Target(op=op, source="", dtypes=dtypes, devices=devices, checks=checks,
+                  variants=variants, numerical_dtype=ndtype)
+
+
+def parse_op(entry: Any, key: str, lookup: OpLookup) -> Target:
+    """One op mapping -> Target (the key path prefixes every error)."""
+    if not isinstance(entry, Mapping):
+        raise fail(key or "(top level)", f"expected a mapping, got {type(entry).__name__}")
+    unknown = set(entry) - OP_KEYS
+    if unknown:
+        raise fail(join(key, sorted(unknown)[0]),
+                   f"unknown key (op keys: {', '.join(sorted(OP_KEYS))})")
+    if ("op" in entry) == ("function" in entry):
+        raise fail(key or "(top level)", "give exactly one of 'op' (a bundled op) or "
+                                         "'function' (package.module:Attr)")
+    op, base = _bundled_op(entry, key, lookup) if "op" in entry else Start(_user_op(entry, key))
+    op = _with_cases(_with_facts(op, entry, key), entry, key, base)
+    if "tolerances" in entry:
+        op = replace(op, tolerances=parse_tolerances(entry["tolerances"],
+                                                     join(key, "tolerances"), op.tolerances))
+    return _target(op, entry, key)
+
+
+def parse_targets(doc: Any, lookup: OpLookup) -> list[Target]:
+    """A loaded YAML document -> Targets (errors carry key paths, not the file)."""
+    if doc is None:
+        raise fail("(top level)", "the file is empty")
+    if isinstance(doc, Mapping) and "ops" in doc:
+        extra = set(doc) - {"ops"}
+        if extra:
+            raise fail(sorted(extra)[0], "unknown key beside 'ops'")
+        entries = doc["ops"]
+        if not isinstance(entries, list) or not entries:
+            raise fail("ops", f"expected a non-empty list of ops, got {entries!r}")
+        return [parse_op(e, f"ops[{i}]", lookup) for i, e in enumerate(entries)]
+    if not isinstance(doc, Mapping):
+        raise fail("(top level)", f"expected a mapping (one op) or 'ops: [...]', got "
+                                  f"{type(doc).__name__}")
+    return [parse_op(doc, "", lookup)]

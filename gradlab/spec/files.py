@@ -1,0 +1,121 @@
+"""Spec files -> Targets: a YAML file, a folder of them, or a bundled op's own spec file.
+
+A bundled op's cases live only in its spec file, gradlab/specs/NAME.yaml (package data): the bare
+name `NAME` loads that file, and a spec saying `op: NAME` without args or cases inherits its cases
+and bench cases (`bundled_start`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from gradlab import ops
+from gradlab.errors import LoadError, SpecError, UnknownOpError
+from gradlab.model import Case, OpDef, Target
+from gradlab.spec.document import OpLookup, Start, module_start, parse_targets
+from gradlab.spec.values import parse_base
+
+
+def bundled_source(name: str) -> str:
+    """How a bundled spec file is named in targets and errors."""
+    return f"gradlab/{ops.SPEC_FOLDER}/{name}.yaml"
+
+
+def read_yaml(text: str, source: str) -> Any:
+    """The YAML document in `text`; invalid YAML is a one-line SpecError naming the spot."""
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SpecError(f"invalid YAML: {where}{problem}", source=source) from None
+
+
+def parse_spec(doc: Any, source: str, lookup: OpLookup) -> list[Target]:
+    """Validate the YAML document read from `source` (errors and targets name it)."""
+    try:
+        targets = parse_targets(doc, lookup)
+    except SpecError as exc:
+        # An error in an inherited bundled spec already names its own file.
+        raise (exc if exc.source else exc.at(source=source)) from None
+    except LoadError as exc:
+        raise SpecError(str(exc), source=source) from None
+    return [replace(t, source=source + (f": ops[{i}]" if len(targets) > 1 else ""))
+            for i, t in enumerate(targets)]
+
+
+def bundled_document(name: str) -> Any:
+    """The YAML document of bundled op `name`'s spec file."""
+    source = bundled_source(name)
+    try:
+        text = ops.spec_file(name).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(f"cannot read: {exc.strerror or exc}", source=source) from None
+    return read_yaml(text, source)
+
+
+def load_bundled(name: str) -> list[Target]:
+    """The targets of bundled op `name`'s spec file (what `gradlab check NAME` runs)."""
+    # `op: NAME` in the bundled file itself starts from the module's OpDef: no recursion.
+    return parse_spec(bundled_document(name), bundled_source(name), module_start)
+
+
+@functools.cache
+def bundled_start(name: str) -> Start:
+    """What `op: NAME` starts from: the op with its spec file's cases and bench cases, and as
+    base the spec file's top-level args/kwargs/size1, else its first case's args alone."""
+    doc = bundled_document(name)
+    (target, *_) = parse_spec(doc, bundled_source(name), module_start)
+    op = replace(ops.load(name), cases=target.op.cases, bench_cases=target.op.bench_cases)
+    if isinstance(doc, Mapping) and ("args" in doc or "kwargs" in doc):
+        return Start(op, parse_base(doc, ""))
+    return Start(op, Case("base", op.cases[0].args) if op.cases else None)
+
+
+def bundled_op(name: str) -> OpDef:
+    """Bundled op `name` with the cases and bench cases of its spec file."""
+    return bundled_start(name).op
+
+
+def parse_document(doc: Any) -> list[Target]:
+    """A loaded YAML document -> Targets (errors carry key paths, not the file).
+
+    `op: NAME` without args or cases inherits the cases of the bundled spec of NAME.
+    """
+    return parse_targets(doc, bundled_start)
+
+
+def load_file(path: str | Path) -> list[Target]:
+    """Load and validate one YAML spec file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(f"cannot read: {exc.strerror or exc}", source=str(p)) from None
+    return parse_spec(read_yaml(text, str(p)), str(p), bundled_start)
+
+
+def resolve(what: str) -> list[Target]:
+    """OP name, SPEC.yaml or DIR (every *.yaml / *.yml in it, sorted) -> Targets."""
+    # A bare bundled-op name wins over a same-named folder in the working directory.
+    if ops.entry(what) is not None and "/" not in what and not what.endswith((".yaml", ".yml")):
+        return load_bundled(what)
+    p = Path(what)
+    if p.is_dir():
+        files = sorted([*p.glob("*.yaml"), *p.glob("*.yml")])
+        if not files:
+            raise SpecError("no *.yaml spec files in this folder", source=str(p))
+        return [t for f in files for t in load_file(f)]
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        if not p.exists():
+            raise SpecError("no such file", source=str(p))
+        return load_file(p)
+    raise UnknownOpError(f"{what!r} is neither a bundled op ({', '.join(ops.names())}) nor "
+                         f"a spec file or folder")
