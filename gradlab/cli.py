@@ -180,6 +180,8 @@ def check(
     render_check(report, out)
     paths = write_check_reports(report, report_dir)
     out.print(f"report: {paths[0]}", markup=False, highlight=False)
+    if report.internal_errors:
+        raise typer.Exit(int(ExitCode.INTERNAL))
     raise typer.Exit(int(ExitCode.OK if report.passed else ExitCode.CHECK_FAILED))
 
 

@@ -11,6 +11,8 @@ class ExitCode(IntEnum):
     OK = 0
     CHECK_FAILED = 1
     BAD_INPUT = 2
+    #: gradlab itself failed (a bug in gradlab, never the checked Function's crash)
+    INTERNAL = 3
     INTERRUPTED = 130
 
 

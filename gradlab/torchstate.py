@@ -1,9 +1,16 @@
-"""Process-wide torch settings that a run changes and must give back as it found them."""
+"""Process-wide torch settings that a run changes, or that a checked Function might change.
+
+A run gives every setting back as it found it, and so does each case: a Function that flips the
+default dtype or grad mode must not make the next, correct op fail (or the caller's program
+after `gradlab.check` returns).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, fields
+from typing import Any
 
 import torch
 
@@ -22,3 +29,49 @@ def intra_op_threads(n: int | None) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(saved)
+
+
+@dataclass(frozen=True)
+class TorchState:
+    """The global settings a Function can change behind its caller's back."""
+
+    default_dtype: torch.dtype
+    grad_enabled: bool
+    anomaly_mode: bool
+    deterministic_algorithms: bool
+    num_threads: int
+
+    @classmethod
+    def now(cls) -> TorchState:
+        return cls(torch.get_default_dtype(), torch.is_grad_enabled(),
+                   torch.is_anomaly_enabled(), torch.are_deterministic_algorithms_enabled(),
+                   torch.get_num_threads())
+
+    def changed(self, other: TorchState) -> list[tuple[str, Any, Any]]:
+        """(setting, value here, value in other) for each setting that differs."""
+        return [(f.name, getattr(self, f.name), getattr(other, f.name)) for f in fields(self)
+                if getattr(self, f.name) != getattr(other, f.name)]
+
+    def restore(self) -> None:
+        torch.set_default_dtype(self.default_dtype)
+        torch.set_grad_enabled(self.grad_enabled)
+        torch.autograd.set_detect_anomaly(self.anomaly_mode)
+        torch.use_deterministic_algorithms(self.deterministic_algorithms)
+        torch.set_num_threads(self.num_threads)
+
+
+@contextmanager
+def preserved_rng() -> Iterator[None]:
+    """The global RNG states (CPU and CUDA) restored after the block.
+
+    Drawing random numbers is a Function's right (dropout does), so this is restored, never
+    reported: it keeps every later case seeing the same random stream whatever ran before.
+    """
+    cpu = torch.get_rng_state()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+    try:
+        yield
+    finally:
+        torch.set_rng_state(cpu)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)

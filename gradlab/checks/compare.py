@@ -15,7 +15,7 @@ from gradlab.checks import jacobian as jac
 from gradlab.checks.context import CaseContext
 from gradlab.checks.execute import Run
 from gradlab.model import Tolerance
-from gradlab.results import FAIL, PASS, SKIP, CheckRow, Finding
+from gradlab.results import FAIL, PASS, CheckRow, Finding
 
 
 def compare_runs(ctx: CaseContext, variant: str, got: Run, want: Run, inputs: Inputs,
@@ -25,15 +25,20 @@ def compare_runs(ctx: CaseContext, variant: str, got: Run, want: Run, inputs: In
     if got.error is not None and got.stage == "forward":
         rows.append(ctx.crash_row(variant, "forward", got.error))
         return rows
-    if "forward" in checks and want.error is None:
-        rows.append(compare_outputs(ctx, variant, got.outs, want.outs, tol))
+    if "forward" in checks:
+        if want.error is not None and want.stage == "forward":
+            rows.append(ctx.crash_row(variant, "forward", want.error, hint="",
+                                      reason="reference_failed"))
+        else:
+            rows.append(compare_outputs(ctx, variant, got.outs, want.outs, tol))
     if "gradient" not in checks or not inputs.diff_index:
         return rows
     if got.error is not None:
         rows.append(ctx.crash_row(variant, "gradient", got.error))
     elif want.error is not None:
-        rows.append(ctx.row(variant, "gradient", SKIP, reason="reference_failed",
-                            note=f"{type(want.error).__name__}: {want.error}".splitlines()[0]))
+        # nothing to compare with is not a pass: the case is broken until the reference runs
+        rows.append(ctx.crash_row(variant, "gradient", want.error, hint="",
+                                  reason="reference_failed"))
     else:
         rows.append(compare_grads(ctx, variant, got, want, inputs, tol))
     return rows
@@ -55,10 +60,11 @@ def compare_outputs(ctx: CaseContext, variant: str, got: list[Tensor], want: lis
         d = dg.compare(g, w, tol, scaled=True)
         worst = (max(worst[0], d.stats.max_abs), max(worst[1], d.stats.max_rel))
         if not d.ok:
-            finding = Finding("output", k, "forward", shape=tuple(g.shape), stats=d.stats,
+            hint = "non_finite" if d.stats.nonfinite else "forward"
+            finding = Finding("output", k, hint, shape=tuple(g.shape), stats=d.stats,
                               worst=dg.output_elements(d, k, g.shape))
             return ctx.row(variant, "forward", FAIL, max_abs_err=d.stats.max_abs,
-                           max_rel_err=d.stats.max_rel, hint="forward", findings=[finding])
+                           max_rel_err=d.stats.max_rel, hint=hint, findings=[finding])
     return ctx.row(variant, "forward", PASS, max_abs_err=worst[0], max_rel_err=worst[1])
 
 

@@ -81,6 +81,22 @@ def crash_hint(exc: BaseException) -> str:
     return "crash"
 
 
+def _user_frame(filename: str) -> bool:
+    """A frame of the code under check: not torch's, not gradlab's own machinery (the bundled
+    ops and kernels are code under check)."""
+    if "/torch/" in filename:
+        return False
+    if "/gradlab/" in filename:
+        return "/gradlab/ops/" in filename or "/gradlab/kernels/" in filename
+    return True
+
+
+def raised_in_user_code(exc: BaseException) -> bool:
+    """True when a frame of the traceback is the checked code's (a crash of the Function or
+    its reference), False when only gradlab and torch are on it (a gradlab bug)."""
+    return any(_user_frame(fr.filename) for fr in traceback.extract_tb(exc.__traceback__))
+
+
 def crash_location(exc: BaseException) -> str:
     """file:line of the innermost frame outside torch and gradlab (the user's code)."""
     for fr in reversed(traceback.extract_tb(exc.__traceback__)):

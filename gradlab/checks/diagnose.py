@@ -33,12 +33,15 @@ class Diff:
 
 
 def compare(got: Tensor, want: Tensor, tol: Tolerance, k: int = TOP_K, *, scaled: bool = False,
-            of: str = "elements") -> Diff:
+            of: str = "elements", strict_finite: bool = False) -> Diff:
     """Compare two tensors of equal numel elementwise: |got-want| <= atol + rtol*|want|.
 
     scaled: atol is relative to the tensor's largest magnitude (when above 1).  Low-precision
     results carry rounding error proportional to the terms summed, not to each element, so an
     element that cancels to ~0 inside a tensor of large values would otherwise be a false alarm.
+    A non-finite `got` where `want` is finite is always wrong; NaN where `want` is NaN too is
+    the reference's own domain, unless strict_finite (two Jacobians of one function: a NaN in
+    either means nothing was verified there).
     """
     g = got.detach().reshape(-1).to(torch.float64).cpu()
     w = want.detach().reshape(-1).to(torch.float64).cpu()
@@ -51,16 +54,21 @@ def compare(got: Tensor, want: Tensor, tol: Tolerance, k: int = TOP_K, *, scaled
     err = (g - w).abs()
     # NaN/inf in got is always wrong; nan_to_num keeps the statistics finite.
     bad = ~torch.isfinite(g) & torch.isfinite(w)
+    if strict_finite:
+        bad |= ~torch.isfinite(g) | ~torch.isfinite(w)
     err = torch.where(bad, torch.full_like(err, float("inf")), torch.nan_to_num(err, nan=0.0))
-    wrong = err > tol.atol + tol.rtol * w.abs()
-    rel = err / w.abs().clamp(min=tol.atol)
-    gn, wn = g.norm(), w.norm()
-    cosine = float(g @ w / (gn * wn)) if gn > 0 and wn > 0 else (1.0 if gn == wn else 0.0)
-    ratio = float(g @ w / (wn * wn)) if wn > 0 else (1.0 if gn == 0 else float("inf"))
+    wrong = bad | (err > tol.atol + tol.rtol * w.abs())
+    rel = torch.nan_to_num(err / w.abs().clamp(min=tol.atol), nan=0.0)
     order = torch.argsort(err, descending=True)[:k]
     worst = [(int(i), float(g[i]), float(w[i])) for i in order if wrong[i]]
+    # cosine and best-fit ratio of the finite part; the non-finite entries are counted apart
+    keep = ~bad & torch.isfinite(g) & torch.isfinite(w)
+    gk, wk = g[keep], w[keep]
+    gn, wn = gk.norm(), wk.norm()
+    cosine = float(gk @ wk / (gn * wn)) if gn > 0 and wn > 0 else (1.0 if gn == wn else 0.0)
+    ratio = float(gk @ wk / (wn * wn)) if wn > 0 else (1.0 if gn == 0 else float("inf"))
     stats = ErrorStats(float(err.max()), float(rel.max()), float(wrong.double().mean()), cosine,
-                       ratio, of)
+                       ratio, of, int(bad.sum()))
     return Diff(stats, worst)
 
 
@@ -88,6 +96,8 @@ def factor_hint(d: Diff) -> str:
     if d.ok:
         return ""
     s = d.stats
+    if s.nonfinite:
+        return "non_finite"
     if abs(s.ratio) < 1e-12 or (s.cosine == 0.0 and s.max_abs > 0 and abs(s.ratio) < 1e-6):
         return "zero"
     if s.cosine > 0.999 and abs(s.ratio - 1) > 1e-3:

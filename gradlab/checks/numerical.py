@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from gradlab.cases import Inputs, dtype_name
+from gradlab.cases import Inputs, call, dtype_name
 from gradlab.checks import diagnose as dg
 from gradlab.checks import jacobian as jac
 from gradlab.checks.compare import chain_rule_ignored
@@ -24,8 +24,14 @@ from gradlab.checks.context import CaseContext
 from gradlab.model import Tolerance
 from gradlab.results import FAIL, PASS, CheckRow, Element, ErrorStats, Finding, ProbeStats
 
-#: Above this many estimated seconds for a dense numerical Jacobian, switch to random probes.
-DENSE_BUDGET_S = 0.5
+#: A dense Jacobian costs 2 forward calls per input element and one backward call per output
+#: element; above this many calls, random probes are used instead.  Decided from sizes alone, so
+#: that one spec gives the same rows run after run (a choice from timings flipped cases between
+#: modes, and their error numbers with them).
+DENSE_MAX_CALLS = 1000
+#: The same for second order, whose calls (a backward with create_graph, then a double backward)
+#: cost several first-order ones.
+DENSE_MAX_CALLS_2ND = 400
 #: Random signed probe pairs per input in fast mode (several, so one unlucky probe cannot hide
 #: an error and cosine/ratio can be estimated from them).
 N_PROBES = 4
@@ -39,36 +45,21 @@ class InputResult:
     finding: Finding | None = None
 
 
-def estimate_dense_seconds(fn: Callable[..., object], inputs: Inputs,
-                           wrt: Sequence[int]) -> float:
-    """Seconds a dense Jacobian would take: 2 forwards per input element + 1 backward per output.
-
-    Each call is timed twice after a warm-up call and the faster kept: the first call of a
-    Function often pays one-off costs that the thousands of calls of a dense Jacobian do not.
-    """
-    t_fwd = t_bwd = math.inf
-    n_out = 0
-    for _ in range(3):
-        t0 = time.perf_counter()
-        bw = jac.build_backward(fn, inputs, wrt)
-        t1 = time.perf_counter()
-        n_out = bw.n_out
-        bw.vjp(torch.ones(n_out, dtype=torch.float64))
-        t2 = time.perf_counter()
-        t_fwd, t_bwd = min(t_fwd, t1 - t0), min(t_bwd, t2 - t1)
-    n_in = int(sum(inputs.args[i].numel() for i in wrt))
-    # x2: the dense loops add perturbation, copies and bookkeeping around every call.
-    return 2.0 * (2 * n_in * t_fwd + n_out * t_bwd)
+def dense_calls(fn: Callable[..., object], inputs: Inputs, wrt: Sequence[int]) -> int:
+    """Calls a dense Jacobian of `fn` would make: 2 per input element + 1 per output element."""
+    n_out = sum(o.numel() for o in call(fn, inputs))
+    return 2 * int(sum(inputs.args[i].numel() for i in wrt)) + n_out
 
 
 def jacobian_check(ctx: CaseContext, check: str, fn: Callable[..., object], inputs: Inputs,
-                   tol: Tolerance, gen: torch.Generator) -> CheckRow:
+                   tol: Tolerance, gen: torch.Generator,
+                   max_dense_calls: int = DENSE_MAX_CALLS) -> CheckRow:
     """Analytical against numerical Jacobian of `fn` w.r.t. every differentiable input."""
     t0 = time.perf_counter()
     wrt = inputs.diff_index
     mode = ctx.options.mode
     if mode == "auto":
-        mode = "dense" if estimate_dense_seconds(fn, inputs, wrt) <= DENSE_BUDGET_S else "fast"
+        mode = "dense" if dense_calls(fn, inputs, wrt) <= max_dense_calls else "fast"
     results = (dense_results(fn, inputs, wrt, tol) if mode == "dense"
                else probe_results(fn, inputs, wrt, tol, gen))
     seconds = time.perf_counter() - t0
@@ -126,7 +117,7 @@ def dense_results(fn: Callable[..., object], inputs: Inputs, wrt: Sequence[int],
     results = {}
     for k, i in enumerate(wrt):
         a, n = analytical[k], numerical[k]
-        d = dg.compare(a, n, tol, of="jacobian entries")
+        d = dg.compare(a, n, tol, of="jacobian entries", strict_finite=True)
         results[i] = InputResult(d.stats)
         if d.ok:
             continue
@@ -173,7 +164,7 @@ def probe_results(fn: Callable[..., object], inputs: Inputs, wrt: Sequence[int],
         an = [float(flat_grad(vjps[p][k], x) @ us[p]) for p in range(N_PROBES)]
         num = [float(v @ jac.directional_derivative(fn, inputs, i, us[p].reshape(x.shape)))
                for p, v in enumerate(probes)]
-        d = dg.compare(torch.tensor(an), torch.tensor(num), tol, of="probes")
+        d = dg.compare(torch.tensor(an), torch.tensor(num), tol, of="probes", strict_finite=True)
         results[i] = InputResult(d.stats)
         if d.ok:
             continue

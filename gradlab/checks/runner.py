@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
@@ -10,7 +11,14 @@ import torch
 
 from gradlab.cases import case_seed, materialize
 from gradlab.checks.compare import chain_rule_ignored, compare_runs
-from gradlab.checks.context import CaseContext, Options, crash_hint, crash_location, first_line
+from gradlab.checks.context import (
+    CaseContext,
+    Options,
+    crash_hint,
+    crash_location,
+    first_line,
+    raised_in_user_code,
+)
 from gradlab.checks.contract import contract_row
 from gradlab.checks.execute import run_once
 from gradlab.checks.numerical import jacobian_check
@@ -19,8 +27,8 @@ from gradlab.checks.variants import variant_rows
 from gradlab.envinfo import environment
 from gradlab.model import CHECKS, GRADCHECK_TOLERANCE, Case, Target
 from gradlab.repro import save_failures
-from gradlab.results import ERROR, SKIP, CheckRow, Report
-from gradlab.torchstate import intra_op_threads
+from gradlab.results import ERROR, FAIL, SKIP, CheckRow, Finding, Report
+from gradlab.torchstate import TorchState, intra_op_threads, preserved_rng
 
 #: Under --budget, numerical checks switch to fast mode once this fraction of it is spent.
 BUDGET_FAST_FRACTION = 0.5
@@ -119,6 +127,15 @@ def run(targets: Sequence[Target], options: Options | None = None,
         on_rows: Callable[[list[CheckRow]], None] | None = None) -> Report:
     """Run every check of every target; `on_rows` sees each batch of rows as it is made."""
     options = options or Options()
+    caller = TorchState.now()
+    try:
+        return _run_all(targets, options, on_rows)
+    finally:
+        caller.restore()  # the API hands the caller's settings back as it found them
+
+
+def _run_all(targets: Sequence[Target], options: Options,
+             on_rows: Callable[[list[CheckRow]], None] | None) -> Report:
     with intra_op_threads(options.threads):
         report = Report(env=environment(seed=options.seed))
         start = time.perf_counter()
@@ -140,22 +157,52 @@ def run(targets: Sequence[Target], options: Options | None = None,
 
 
 def item_rows(item: Item, options: Options) -> list[CheckRow]:
-    """The rows of one work item; a crash fails this item only and the run goes on."""
+    """The rows of one work item; a crash fails this item only and the run goes on.
+
+    Global torch settings are given back after the item whatever the Function did, and a
+    Function that changed one fails with a row naming the setting.
+    """
     kind, t, case, dtype, device = item
     seed = case_seed(options.seed, t.op.name, case.name)
     check = "forward" if kind == "case" else "jacobian"
     if device == "cuda" and not torch.cuda.is_available():
         return [CheckRow(t.op.name, case.name, dtype, device, "base", check, SKIP,
                          reason="cuda_unavailable")]
-    try:
-        rows = (case_rows(t, case, dtype, device, options, seed) if kind == "case"
-                else numerical_rows(t, case, device, options, seed))
-    except Exception as exc:
-        # A bug in the Function (or in gradlab) fails this case only; the run goes on.
-        rows = [CheckRow(t.op.name, case.name, dtype, device, "base", check, ERROR,
-                         hint=crash_hint(exc), note=first_line(exc),
-                         crash_location=crash_location(exc))]
+    before = TorchState.now()
+    with preserved_rng():
+        try:
+            rows = (case_rows(t, case, dtype, device, options, seed) if kind == "case"
+                    else numerical_rows(t, case, device, options, seed))
+        except Exception as exc:
+            rows = [escaped_row(exc, CheckRow(t.op.name, case.name, dtype, device, "base",
+                                              check, ERROR))]
+        after = TorchState.now()
+        before.restore()
+    changed = before.changed(after)
+    if changed:
+        rows.append(CheckRow(t.op.name, case.name, dtype, device, "base", "contract", FAIL,
+                             hint="global_state",
+                             findings=[Finding("setting", -1, "global_state", got=(name, new),
+                                               want=old) for name, old, new in changed]))
     if options.repro_dir:
-        save_failures(rows, t, case, dtype, device, seed, options.repro_dir,
-                      options.repro_command)
+        try:
+            save_failures(rows, t, case, dtype, device, seed, options.repro_dir,
+                          options.repro_command)
+        except Exception as exc:  # no repro file is no reason to lose the rows
+            for r in rows:
+                if r.failed:
+                    r.note = "; ".join(filter(None, [r.note, f"repro not saved: "
+                                                               f"{first_line(exc)}"]))
     return rows
+
+
+def escaped_row(exc: Exception, row: CheckRow) -> CheckRow:
+    """The row for an exception that escaped every check: the Function's crash when its code is
+    on the traceback, else an internal gradlab error with the whole traceback."""
+    row.note = first_line(exc)
+    if raised_in_user_code(exc):
+        row.hint, row.crash_location = crash_hint(exc), crash_location(exc)
+    else:
+        row.reason = "internal_error"
+        row.traceback = "".join(traceback.format_exception(exc))
+    return row

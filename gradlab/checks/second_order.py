@@ -12,7 +12,7 @@ from torch import Tensor
 
 from gradlab.cases import Inputs, call, flat_outputs
 from gradlab.checks.context import CaseContext, first_line
-from gradlab.checks.numerical import jacobian_check
+from gradlab.checks.numerical import DENSE_MAX_CALLS_2ND, jacobian_check
 from gradlab.model import GRADCHECK_TOLERANCE, OpDef
 from gradlab.results import FAIL, PASS, SKIP
 
@@ -87,7 +87,8 @@ def second_order_row(ctx: CaseContext, op: OpDef, inputs: Inputs, gen: torch.Gen
             return
     try:
         g, g_inputs = gradient_inputs(op.function, inputs, gen)
-        row = jacobian_check(ctx, "second_order", g, g_inputs, GRADCHECK_TOLERANCE, gen)
+        row = jacobian_check(ctx, "second_order", g, g_inputs, GRADCHECK_TOLERANCE, gen,
+                             max_dense_calls=DENSE_MAX_CALLS_2ND)
         if row.failed and first_ok:
             row.hint = "second_order_only"
     except Exception as exc:

@@ -37,6 +37,8 @@ HINTS: dict[str, str] = {
     "wrong_dtype": "gradient has the wrong dtype",
     "wrong_device": "gradient is on the wrong device",
     "forward": "forward output differs from the reference",
+    "non_finite": "NaN or inf where the expected value is finite (overflow, 0/0, log of 0?)",
+    "global_state": "the Function changed a global torch setting and did not restore it",
     "undefined_grad": "backward fails when an output's gradient is undefined (None)",
     "crash": "the Function raised an exception",
     "size1_only": "fails only for size-1 dimensions (a squeeze() shape edge case?)",
@@ -45,15 +47,19 @@ HINTS: dict[str, str] = {
 #: Why a row was skipped, or passed with a remark.
 REASONS: dict[str, str] = {
     "cuda_unavailable": "CUDA is not available",
-    "reference_failed": "reference failed",
+    "reference_failed": "the reference failed on this case (nothing to compare with)",
     "expanded_refused": "forward does not accept an expanded input",
     "second_order_unsupported": "double backward not supported",
     "raises_as_declared": "double backward raises as declared",
     "inputs_failed": "could not make inputs",
+    "internal_error": "gradlab itself failed here (a gradlab bug: please report it with the "
+                      "traceback from the JSON report)",
 }
 
 
 def _subject(f: Finding) -> str:
+    if f.subject == "setting":
+        return f"torch setting {f.got[0]}"
     if f.subject == "input":
         return f"input {f.index}" + (f" {list(f.shape)}" if f.shape is not None else "")
     return f"{f.subject} {f.index}" if f.index >= 0 else f.subject
@@ -72,7 +78,8 @@ def _stats(f: Finding) -> str:
                           f"cosine over probes {s.cosine:.4f}, best-fit ratio {s.ratio:.4g}",
                           located])
     what = "Jacobian entries" if s.of == "jacobian entries" else s.of
-    return (f"max abs err {s.max_abs:.3g}, {100 * s.frac_wrong:.3g}% of {what} wrong, "
+    nonfinite = f"{s.nonfinite} non-finite, " if s.nonfinite else ""
+    return (f"max abs err {s.max_abs:.3g}, {nonfinite}{100 * s.frac_wrong:.3g}% of {what} wrong, "
             f"cosine {s.cosine:.4f}, best-fit ratio {s.ratio:.4g}")
 
 
@@ -88,6 +95,8 @@ def _fact(f: Finding) -> str:
         return f"shape {f.got}, expected {f.want}"
     if f.got is not None:
         return f"{f.got}, expected {f.want}"
+    if f.subject == "setting":
+        return f"{f.got[0]} left at {f.got[1]} (was {f.want})"
     if f.dims is not None:
         return f"dims {f.dims[0]} and {f.dims[1]} swapped"
     if f.equals_input is not None:

@@ -54,6 +54,9 @@ class ErrorStats:
     #: c minimising |got - c*want|: the constant factor got is off by (1.0 when right).
     ratio: float
     of: str = "elements"
+    #: entries that are NaN or infinite where the expected value is finite (or, for Jacobians,
+    #: non-finite at all: nothing can be verified there).
+    nonfinite: int = 0
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,8 @@ class CheckRow:
     findings: list[Finding] = field(default_factory=list)
     #: file:line of the innermost frame of the user's code when the Function raised.
     crash_location: str = ""
+    #: the whole traceback of an internal gradlab error (reason "internal_error").
+    traceback: str = ""
     #: path of the saved inputs for a failing case (see gradlab.repro).
     repro: str = ""
     #: the command that re-runs the failing case.
@@ -154,6 +159,11 @@ class Report:
     @property
     def failures(self) -> list[CheckRow]:
         return [r for r in self.rows if r.failed]
+
+    @property
+    def internal_errors(self) -> list[CheckRow]:
+        """Rows where gradlab itself failed (a bug to report, not the Function's crash)."""
+        return [r for r in self.rows if r.reason == "internal_error"]
 
     def extend(self, rows: Iterable[CheckRow]) -> None:
         self.rows.extend(rows)

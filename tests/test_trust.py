@@ -1,0 +1,262 @@
+"""A green run means verified: a raising reference, NaN, global state and gradlab's own bugs never
+end in a pass, and the same inputs give the same rows.  Each broken Function has a correct twin
+that passes."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+import torch
+from torch import Tensor
+from torch.autograd import Function
+
+import gradlab
+from gradlab.checks import runner
+from gradlab.checks.context import Options
+from gradlab.model import Case, OpDef, Target, TensorArg
+from gradlab.render.words import message
+from gradlab.results import CheckRow
+
+F64 = torch.float64
+
+
+def rand(*shape: int, seed: int = 0) -> Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    return (2 * torch.rand(shape, generator=gen, dtype=F64) - 1).requires_grad_()
+
+
+def table(rows: list[CheckRow]) -> list[tuple[str, str, str, str, str]]:
+    return [(r.variant, r.check, r.status, r.hint, message(r)) for r in rows]
+
+
+def raising_reference(x: Tensor) -> Tensor:
+    raise ValueError("reference cannot do this case")
+
+
+class Exp(Function):
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        y = x.exp()
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        (y,) = ctx.saved_tensors
+        return g * y
+
+
+def test_a_raising_reference_is_an_error_not_a_pass() -> None:
+    r = gradlab.check(Exp, [rand(3, 4)], reference=raising_reference)
+    assert not r.passed
+    errors = [row for row in r.rows if row.reason == "reference_failed"]
+    assert {row.check for row in errors} >= {"forward", "gradient"}, table(r.rows)
+    assert all(row.status == "error" for row in errors)
+    assert "reference cannot do this case" in message(errors[0])
+    assert "the reference failed" in message(errors[0])
+
+
+def test_twin_with_a_working_reference_passes() -> None:
+    assert gradlab.check(Exp, [rand(3, 4)], reference=torch.exp).passed
+
+
+class NanForward(Function):
+    """BROKEN: forward returns NaN for every element (0/0), backward is the identity."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        return x * 0 / 0
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        return g
+
+
+class InfGradient(Function):
+    """BROKEN: y = x, but backward divides by (x - x): an infinite gradient."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.save_for_backward(x)
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return g / (x - x)
+
+
+class Identity(Function):
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        return g
+
+
+def test_a_nan_forward_fails_with_its_hint() -> None:
+    r = gradlab.check(NanForward, [rand(3, 4)], reference=lambda x: x.clone())
+    rows = [row for row in r.failures if row.check == "forward" and row.variant == "base"]
+    assert rows and rows[0].hint == "non_finite", table(r.rows)
+
+
+def test_a_nan_forward_fails_the_numerical_check_without_a_reference() -> None:
+    """torch's gradcheck raises on NaN; a check that compares NaN with NaN must not pass."""
+    r = gradlab.check(NanForward, [rand(3, 4)], checks=["jacobian"])
+    (row,) = r.rows
+    assert row.status == "fail" and row.hint == "non_finite", table(r.rows)
+    r = gradlab.check(NanForward, [rand(3, 4)], checks=["jacobian"], mode="fast")
+    (row,) = r.rows
+    assert row.status == "fail", table(r.rows)
+
+
+def test_an_infinite_gradient_fails_with_its_hint() -> None:
+    r = gradlab.check(InfGradient, [rand(3, 4)], reference=lambda x: x.clone())
+    rows = [row for row in r.failures if row.check == "gradient" and row.variant == "base"]
+    assert rows and rows[0].hint == "non_finite", table(r.rows)
+    assert "non-finite" in message(rows[0])
+
+
+def test_nan_twin_passes() -> None:
+    r = gradlab.check(Identity, [rand(3, 4)], reference=lambda x: x.clone())
+    assert r.passed, table(r.failures)
+
+
+def test_nan_where_the_reference_is_nan_too_is_its_domain() -> None:
+    """log of a negative number: NaN in both is not the Function's fault."""
+    x = torch.tensor([-1.0, 0.5, 2.0], dtype=F64, requires_grad=True)
+    r = gradlab.check(torch.log, [x], reference=torch.log, checks=["forward", "gradient"])
+    assert r.passed, table(r.failures)
+
+
+class FlipsDefaultDtype(Function):
+    """BROKEN: forward switches the default dtype to float64 and never switches it back."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        torch.set_default_dtype(F64)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        return g * 2
+
+
+class TurnsOnAnomalyMode(Function):
+    """BROKEN: forward turns anomaly detection on (slowing every later step) for good."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        torch.autograd.set_detect_anomaly(True)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        return g * 2
+
+
+class Double(Function):
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        return x * 2
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        return g * 2
+
+
+def float32_default_op() -> Target:
+    """A correct op that relies on torch's defaults (as code in a training script does): it
+    raises if a Function before it left a setting changed."""
+
+    def scale_by_ones(x: Tensor) -> Tensor:
+        if torch.get_default_dtype() != torch.float32 or torch.is_anomaly_enabled():
+            raise RuntimeError("global settings leaked from an earlier op")
+        return x * torch.ones(x.shape, dtype=x.dtype)
+
+    op = OpDef(name="scale_by_ones", summary="", function=scale_by_ones,
+               reference=lambda x: x * 1.0, second_order=True,
+               cases=(Case("c", (TensorArg((3, 4)),)),), dtypes=("float32",))
+    return Target(op=op)
+
+
+@pytest.mark.parametrize(("broken", "setting"), [(FlipsDefaultDtype, "default_dtype"),
+                                                 (TurnsOnAnomalyMode, "anomaly_mode")])
+def test_a_function_that_changes_global_state_fails_and_later_ops_do_not(
+        broken: type[Function], setting: str) -> None:
+    before = (torch.get_default_dtype(), torch.is_anomaly_enabled())
+    bad = Target(op=OpDef(name="bad", summary="", function=broken.apply,
+                          reference=lambda x: x * 2, second_order=True,
+                          cases=(Case("c", (TensorArg((3, 4)),)),), dtypes=("float32",)))
+    report = runner.run([bad, float32_default_op()], Options(variants=False))
+    flagged = [r for r in report.failures if r.hint == "global_state"]
+    assert flagged and all(r.op == "bad" for r in flagged), table(report.rows)
+    assert setting in message(flagged[0])
+    later = [r for r in report.rows if r.op == "scale_by_ones"]
+    assert later and all(r.status == "pass" for r in later), table(later)
+    # the caller gets its settings back
+    assert (torch.get_default_dtype(), torch.is_anomaly_enabled()) == before
+
+
+def test_state_twin_passes() -> None:
+    r = gradlab.check(Double, [rand(3, 4)], reference=lambda x: x * 2)
+    assert r.passed, table(r.failures)
+    assert not [row for row in r.rows if row.hint == "global_state"]
+
+
+def test_the_api_gives_back_the_callers_settings() -> None:
+    torch.set_num_threads(2)
+    with torch.no_grad():
+        gradlab.check(FlipsDefaultDtype, [rand(3, 4)], reference=lambda x: x * 2)
+        assert not torch.is_grad_enabled()
+    assert torch.get_default_dtype() == torch.float32
+    assert torch.get_num_threads() == 2
+
+
+def test_a_gradlab_bug_is_an_internal_error_not_the_functions_crash(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a gradlab function called the wrong way from gradlab's own code: only gradlab's frames
+    # are on the traceback (a lambda defined here would count as the user's code)
+    from gradlab.model import canonical_check
+
+    monkeypatch.setattr(runner, "compare_runs", canonical_check)
+    r = gradlab.check(Double, [rand(3, 4)], reference=lambda x: x * 2, variants=False)
+    internal = r.internal_errors
+    assert internal and internal[0].status == "error", table(r.rows)
+    assert "TypeError" in internal[0].traceback and "runner.py" in internal[0].traceback
+    assert "gradlab bug" in message(internal[0])
+    assert not r.passed
+
+
+def test_a_crash_in_user_code_is_the_functions_error() -> None:
+    class Crashes(Function):
+        @staticmethod
+        def forward(ctx: Any, x: Tensor) -> Tensor:
+            raise RuntimeError("user bug")
+
+        @staticmethod
+        def backward(ctx: Any, g: Tensor) -> Tensor:
+            return g
+
+    r = gradlab.check(Crashes, [rand(3, 4)], reference=lambda x: x)
+    assert not r.internal_errors
+    assert any(row.status == "error" and "user bug" in row.note for row in r.rows)
+
+
+def rows_without_timings(rows: list[CheckRow]) -> list[dict[str, Any]]:
+    return [dataclasses.asdict(dataclasses.replace(r, seconds=0.0)) for r in rows]
+
+
+def test_the_same_inputs_give_identical_rows_run_after_run() -> None:
+    """Dense or probes is decided from sizes, not timings: numbers do not move between runs."""
+    x, w = rand(6, 40, seed=1), rand(30, 40, seed=2)
+    runs = [gradlab.check(lambda a, b: a @ b.t(), [x, w], reference=lambda a, b: a @ b.t())
+            for _ in range(3)]
+    modes = {r.mode for r in runs[0].rows if r.mode}
+    assert modes, table(runs[0].rows)
+    assert rows_without_timings(runs[0].rows) == rows_without_timings(runs[1].rows)
+    assert rows_without_timings(runs[1].rows) == rows_without_timings(runs[2].rows)
