@@ -93,10 +93,10 @@ def _fact(f: Finding) -> str:
         return f"gradient {f.index} returned for a {f.want} argument"
     if f.got is not None and f.hint in ("wrong_shape", "forward"):
         return f"shape {f.got}, expected {f.want}"
+    if f.subject == "setting" and f.got is not None:
+        return f"{f.got[0]} left at {f.got[1]} (was {f.want})"
     if f.got is not None:
         return f"{f.got}, expected {f.want}"
-    if f.subject == "setting":
-        return f"{f.got[0]} left at {f.got[1]} (was {f.want})"
     if f.dims is not None:
         return f"dims {f.dims[0]} and {f.dims[1]} swapped"
     if f.equals_input is not None:
