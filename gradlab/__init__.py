@@ -33,29 +33,38 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
           size1: Sequence[Sequence[tuple[int, int]]] = (),
           mode: str = "auto",
           seed: int = 0,
-          budget: float | None = None) -> Report:
+          budget: float | None = None,
+          requires: Sequence[str] = (),
+          strict: bool = False) -> Report:
     """Check a custom Function (or any callable) on example args, as `gradcheck` takes them.
 
     fn: an autograd.Function subclass (its `apply` is called) or a callable.  args: example
     tensors and plain values; tensors that require grad are differentiated (all floating ones
     when none does).  reference: the same math in plain autograd.  second_order: True checks
-    the second-order Jacobian, False asserts that double backward raises, None checks it and
-    skips when unsupported.  dtypes default to the examples' dtype; the numerical checks run in
-    float64.  checks: names from gradlab.model.CHECKS.  Returns a Report: `.passed`, and `.rows`
-    with status, errors, hint and findings per check and variant
+    the second-order Jacobian, False asserts that double backward raises, None lets the
+    reference decide (a `warn` where it supports double backward and the Function does not).
+    dtypes default to the examples' dtype; the numerical checks run in float64.  checks: names
+    from gradlab.model.CHECKS.  requires: capabilities (gradlab.model.CAPABILITIES) whose
+    absence fails instead of warning; strict: all of them.  Returns a Report: `.passed`
+    (verified: something ran and everything asked for ran and passed), and `.rows` with
+    status, errors, hint and findings per check and variant
     (gradlab.render.words.message(row) says a row in words).
     """
     from gradlab.checks.context import Options
     from gradlab.checks.runner import run
-    from gradlab.model import Target, canonical_check
+    from gradlab.model import CAPABILITIES, Target, canonical_check
 
     op = _example_op(fn, args, reference=reference, kwargs=kwargs, second_order=second_order,
                      name=name, dtypes=dtypes, devices=devices, tolerances=tolerances,
                      size1=size1)
     opt_variants = variants if isinstance(variants, bool) else frozenset(variants)
-    options = Options(seed=seed, variants=opt_variants, mode=mode, budget=budget,
+    unknown = set(requires) - set(CAPABILITIES)
+    if unknown:
+        raise ValueError(f"requires: unknown capability {sorted(unknown)[0]!r} (expected one of "
+                         f"{', '.join(CAPABILITIES)})")
+    options = Options(seed=seed, variants=opt_variants, mode=mode, budget=budget, strict=strict,
                       checks=frozenset(canonical_check(c) for c in checks) if checks else None)
-    return run([Target(op=op, source="python")], options)
+    return run([Target(op=op, source="python", requires=frozenset(requires))], options)
 
 
 def _example_op(fn: Callable[..., Any], args: Sequence[Any], *,
@@ -65,6 +74,8 @@ def _example_op(fn: Callable[..., Any], args: Sequence[Any], *,
                 tolerances: Mapping[str, tuple[float, float]] | None,
                 size1: Sequence[Sequence[tuple[int, int]]]) -> OpDef:
     """The OpDef of an API call: one case, "example", made of the example args."""
+    import math
+
     import torch
 
     from gradlab.cases import dtype_name
@@ -83,6 +94,10 @@ def _example_op(fn: Callable[..., Any], args: Sequence[Any], *,
                                           else ("cpu",))
     tols = dict(DEFAULT_TOLERANCES)
     for k, (atol, rtol) in (tolerances or {}).items():
+        if not (math.isfinite(atol) and math.isfinite(rtol)):
+            # a NaN tolerance makes every comparison pass
+            raise ValueError(f"tolerances[{k!r}]: expected finite atol and rtol, got "
+                             f"({atol}, {rtol})")
         tols[canonical_dtype(k)] = Tolerance(atol, rtol)
     return OpDef(name=str(name or getattr(fn, "__name__", type(fn).__name__)), summary="python",
                  function=as_callable(fn),

@@ -43,19 +43,36 @@ def _dtypes(values: list[str] | None) -> tuple[str, ...] | None:
         raise _fail(f"--dtype: {exc}") from None
 
 
-def _devices(values: list[str] | None) -> tuple[str, ...] | None:
+def _devices(values: list[str] | None, available: bool = True) -> tuple[str, ...] | None:
+    """--device values; with `available`, a device this machine lacks is exit 2."""
     if not values:
         return None
     for v in values:
         if v not in ("cpu", "cuda"):
             raise _fail(f"--device: expected cpu or cuda, got {v!r}")
-    if "cuda" in values:
+    if "cuda" in values and available:
         import torch
 
         if not torch.cuda.is_available():
             raise _fail("--device cuda: torch.cuda.is_available() is False on this machine "
                         f"(torch {torch.__version__})")
     return tuple(values)
+
+
+def _require_devices(targets: list[Any], devices: tuple[str, ...] | None,
+                     skip_unavailable: bool) -> None:
+    """Exit 2 when a spec asks for a device this machine lacks (a CPU runner told to check CUDA
+    would otherwise skip everything and look green), unless the user said to skip those."""
+    if skip_unavailable:
+        return
+    for t in targets:
+        if "cuda" in (devices or t.devices or ("cpu",)):
+            import torch
+
+            if not torch.cuda.is_available():
+                where = f"{t.source}: devices" if t.source else "devices"
+                raise _fail(f"{where}: cuda is not available on this machine (torch "
+                            f"{torch.__version__}); pass --skip-unavailable to skip those cases")
 
 
 def _targets(what: list[str], cases: list[str] | None) -> list[Any]:
@@ -116,7 +133,8 @@ def repro_command(what: list[str], seed: int) -> Callable[[str, str, str], str]:
 
 def _check_options(what: list[str], dtype: list[str] | None, device: list[str] | None,
                    report_dir: Path, seed: int, variants: bool, variant: list[str] | None,
-                   only: list[str] | None, mode: str, budget: float | None) -> Any:
+                   only: list[str] | None, mode: str, budget: float | None,
+                   strict: bool = False, skip_unavailable: bool = False) -> Any:
     """Validate check's options (exit 2 naming the option) and build the run's Options."""
     from gradlab.checks.context import Options
     from gradlab.model import VARIANT_FAMILIES, canonical_check
@@ -136,7 +154,9 @@ def _check_options(what: list[str], dtype: list[str] | None, device: list[str] |
         chosen_variants = frozenset(variant)
     if budget is not None and budget <= 0:
         raise _fail("--budget: expected a positive number of seconds")
-    return Options(dtypes=_dtypes(dtype), devices=_devices(device), seed=seed,
+    devices = _devices(device, available=not skip_unavailable)
+    return Options(dtypes=_dtypes(dtype), devices=devices, seed=seed, strict=strict,
+                   skip_unavailable=skip_unavailable,
                    checks=chosen_checks, variants=chosen_variants, mode=mode, budget=budget,
                    repro_dir=str(report_dir / "repro"), repro_command=repro_command(what, seed))
 
@@ -165,6 +185,12 @@ def check(
                                       "fast (random probes)")] = "auto",
     budget: Annotated[float | None, typer.Option("--budget", help="stop starting new cases "
                                                  "after this many seconds")] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="a capability the reference has and "
+                                         "the Function lacks (a warn row) fails the run")
+                      ] = False,
+    skip_unavailable: Annotated[bool, typer.Option("--skip-unavailable", help="skip (and say "
+                                                   "so) the cases on a device this machine "
+                                                   "lacks, instead of exit 2")] = False,
 ) -> None:
     """Check gradients: reference comparison, contract, variants, Jacobians, second order."""
     from gradlab.checks.runner import plan, run
@@ -172,8 +198,12 @@ def check(
     from gradlab.render.files import write_check_reports
 
     options = _check_options(what, dtype, device, report_dir, seed, variants, variant, only,
-                             mode, budget)
-    targets = _targets(what, case)
+                             mode, budget, strict, skip_unavailable)
+    try:
+        targets = _targets(what, case)
+    except GradlabError as exc:
+        raise _fail(str(exc), exc.exit_code) from None
+    _require_devices(targets, options.devices, skip_unavailable)
     with progress("checking", sum(1 for _ in plan(targets, options))) as step:
         report = run(targets, options,
                      on_rows=lambda rows: step(f"{rows[0].op}/{rows[0].case}") if rows else None)

@@ -30,6 +30,11 @@ CHECKS = ("forward", "gradient", "contract", "jacobian", "second_order")
 #: Former check names, still accepted in specs and on the command line.
 CHECK_ALIASES = {"gradcheck": "jacobian", "gradgradcheck": "second_order"}
 
+#: Capabilities a Function can lack while its reference has them.  Missing, each is a `warn` row
+#: (a crash waiting in training, e.g. a gradient penalty through a Function without double
+#: backward); `requires: [...]` in a spec, or --strict, makes it a failure.
+CAPABILITIES = ("second_order", "expanded_input")
+
 #: Variant families, as named in specs and options (see gradlab.checks.variants).
 VARIANT_FAMILIES = ("noncontiguous", "transposed", "channels_last", "expanded", "grad_output",
                     "requires_grad", "undefined_grad", "size1")
@@ -166,3 +171,5 @@ class Target:
     variants: frozenset[str] | None = None
     #: dtype of the finite-difference checks (jacobian, second_order).
     numerical_dtype: str = "float64"
+    #: capabilities (CAPABILITIES) whose absence fails the run instead of warning.
+    requires: frozenset[str] = frozenset()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import torch
 from torch import Tensor
 from torch.autograd import Function
@@ -235,8 +236,30 @@ def test_second_order_false_once_differentiable_passes() -> None:
     assert row.status == "pass"
 
 
-def test_second_order_unknown_once_differentiable_is_skipped() -> None:
+def test_second_order_unknown_once_differentiable_warns_where_the_reference_can() -> None:
+    # the reference can be differentiated twice: a capability missing, a warn that passes
     r = gradlab.check(SquareOnce, [rand(3, 4)], reference=square_ref)
     assert r.passed, [(x.variant, x.check, x.hint, message(x)) for x in r.failures]
     (row,) = [row for row in r.rows if row.check == "second_order"]
-    assert row.status == "skip"
+    assert (row.status, row.hint) == ("warn", "second_order_missing")
+    assert "declare second_order: false" in message(row)
+
+
+@pytest.mark.parametrize("how", [{"requires": ["second_order"]}, {"strict": True}])
+def test_a_required_missing_second_order_fails(how: dict[str, Any]) -> None:
+    r = gradlab.check(SquareOnce, [rand(3, 4)], reference=square_ref, **how)
+    assert not r.passed
+    (row,) = [row for row in r.rows if row.check == "second_order"]
+    assert (row.status, row.hint) == ("fail", "second_order_missing")
+
+
+def test_second_order_unknown_without_a_reference_is_a_declared_skip() -> None:
+    r = gradlab.check(SquareOnce, [rand(3, 4)])
+    assert r.passed, [(x.variant, x.check, x.hint, message(x)) for x in r.failures]
+    (row,) = [row for row in r.rows if row.check == "second_order"]
+    assert (row.status, row.declared, row.reason) == ("skip", True, "second_order_unsupported")
+
+
+def test_a_twice_differentiable_function_has_no_warning() -> None:
+    r = gradlab.check(Square, [rand(3, 4)], reference=square_ref, strict=True)
+    assert r.passed and not [x for x in r.rows if x.status == "warn"]

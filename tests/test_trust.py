@@ -17,7 +17,7 @@ from gradlab.checks import runner
 from gradlab.checks.context import Options
 from gradlab.model import Case, OpDef, Target, TensorArg
 from gradlab.render.words import message
-from gradlab.results import CheckRow
+from gradlab.results import CheckRow, Report
 
 F64 = torch.float64
 
@@ -260,3 +260,162 @@ def test_the_same_inputs_give_identical_rows_run_after_run() -> None:
     assert modes, table(runs[0].rows)
     assert rows_without_timings(runs[0].rows) == rows_without_timings(runs[1].rows)
     assert rows_without_timings(runs[1].rows) == rows_without_timings(runs[2].rows)
+
+
+class BiasSqueeze(Function):
+    """BROKEN: y = x + b for a [1] bias, backward returns the bias gradient as [1, 1] (autograd
+    sums it back to [1] silently, so only the raw return value shows it)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, b: Tensor, scale: float) -> Tensor:
+        ctx.scale = scale
+        return (x + b) * scale
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor, None]:
+        return g * ctx.scale, (g * ctx.scale).sum().reshape(1, 1), None
+
+
+class Bias(Function):
+    """Correct twin of BiasSqueeze."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, b: Tensor, scale: float) -> Tensor:
+        ctx.scale = scale
+        return (x + b) * scale
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor, None]:
+        return g * ctx.scale, (g * ctx.scale).sum().reshape(1), None
+
+
+def bias_reference(x: Tensor, b: Tensor, scale: float) -> Tensor:
+    return (x + b) * scale
+
+
+@pytest.mark.parametrize("how", ["direct", "wrapped", "kwargs"])
+def test_the_contract_sees_the_raw_return_however_the_function_is_called(how: str) -> None:
+    x, b = rand(3, 4), rand(1, seed=1)
+    for fn, broken in ((BiasSqueeze, True), (Bias, False)):
+        if how == "direct":
+            r = gradlab.check(fn, [x, b, 0.5], reference=bias_reference, variants=False)
+        elif how == "wrapped":
+            def wrapped(x: Tensor, b: Tensor, scale: float, fn: Any = fn) -> Tensor:
+                return fn.apply(x, b, scale).relu() + 0  # the Function inside other ops
+            r = gradlab.check(wrapped, [x, b, 0.5],
+                              reference=lambda x, b, s: bias_reference(x, b, s).relu(),
+                              variants=False)
+        else:
+            r = gradlab.check(fn, [x, b], kwargs={"scale": 0.5}, reference=bias_reference,
+                              variants=False)
+        (row,) = [row for row in r.rows if row.check == "contract"]
+        if broken:
+            assert (row.status, row.hint) == ("fail", "wrong_shape"), table(r.rows)
+            assert "shape [1, 1], expected [1]" in message(row)
+            if how == "wrapped":
+                assert "of BiasSqueeze" in message(row)
+        else:
+            assert row.status == "pass" and not row.reason, table(r.rows)
+
+
+def test_the_contract_checks_torch_library_ops() -> None:
+    lib_name = "gradlab_test::bad_sin"
+    if not hasattr(torch.ops.gradlab_test, "bad_sin"):
+        @torch.library.custom_op(lib_name, mutates_args=())
+        def bad_sin(x: Tensor) -> Tensor:
+            return x.sin()
+
+        @bad_sin.register_fake
+        def _(x: Tensor) -> Tensor:
+            return torch.empty_like(x)
+
+        def setup(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+            ctx.save_for_backward(inputs[0])
+
+        def backward(ctx: Any, g: Tensor) -> Tensor:
+            (x,) = ctx.saved_tensors
+            return (g * x.cos()).unsqueeze(0)  # BROKEN: [1, 1, 4] for a [1, 4] input
+
+        bad_sin.register_autograd(backward, setup_context=setup)
+    r = gradlab.check(torch.ops.gradlab_test.bad_sin, [rand(1, 4)], reference=torch.sin,
+                      variants=False)
+    (row,) = [row for row in r.rows if row.check == "contract"]
+    assert (row.status, row.hint) == ("fail", "wrong_shape"), table(r.rows)
+
+
+def test_plain_autograd_says_only_in_place_writes_were_checked() -> None:
+    r = gradlab.check(torch.exp, [rand(3)], reference=torch.exp, variants=False)
+    (row,) = [row for row in r.rows if row.check == "contract"]
+    assert (row.status, row.reason) == ("pass", "no_custom_function")
+    assert "only in-place writes were checked" in message(row)
+
+
+class RawBackwardRaises(Function):
+    """Correct under autograd, but its backward cannot be called on its own (it reads state
+    that only autograd's hooks set): the raw check cannot run, which is not a pass."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.calls = 0
+        return x * 2
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        ctx.calls += 1
+        if ctx.calls == 1:
+            raise RuntimeError("first call of backward refused")
+        return g * 2
+
+
+def test_a_contract_that_cannot_run_is_an_undeclared_skip_not_a_pass() -> None:
+    from gradlab.cases import Inputs
+    from gradlab.checks.rawbackward import raw_backward
+
+    res = raw_backward(RawBackwardRaises.apply, Inputs([rand(3)], {}),
+                       [torch.ones(3, dtype=F64)], "contiguous")
+    assert res.unavailable and not res.checked
+    report = Report(rows=[CheckRow("op", "c", "float64", "cpu", "base", "contract", "skip",
+                                   reason="raw_backward_unavailable"),
+                          CheckRow("op", "c", "float64", "cpu", "base", "forward", "pass")])
+    assert not report.passed and report.unverified
+
+
+class RefusesExpanded(Function):
+    """Refuses stride-0 inputs in forward (it needs to view them): a capability missing."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        if 0 in x.stride():
+            raise ValueError("expanded inputs are not supported")
+        return x * 2
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        return g * 2
+
+
+def test_refusing_expanded_inputs_warns_when_the_reference_accepts_them() -> None:
+    r = gradlab.check(RefusesExpanded, [rand(3, 4)], reference=lambda x: x * 2,
+                      variants=["expanded"])
+    assert r.passed, table(r.failures)
+    warned = [row for row in r.rows if row.status == "warn"]
+    assert warned and all(row.hint == "expanded_refused" for row in warned)
+    assert "declare variants: {expanded: false}" in message(warned[0])
+
+
+def test_refusing_expanded_inputs_like_the_reference_is_a_declared_skip() -> None:
+    def ref(x: Tensor) -> Tensor:
+        if 0 in x.stride():
+            raise ValueError("no")
+        return x * 2
+
+    r = gradlab.check(RefusesExpanded, [rand(3, 4)], reference=ref, variants=["expanded"])
+    assert r.passed, table(r.failures)
+    skipped = [row for row in r.rows if row.status == "skip"]
+    assert skipped and all(row.declared for row in skipped)
+
+
+def test_non_finite_tolerances_are_refused() -> None:
+    with pytest.raises(ValueError, match="finite"):
+        gradlab.check(Exp, [rand(3)], reference=torch.exp,
+                      tolerances={"float64": (float("nan"), 1e-3)})

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gradlab.model import OpDef, Target
-from gradlab.results import ERROR, CheckRow
+from gradlab.results import ERROR, FAIL, WARN, CheckRow
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,10 @@ class Options:
     repro_command: Callable[[str, str, str], str] | None = None
     #: intra-op CPU threads during the run (see gradlab.torchstate); None leaves torch's alone.
     threads: int | None = 1
+    #: a missing capability (a `warn` row) fails the run, as if every spec required it.
+    strict: bool = False
+    #: cases on a device this machine lacks are declared skips instead of failing the run.
+    skip_unavailable: bool = False
 
 
 @dataclass
@@ -54,6 +58,12 @@ class CaseContext:
                      variant, check, status, **kw)
         self.rows.append(r)
         return r
+
+    def capability_row(self, variant: str, check: str, capability: str, **kw: Any) -> CheckRow:
+        """A capability the reference has and the Function lacks: `warn`, or a failure when the
+        spec requires it or the run is --strict."""
+        required = capability in self.target.requires or self.options.strict
+        return self.row(variant, check, FAIL if required else WARN, **kw)
 
     def crash_row(self, variant: str, check: str, exc: BaseException, **kw: Any) -> CheckRow:
         """An error row for an exception raised by the Function (or the reference)."""

@@ -11,6 +11,7 @@ from torch import Tensor
 
 from gradlab.cases import Inputs, flat_outputs
 from gradlab.checks import contract
+from gradlab.checks.rawbackward import grad_output_as, raw_backward
 from gradlab.results import Finding
 
 
@@ -27,6 +28,10 @@ class Run:
     contract: list[Finding] = field(default_factory=list)
     #: the float64 grad_outputs backward was called with (shared with the reference).
     grad_outs64: list[Tensor] = field(default_factory=list)
+    #: why backward's raw return value could not be checked ("" when it was, or not asked).
+    raw_unavailable: str = ""
+    #: the graph held no custom Function node: only the in-place checks applied.
+    no_custom: bool = False
 
     def with_grads(self, grads: list[Tensor | None]) -> Run:
         """The same run with other gradients (a requires_grad subset of these)."""
@@ -55,7 +60,7 @@ def run_once(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tenso
     if grad_outs64 is None:
         grad_outs64 = random_grad_outputs(outs, gen)
     run.grad_outs64 = list(grad_outs64)
-    go = [contract.grad_output_as(g, o, go_layout)
+    go = [grad_output_as(g, o, go_layout)
           for g, o in zip(grad_outs64, outs, strict=True)]
     pairs = [(o, g) for o, g in zip(outs, go, strict=True) if o.requires_grad]
     if not pairs:
@@ -63,7 +68,10 @@ def run_once(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tenso
         return run
     watch = contract.BackwardWatch.before([g for _, g in pairs], inputs, outs)
     if check_contract:
-        run.contract += contract.raw_backward(fn, inputs.clone(), grad_outs64, go_layout)
+        raw = raw_backward(fn, inputs.clone(), grad_outs64, go_layout)
+        run.contract += raw.findings
+        run.raw_unavailable = raw.unavailable
+        run.no_custom = raw.no_custom
     try:
         grads = torch.autograd.grad([p[0] for p in pairs], [inputs.args[i] for i in diff],
                                     [p[1] for p in pairs], allow_unused=True, retain_graph=True)

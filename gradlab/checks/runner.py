@@ -73,8 +73,10 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
                 rows[-1].hint = "no_chain_rule"
     elif got.error is not None:
         ctx.crash_row("base", "forward", got.error)
-    if "contract" in checks and got.error is None:
-        contract_row(ctx, "base", got.contract, passing=True)
+    if "contract" in checks and got.stage != "forward":
+        # a backward that raised may still have shown what it returns
+        contract_row(ctx, "base", got.contract, passing=True, unavailable=got.raw_unavailable,
+                     no_custom=got.no_custom)
     for r in ctx.rows:
         if not r.seconds:
             r.seconds = time.perf_counter() - t0
@@ -166,8 +168,9 @@ def item_rows(item: Item, options: Options) -> list[CheckRow]:
     seed = case_seed(options.seed, t.op.name, case.name)
     check = "forward" if kind == "case" else "jacobian"
     if device == "cuda" and not torch.cuda.is_available():
+        # not checked is not passed, unless the run was told to skip what the machine lacks
         return [CheckRow(t.op.name, case.name, dtype, device, "base", check, SKIP,
-                         reason="cuda_unavailable")]
+                         reason="cuda_unavailable", declared=options.skip_unavailable)]
     before = TorchState.now()
     with preserved_rng():
         try:

@@ -66,6 +66,23 @@ def double_backward_raises(fn: Callable[..., Any], inputs: Inputs) -> BaseExcept
     return None
 
 
+def missing_second_order(ctx: CaseContext, op: OpDef, inputs: Inputs, exc: BaseException,
+                         seconds: float) -> None:
+    """The row for a Function (second_order: auto) whose double backward raises.
+
+    The reference decides: where it can be differentiated twice, the Function lacks a
+    capability (`warn`, or a failure when required); where it cannot either, or there is no
+    reference, second order does not apply to this op (a declared skip).
+    """
+    if op.reference is None or double_backward_raises(op.reference, inputs) is not None:
+        ctx.row("base", "second_order", SKIP, seconds=seconds, declared=True,
+                reason="second_order_unsupported", note=first_line(exc))
+    else:
+        ctx.capability_row("base", "second_order", "second_order", seconds=seconds,
+                           hint="second_order_missing", reason="second_order_missing",
+                           note=first_line(exc))
+
+
 def second_order_row(ctx: CaseContext, op: OpDef, inputs: Inputs, gen: torch.Generator,
                      first_ok: bool) -> None:
     """The second_order row of one case (appended to ctx.rows)."""
@@ -81,9 +98,13 @@ def second_order_row(ctx: CaseContext, op: OpDef, inputs: Inputs, gen: torch.Gen
         return
     if op.second_order is None:
         exc = double_backward_raises(op.function, inputs)
-        if exc is not None:
+        if exc is not None and not first_ok:
+            # first order is already broken: nothing can be said of second order
             ctx.row("base", "second_order", SKIP, seconds=time.perf_counter() - t0,
-                    reason="second_order_unsupported", note=first_line(exc))
+                    reason="first_order_failed", note=first_line(exc))
+            return
+        if exc is not None:
+            missing_second_order(ctx, op, inputs.clone(), exc, time.perf_counter() - t0)
             return
     try:
         g, g_inputs = gradient_inputs(op.function, inputs, gen)

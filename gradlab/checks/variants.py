@@ -10,15 +10,16 @@ contiguous run when there is no reference).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from gradlab.cases import Inputs, copy_like, materialize, relayout
 from gradlab.checks.compare import compare_runs
-from gradlab.checks.context import CaseContext
+from gradlab.checks.context import CaseContext, first_line
 from gradlab.checks.contract import contract_row
 from gradlab.checks.execute import Run, run_once, run_undefined
 from gradlab.model import VARIANT_FAMILIES, TensorArg
@@ -165,6 +166,29 @@ def run_variant(ctx: CaseContext, v: Variant, base: Inputs, grad_outs64: list[Te
     return got, want
 
 
+def accepts(fn: Callable[..., Any], inputs: Inputs) -> bool:
+    """True when a forward of `fn` on `inputs` runs."""
+    try:
+        with torch.enable_grad():
+            fn(*inputs.args, **inputs.kwargs)
+    except Exception:
+        return False
+    return True
+
+
+def expanded_refused(ctx: CaseContext, v: Variant, got: Run, seconds: float) -> None:
+    """Forward refused an expanded input: a missing capability when the reference accepts it
+    (a `warn`: refusing is a choice, not a wrong gradient), not applicable when it refuses too."""
+    note = first_line(got.error) if got.error is not None else ""
+    name = v.name
+    if ctx.op.reference is not None and not accepts(ctx.op.reference, v.inputs.clone()):
+        ctx.row(name, "forward", SKIP, seconds=seconds, declared=True,
+                reason="expanded_refused_by_reference", note=note)
+    else:
+        ctx.capability_row(name, "forward", "expanded_input", seconds=seconds,
+                           hint="expanded_refused", reason="expanded_refused", note=note)
+
+
 def variant_rows(ctx: CaseContext, base: Inputs, grad_outs64: list[Tensor], base_want: Run,
                  checks: frozenset[str], gen: torch.Generator) -> None:
     """Run every variant and append its rows to ctx.rows.
@@ -182,11 +206,7 @@ def variant_rows(ctx: CaseContext, base: Inputs, grad_outs64: list[Tensor], base
         n_before = len(ctx.rows)
         got, want = run_variant(ctx, v, base, grad_outs64, base_want, gen)
         if v.family == "expanded" and got.error is not None and got.stage == "forward":
-            # Expanded inputs are checked only where the Function accepts them: refusing a
-            # stride-0 input in forward is a choice, not a wrong gradient.
-            ctx.row(v.name, "forward", SKIP, seconds=time.perf_counter() - t0,
-                    reason="expanded_refused",
-                    note=f"{type(got.error).__name__}: {got.error}".splitlines()[0][:200])
+            expanded_refused(ctx, v, got, time.perf_counter() - t0)
             continue
         rows = compare_runs(ctx, v.name, got, want, v.inputs, tol,
                             checks=checks & {"forward", "gradient"})

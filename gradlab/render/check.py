@@ -100,9 +100,20 @@ def render_check(report: Report, console: Console) -> None:
     for line in failure_lines(report):
         # no wrapping: a repro command must stay one copyable line
         console.print(line, soft_wrap=True)
-    counts = {s: sum(r.status == s for r in report.rows) for s in (PASS, FAIL, ERROR, SKIP)}
+    console.print(Text(verdict_line(report), style="bold green" if report.passed else "bold red"))
+
+
+def _by_reason(counts: dict[str, int]) -> str:
+    return f" ({', '.join(f'{k} {n}' for k, n in counts.items())})" if counts else ""
+
+
+def verdict_line(report: Report) -> str:
+    """'PASSED: ...' or 'FAILED: ...' with every status counted, skips and warnings by reason."""
+    counts = {s: sum(r.status == s for r in report.rows) for s in (PASS, FAIL, ERROR, SKIP, WARN)}
     verdict = "PASSED" if report.passed else "FAILED"
-    style = "bold green" if report.passed else "bold red"
+    if not any(r.ran for r in report.rows):
+        verdict += " (nothing was checked)"
     extra = " (stopped early by --budget)" if report.truncated else ""
-    console.print(Text(f"{verdict}: {counts[PASS]} passed, {counts[FAIL]} failed, "
-                       f"{counts[ERROR]} errors, {counts[SKIP]} skipped{extra}", style=style))
+    return (f"{verdict}: {counts[PASS]} passed, {counts[FAIL]} failed, {counts[ERROR]} errors, "
+            f"{counts[SKIP]} skipped{_by_reason(report.counts_by_reason(SKIP))}, "
+            f"{counts[WARN]} warnings{_by_reason(report.counts_by_reason(WARN))}{extra}")

@@ -42,14 +42,28 @@ HINTS: dict[str, str] = {
     "undefined_grad": "backward fails when an output's gradient is undefined (None)",
     "crash": "the Function raised an exception",
     "size1_only": "fails only for size-1 dimensions (a squeeze() shape edge case?)",
+    "second_order_missing": "double backward raises where the reference supports it (a "
+                            "gradient penalty through this Function will crash in training): "
+                            "make backward differentiable (save_for_backward, no "
+                            "once_differentiable), or declare second_order: false",
+    "expanded_refused": "forward refuses an expanded (stride-0) input that the reference "
+                        "accepts: call .contiguous() in forward, or declare variants: "
+                        "{expanded: false}",
 }
 
 #: Why a row was skipped, or passed with a remark.
 REASONS: dict[str, str] = {
-    "cuda_unavailable": "CUDA is not available",
+    "cuda_unavailable": "CUDA is not available on this machine",
     "reference_failed": "the reference failed on this case (nothing to compare with)",
     "expanded_refused": "forward does not accept an expanded input",
-    "second_order_unsupported": "double backward not supported",
+    "expanded_refused_by_reference": "neither the Function nor the reference accepts an "
+                                     "expanded input",
+    "second_order_unsupported": "double backward not supported (and no reference supports it "
+                                "either)",
+    "second_order_missing": "capability missing: double backward",
+    "raw_backward_unavailable": "backward's raw return value could not be checked",
+    "first_order_failed": "not checked: first order already fails",
+    "no_custom_function": "no custom Function in the graph: only in-place writes were checked",
     "raises_as_declared": "double backward raises as declared",
     "inputs_failed": "could not make inputs",
     "internal_error": "gradlab itself failed here (a gradlab bug: please report it with the "
@@ -60,9 +74,10 @@ REASONS: dict[str, str] = {
 def _subject(f: Finding) -> str:
     if f.subject == "setting":
         return f"torch setting {f.got[0]}"
+    of = f" of {f.node}" if f.node else ""
     if f.subject == "input":
-        return f"input {f.index}" + (f" {list(f.shape)}" if f.shape is not None else "")
-    return f"{f.subject} {f.index}" if f.index >= 0 else f.subject
+        return f"input {f.index}" + (f" {list(f.shape)}" if f.shape is not None else "") + of
+    return (f"{f.subject} {f.index}" if f.index >= 0 else f.subject) + of
 
 
 def _stats(f: Finding) -> str:

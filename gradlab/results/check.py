@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gradlab.results.status import ERROR, FAIL
+from gradlab.results.status import ERROR, FAIL, PASS, SKIP, WARN
 
 #: The columns of `Report.to_frame()`, in order (the environment columns follow).
 COLUMNS = ("op", "case", "dtype", "device", "variant", "check", "status", "max_abs_err",
@@ -94,6 +94,9 @@ class Finding:
     got: Any = None
     want: Any = None
     probes: ProbeStats | None = None
+    #: the custom Function (its node's name) a contract finding is about, when it is one inside
+    #: the checked callable rather than the callable itself.
+    node: str = ""
 
 
 @dataclass
@@ -112,8 +115,12 @@ class CheckRow:
     seconds: float = 0.0
     #: likely-cause code (gradlab.render.words.HINTS words it), empty when none applies.
     hint: str = ""
-    #: why a row was skipped or passed with a remark (a code, see gradlab.render.words.REASONS).
+    #: why a row was skipped, warned or passed with a remark (a code, see
+    #: gradlab.render.words.REASONS).
     reason: str = ""
+    #: a skip the spec, a flag or the reference declared (the check does not apply here);
+    #: any other skip means something asked for went unchecked, and fails the run.
+    declared: bool = False
     #: the numerical checks' mode: "dense" or "fast".
     mode: str = ""
     #: text from outside gradlab: the first line of the exception that was raised.
@@ -131,6 +138,16 @@ class CheckRow:
     @property
     def failed(self) -> bool:
         return self.status in (FAIL, ERROR)
+
+    @property
+    def unverified(self) -> bool:
+        """A skip nobody declared: something asked for was not checked."""
+        return self.status == SKIP and not self.declared
+
+    @property
+    def ran(self) -> bool:
+        """The check ran (whatever it found)."""
+        return self.status in (PASS, FAIL, ERROR, WARN)
 
     @property
     def worst(self) -> list[Element]:
@@ -153,12 +170,34 @@ class Report:
 
     @property
     def passed(self) -> bool:
-        """True when no row failed or errored and at least one row ran."""
-        return bool(self.rows) and not any(r.failed for r in self.rows) and not self.truncated
+        """Verified: at least one check ran, and every check asked for ran and passed.
+
+        A failed or errored row, a skip nobody declared, or a run stopped early is not a pass;
+        `warn` rows are (unless required: then the runner made them failures).
+        """
+        return (any(r.ran for r in self.rows) and not self.truncated
+                and not any(r.failed or r.unverified for r in self.rows))
 
     @property
     def failures(self) -> list[CheckRow]:
         return [r for r in self.rows if r.failed]
+
+    @property
+    def unverified(self) -> list[CheckRow]:
+        """Skips nobody declared (each fails the run)."""
+        return [r for r in self.rows if r.unverified]
+
+    def counts_by_reason(self, status: str) -> dict[str, int]:
+        """How many rows of `status` there are per reason (skips and warnings), in first-seen
+        order; a skip nobody declared counts under "undeclared: REASON"."""
+        out: dict[str, int] = {}
+        for r in self.rows:
+            if r.status == status:
+                key = r.reason or "unspecified"
+                if r.unverified:
+                    key = f"undeclared: {key}"
+                out[key] = out.get(key, 0) + 1
+        return out
 
     @property
     def internal_errors(self) -> list[CheckRow]:

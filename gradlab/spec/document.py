@@ -13,7 +13,15 @@ from typing import Any, NamedTuple
 
 from gradlab import ops
 from gradlab.errors import UnknownOpError
-from gradlab.model import CHECKS, VARIANT_FAMILIES, Case, OpDef, Target, canonical_check
+from gradlab.model import (
+    CAPABILITIES,
+    CHECKS,
+    VARIANT_FAMILIES,
+    Case,
+    OpDef,
+    Target,
+    canonical_check,
+)
 from gradlab.spec.imports import load_callable
 from gradlab.spec.values import (
     aliased,
@@ -29,7 +37,7 @@ from gradlab.spec.values import (
 
 OP_KEYS = {"op", "function", "reference", "name", "second_order", "dtypes", "devices",
            "tolerances", "checks", "variants", "numerical_dtype", "gradcheck_dtype", "args",
-           "kwargs", "cases", "bench", "size1"}
+           "kwargs", "cases", "bench", "size1", "requires"}
 DEVICES = ("cpu", "cuda")
 
 class Start(NamedTuple):
@@ -116,8 +124,10 @@ def _target(op: OpDef, entry: Mapping[str, Any], key: str) -> Target:
     # numerical_dtype, formerly gradcheck_dtype (still accepted)
     nkey = "numerical_dtype" if "numerical_dtype" in entry else "gradcheck_dtype"
     ndtype = parse_dtype(entry[nkey], join(key, nkey)) if nkey in entry else "float64"
+    requires = (frozenset(parse_names(entry["requires"], join(key, "requires"), CAPABILITIES))
+                if "requires" in entry else frozenset())
     return Target(op=op, source="", dtypes=dtypes, devices=devices, checks=checks,
-                  variants=variants, numerical_dtype=ndtype)
+                  variants=variants, numerical_dtype=ndtype, requires=requires)
 
 
 def parse_op(entry: Any, key: str, lookup: OpLookup) -> Target:

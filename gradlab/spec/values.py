@@ -5,6 +5,7 @@ Every parser takes the key path of what it parses and raises a SpecError naming 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -47,10 +48,28 @@ def is_int(v: Any) -> bool:
 
 
 def parse_number(v: Any, key: str) -> float:
-    """An int or float (not a bool), as a float."""
+    """A finite int or float (not a bool), as a float.
+
+    NaN never compares: a NaN bound or tolerance would let every comparison pass.
+    """
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise fail(key, f"expected a number, got {v!r}")
+    if not math.isfinite(v):
+        raise fail(key, f"expected a finite number, got {v!r}")
     return float(v)
+
+
+def check_finite(v: Any, key: str) -> Any:
+    """A plain value with no NaN or infinity anywhere inside (lists and mappings searched)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        raise fail(key, f"expected a finite number, got {v!r}")
+    if isinstance(v, list):
+        for i, x in enumerate(v):
+            check_finite(x, join(key, i))
+    if isinstance(v, Mapping):
+        for k, x in v.items():
+            check_finite(x, join(key, str(k)))
+    return v
 
 
 def parse_shape(v: Any, key: str, *, positive: bool) -> tuple[int, ...]:
@@ -129,10 +148,10 @@ def parse_value(v: Any, key: str) -> Any:
         if "shape" in v:
             return parse_tensor(v, key)
         if set(v) == {"value"}:
-            return v["value"]
+            return check_finite(v["value"], join(key, "value"))
         raise fail(key, "expected a tensor spec (a mapping with 'shape') or {value: ...}, got "
                         f"keys {sorted(v)}")
-    return v
+    return check_finite(v, key)
 
 
 def parse_args(v: Any, key: str) -> tuple[Any, ...]:

@@ -1,0 +1,190 @@
+"""What a custom backward really returns, before autograd's own fix-ups.
+
+Autograd quietly casts a wrong dtype and sums an expandable wrong shape down before anyone sees a
+gradient, so the contract check calls backward nodes itself:
+
+- the checked callable is a Function's `apply`: its node is called with the run's grad_outputs
+  and the return value is compared with the call's own arguments (non-tensors included);
+- anything else (a plain function or module wrapping Functions, a `torch.library` op): every
+  custom Function node in the output's graph is called with grad_outputs made from the node's
+  own metadata, and each returned gradient is compared with what the node's input edge expects;
+- a graph with no custom Function node (plain autograd ops) has no custom backward to call:
+  torch's own nodes return unreduced gradients by design (the engine sums them to shape), so
+  only the in-place checks apply there, and the row says so.
+
+Each call runs on a forward of its own (copied inputs), so a backward that writes into its inputs
+or grad_output cannot disturb the run being compared.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from gradlab.cases import Inputs, dtype_name, flat_outputs, relayout
+from gradlab.results import Finding
+
+#: Graph nodes visited at most when looking for custom Function nodes (a guard, not a limit
+#: any real model reaches between one op's inputs and outputs).
+MAX_NODES = 10_000
+
+
+@dataclass
+class RawResult:
+    """The findings, the nodes whose return value was checked, and why none could be."""
+
+    findings: list[Finding] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)
+    #: why no return value could be checked ("" when one was).
+    unavailable: str = ""
+    #: the graph holds no custom Function node (nothing of the user's to call).
+    no_custom: bool = False
+
+
+def grad_output_as(g64: Tensor, like: Any, layout: str) -> Tensor:
+    """grad_output with the values of `g64`, like's dtype and device, laid out as `layout`."""
+    g = g64.to(dtype=like.dtype, device=like.device)
+    out = relayout(g, "broadcast" if layout == "expanded" else layout)
+    # a layout that does not apply to this shape (a 0-d noncontiguous) is a plain copy
+    return out if out is not None else g.clone()
+
+
+def custom_nodes(roots: Sequence[Any]) -> list[Any]:
+    """The custom Function nodes reachable from `roots`, outputs first."""
+    seen: set[int] = set()
+    queue, found = list(roots), []
+    while queue and len(seen) < MAX_NODES:
+        node = queue.pop(0)
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if hasattr(node, "_forward_cls"):
+            found.append(node)
+        queue.extend(nxt for nxt, _ in getattr(node, "next_functions", ()))
+    return found
+
+
+def direct_args(fn: Callable[..., Any], node: Any, inputs: Inputs) -> list[Any] | None:
+    """The forward arguments when `fn` is the `apply` of the Function that made `node`."""
+    cls = getattr(fn, "__self__", None)
+    if cls is None or getattr(node, "_forward_cls", None) is not cls:
+        return None
+    if not inputs.kwargs:
+        return list(inputs.args)
+    forward: Any = getattr(cls, "forward", None)
+    try:  # apply binds keyword arguments to forward's parameters, in order
+        bound = inspect.signature(forward).bind(None, *inputs.args, **inputs.kwargs)
+    except TypeError:
+        return None
+    bound.apply_defaults()
+    return list(bound.arguments.values())[1:]
+
+
+def call_node(node: Any, grads: Sequence[Tensor]) -> tuple[Any, ...]:
+    """The raw return value of one custom Function node's backward."""
+    raw = node.apply(*grads)
+    return raw if isinstance(raw, tuple) else (raw,)
+
+
+def node_grads(node: Any, layout: str, gen: torch.Generator) -> list[Tensor]:
+    """Random grad_outputs for every output of `node`, from its metadata."""
+    return [grad_output_as(torch.randn(tuple(m.shape), generator=gen, dtype=torch.float64),
+                           m, layout) for m in node._input_metadata]
+
+
+def edge_metadata(edge: tuple[Any, int]) -> Any:
+    """Shape, dtype and device the gradient sent along `edge` must have."""
+    nxt, nr = edge
+    var = getattr(nxt, "variable", None)  # AccumulateGrad: the leaf itself
+    return var if var is not None else nxt._input_metadata[nr]
+
+
+def check_graph_node(node: Any, raw: Sequence[Any], name: str) -> list[Finding]:
+    """Count and shape/dtype/device of `raw` against the node's own input edges."""
+    needs = tuple(node.needs_input_grad)
+    edges = node.next_functions
+    n = len(needs)
+    found = []
+    if len(raw) != n and not (len(raw) > n and all(r is None for r in raw[n:])):
+        found.append(Finding("gradients", -1, "wrong_count", got=len(raw), want=n, node=name))
+    # A Function's edges are its tensor args only; the args that require grad map, in order,
+    # to the edges that lead somewhere.
+    live = [e for e in edges if e[0] is not None]
+    wanted = [p for p, need in enumerate(needs) if need]
+    if len(wanted) != len(live):
+        return found
+    for p, edge in zip(wanted, live, strict=True):
+        if p < len(raw) and isinstance(raw[p], Tensor):
+            found += tensor_findings(p, raw[p], edge_metadata(edge), name)
+    return found
+
+
+def tensor_findings(i: int, grad: Tensor, like: Any, node: str = "") -> list[Finding]:
+    """A gradient of the wrong shape, dtype or device for input `i` (first problem only)."""
+    if tuple(grad.shape) != tuple(like.shape):
+        return [Finding("input", i, "wrong_shape", got=list(grad.shape), want=list(like.shape),
+                        node=node)]
+    if grad.dtype != like.dtype:
+        return [Finding("input", i, "wrong_dtype", got=dtype_name(grad.dtype),
+                        want=dtype_name(like.dtype), node=node)]
+    if grad.device != like.device:
+        return [Finding("input", i, "wrong_device", got=str(grad.device),
+                        want=str(like.device), node=node)]
+    return []
+
+
+def returned_gradients(args: Sequence[Any], raw: Sequence[Any]) -> list[Finding]:
+    """Count, None for non-tensors, and shape/dtype/device of each returned gradient."""
+    found: list[Finding] = []
+    n = len(args)
+    if len(raw) != n and not (len(raw) > n and all(r is None for r in raw[n:])):
+        found.append(Finding("gradients", -1, "wrong_count", got=len(raw), want=n))
+    for i, (arg, grad) in enumerate(zip(args, raw, strict=False)):
+        if not isinstance(arg, Tensor):
+            if grad is not None:
+                found.append(Finding("input", i, "non_tensor_grad", want=type(arg).__name__))
+            continue
+        if isinstance(grad, Tensor):
+            found += tensor_findings(i, grad, arg)
+    return found
+
+
+def raw_backward(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tensor],
+                 go_layout: str) -> RawResult:
+    """Call the backward nodes of `fn`'s graph directly and check what they return."""
+    with torch.enable_grad():
+        outs = flat_outputs(fn(*inputs.args, **inputs.kwargs))
+    roots = [o.grad_fn for o in outs if o.grad_fn is not None]
+    if not roots:
+        return RawResult(unavailable="no output has a gradient function")
+    args = direct_args(fn, roots[0], inputs)
+    if args is not None and len(grad_outs64) == len(roots[0]._input_metadata):
+        grads = [grad_output_as(g, m, go_layout)
+                 for g, m in zip(grad_outs64, roots[0]._input_metadata, strict=True)]
+        try:
+            raw = call_node(roots[0], grads)
+        except Exception as exc:  # the real backward reports the crash
+            return RawResult(unavailable=f"backward raised {type(exc).__name__}")
+        return RawResult(returned_gradients(args, raw), [type(roots[0]).__name__])
+    nodes = custom_nodes(roots)
+    if not nodes:
+        return RawResult(no_custom=True)
+    gen = torch.Generator().manual_seed(0)
+    result = RawResult()
+    for node in nodes:
+        name = type(node).__name__.removesuffix("Backward") or type(node).__name__
+        try:
+            raw = call_node(node, node_grads(node, go_layout, gen))
+        except Exception as exc:
+            result.unavailable = f"calling {name}'s backward raised {type(exc).__name__}"
+            continue
+        result.checked.append(name)
+        result.findings += check_graph_node(node, raw, name)
+    if result.checked:
+        result.unavailable = ""
+    return result

@@ -1,0 +1,109 @@
+"""The trust specs (tests/data/trust/): none gives a green run unless it declares what does not
+apply, each correct twin passes, and the same folder gives identical rows run after run."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import DATA
+from typer.testing import CliRunner
+
+from gradlab.checks import runner
+from gradlab.checks.context import Options
+from gradlab.cli import app
+from gradlab.render.words import message
+from gradlab.spec import resolve
+
+TRUST = DATA / "trust"
+cli = CliRunner()
+
+#: spec -> (exit code, a line the output must hold); the broken ones first, then the twins.
+EXPECTED = {
+    "cuda_only.yaml": (2, "cuda_only.yaml: devices: cuda is not available"),
+    "raising_reference.yaml": (1, "the reference failed on this case"),
+    "once_differentiable.yaml": (1, "second_order_missing"),
+    "nan_bounds.yaml": (2, "nan_bounds.yaml: args[0].low: expected a finite number"),
+    "nan_forward.yaml": (1, "non_finite"),
+    "int_arg_wrong_shape.yaml": (1, "shape [3, 1], expected []"),
+    "state_changer.yaml": (1, "default_dtype left at torch.float64"),
+    "working_reference.yaml": (0, "PASSED"),
+    "once_differentiable_declared.yaml": (0, "PASSED"),
+    "finite_forward.yaml": (0, "PASSED"),
+    "int_arg_right_shape.yaml": (0, "PASSED"),
+}
+
+
+@pytest.fixture(autouse=True)
+def in_trust_folder(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `function: trust_functions:X` resolves from the working directory
+    monkeypatch.chdir(TRUST)
+    monkeypatch.syspath_prepend(str(TRUST))
+
+
+def check(*args: str, report_dir: Path) -> Any:
+    return cli.invoke(app, ["check", *args, "--report-dir", str(report_dir)])
+
+
+def test_every_spec_in_the_folder_has_an_expectation() -> None:
+    assert {p.name for p in TRUST.glob("*.yaml")} == set(EXPECTED) | {"cpu_and_cuda.yaml"}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_trust_spec(name: str, tmp_path: Path) -> None:
+    code, line = EXPECTED[name]
+    result = check(name, report_dir=tmp_path)
+    assert result.exit_code == code, result.output
+    assert line in result.output, result.output
+    assert "Traceback" not in result.output
+
+
+def test_skip_unavailable_is_declared_and_counted(tmp_path: Path) -> None:
+    result = check("cpu_and_cuda.yaml", "--skip-unavailable", report_dir=tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "3 skipped (cuda_unavailable 3)" in result.output
+    (path,) = tmp_path.glob("check-*.json")
+    rows = json.loads(path.read_text())["rows"]
+    skipped = [r for r in rows if r["status"] == "skip"]
+    assert skipped and all(r["declared"] and r["device"] == "cuda" for r in skipped)
+
+
+def test_skip_unavailable_with_nothing_left_is_not_a_pass(tmp_path: Path) -> None:
+    result = check("cuda_only.yaml", "--skip-unavailable", report_dir=tmp_path)
+    assert result.exit_code == 1, result.output
+    assert "nothing was checked" in result.output
+
+
+def test_a_missing_capability_warns_by_default_and_fails_under_strict(tmp_path: Path) -> None:
+    spec = tmp_path / "warns.yaml"
+    spec.write_text("function: trust_functions:ExpOnce\nreference: torch:exp\n"
+                    "args: [{shape: [3, 4]}]\n")
+    result = check(str(spec), report_dir=tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "1 warnings (second_order_missing 1)" in result.output
+    assert check(str(spec), "--strict", report_dir=tmp_path).exit_code == 1
+
+
+def test_the_state_changer_fails_alone_and_the_next_op_passes() -> None:
+    report = runner.run(resolve(str(TRUST / "state_changer.yaml")), Options())
+    failing = {r.op for r in report.failures}
+    assert failing == {"ExpLeavesFloat64Default"}, [message(r) for r in report.failures]
+    later = [r for r in report.rows if r.op == "scale_by_new_ones"]
+    assert later and all(r.status == "pass" for r in later)
+
+
+def test_the_folder_gives_identical_rows_three_times() -> None:
+    runnable = [n for n, (code, _) in EXPECTED.items() if code != 2]
+    targets = [t for n in sorted(runnable) for t in resolve(str(TRUST / n))]
+
+    def rows() -> str:
+        report = runner.run(targets, Options())
+        # as JSON text: NaN (a NaN forward's worst elements) must compare equal to itself
+        return json.dumps([dataclasses.asdict(dataclasses.replace(r, seconds=0.0))
+                           for r in report.rows], default=str)
+
+    first = rows()
+    assert first == rows() == rows()
