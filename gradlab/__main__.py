@@ -2,4 +2,6 @@
 
 from gradlab.cli import main
 
-main()
+# the guard matters: worker processes are spawned, and spawn imports the parent's main module
+if __name__ == "__main__":
+    main()

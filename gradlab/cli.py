@@ -6,9 +6,9 @@ Heavy imports (torch, pandas, the engine) happen inside the commands so `gradlab
 
 from __future__ import annotations
 
-import shlex
+import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
@@ -25,6 +25,9 @@ out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 DEFAULT_REPORT_DIR = "reports"
+#: Per-case limit of `check` (isolated runs): far above any normal case (the bundled ones take
+#: well under a second each), low enough that a hang fails a CI job long before its own limit.
+DEFAULT_TIMEOUT_S = 300.0
 
 
 def _fail(message: str, code: ExitCode = ExitCode.BAD_INPUT) -> typer.Exit:
@@ -112,32 +115,27 @@ Seed = Annotated[int, typer.Option("--seed", help="seed of the random inputs")]
 
 
 @contextmanager
-def progress(label: str, total: int) -> Iterator[Callable[[str], None]]:
-    """A progress bar on stderr (gone when done); yields `step(description)`."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(TextColumn("{task.description}"), BarColumn(),
-                  TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
-                  console=err, transient=True) as bar:
-        task = bar.add_task(label, total=total)
-        yield lambda description: bar.update(task, advance=1, description=description)
-
-
-def repro_command(what: list[str], seed: int) -> Callable[[str, str, str], str]:
-    """How the command line that re-runs one case of this run reads."""
-    head = "gradlab check " + " ".join(shlex.quote(w) for w in what)
-    tail = f" --seed {seed}" if seed else ""
-    return lambda case, dtype, device: (f"{head} --case {shlex.quote(case)} --dtype {dtype} "
-                                        f"--device {device}{tail}")
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a CI job cancelled, a container stopped) stops the run like Ctrl-C does, so the
+    finished rows are still written."""
+    old = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def _check_options(what: list[str], dtype: list[str] | None, device: list[str] | None,
                    report_dir: Path, seed: int, variants: bool, variant: list[str] | None,
                    only: list[str] | None, mode: str, budget: float | None,
-                   strict: bool = False, skip_unavailable: bool = False) -> Any:
+                   strict: bool = False, skip_unavailable: bool = False,
+                   isolate: bool = False, timeout: float = 0.0) -> Any:
     """Validate check's options (exit 2 naming the option) and build the run's Options."""
+    import math
+
     from gradlab.checks.context import Options
     from gradlab.model import VARIANT_FAMILIES, canonical_check
+    from gradlab.repro import ReproCommand
 
     if mode not in ("auto", "dense", "fast"):
         raise _fail(f"--mode: expected auto, dense or fast, got {mode!r}")
@@ -152,13 +150,17 @@ def _check_options(what: list[str], dtype: list[str] | None, device: list[str] |
             raise _fail(f"--variant: unknown family {bad[0]!r} (expected one of "
                         f"{', '.join(VARIANT_FAMILIES)})")
         chosen_variants = frozenset(variant)
-    if budget is not None and budget <= 0:
+    if budget is not None and not (math.isfinite(budget) and budget > 0):
         raise _fail("--budget: expected a positive number of seconds")
+    if not (math.isfinite(timeout) and timeout >= 0):
+        raise _fail(f"--timeout: expected seconds >= 0 (0: no limit), got {timeout:g}")
     devices = _devices(device, available=not skip_unavailable)
     return Options(dtypes=_dtypes(dtype), devices=devices, seed=seed, strict=strict,
-                   skip_unavailable=skip_unavailable,
+                   skip_unavailable=skip_unavailable, isolate=isolate,
+                   timeout=timeout or None,
                    checks=chosen_checks, variants=chosen_variants, mode=mode, budget=budget,
-                   repro_dir=str(report_dir / "repro"), repro_command=repro_command(what, seed))
+                   repro_dir=str(report_dir / "repro"),
+                   repro_command=ReproCommand(tuple(what), seed))
 
 
 @app.command()
@@ -191,28 +193,75 @@ def check(
     skip_unavailable: Annotated[bool, typer.Option("--skip-unavailable", help="skip (and say "
                                                    "so) the cases on a device this machine "
                                                    "lacks, instead of exit 2")] = False,
+    isolate: Annotated[bool, typer.Option("--isolate/--no-isolate", help="run cases in a "
+                                          "worker process: a segfault, exit or hang fails "
+                                          "that case only")] = True,
+    timeout: Annotated[float, typer.Option("--timeout", help="seconds one case may run "
+                                           "(isolated runs only; 0: no limit)")
+                       ] = DEFAULT_TIMEOUT_S,
 ) -> None:
     """Check gradients: reference comparison, contract, variants, Jacobians, second order."""
-    from gradlab.checks.runner import plan, run
-    from gradlab.render.check import render_check
-    from gradlab.render.files import write_check_reports
-
     options = _check_options(what, dtype, device, report_dir, seed, variants, variant, only,
-                             mode, budget, strict, skip_unavailable)
+                             mode, budget, strict, skip_unavailable, isolate, timeout)
+    if isolate:
+        from gradlab.checks.isolate import warm_up
+
+        warm_up()
     try:
         targets = _targets(what, case)
     except GradlabError as exc:
         raise _fail(str(exc), exc.exit_code) from None
     _require_devices(targets, options.devices, skip_unavailable)
-    with progress("checking", sum(1 for _ in plan(targets, options))) as step:
-        report = run(targets, options,
-                     on_rows=lambda rows: step(f"{rows[0].op}/{rows[0].case}") if rows else None)
-    render_check(report, out)
+    _finish_check(_run_check(targets, options), report_dir)
+
+
+def _finish_check(report: Any, report_dir: Path) -> None:
+    """Render, write the report, then say the verdict and exit with its code."""
+    from gradlab.render.check import render_check, render_verdict
+    from gradlab.render.files import write_check_reports
+
+    render_check(report, out, verdict=False)
     paths = write_check_reports(report, report_dir)
+    # the verdict comes once the report is safely on disk
+    render_verdict(report, out)
     out.print(f"report: {paths[0]}", markup=False, highlight=False)
+    if report.interrupted:
+        err.print(f"gradlab: interrupted; the partial report is {paths[0]}", markup=False,
+                  highlight=False, soft_wrap=True)
+        raise typer.Exit(int(ExitCode.INTERRUPTED))
     if report.internal_errors:
         raise typer.Exit(int(ExitCode.INTERNAL))
     raise typer.Exit(int(ExitCode.OK if report.passed else ExitCode.CHECK_FAILED))
+
+
+def _run_check(targets: list[Any], options: Any) -> Any:
+    """Run the checks with a progress bar (a terminal) or progress lines (a log)."""
+    from dataclasses import replace
+
+    from gradlab.checks.isolate import picklable
+    from gradlab.checks.runner import plan, run
+    from gradlab.render.progress import LogProgress, progress
+
+    if options.isolate:
+        why = picklable(targets, options)
+        if why:
+            err.print(f"gradlab: running in-process (cannot isolate: {why})", markup=False,
+                      highlight=False, soft_wrap=True)
+            options = replace(options, isolate=False)
+    log = None if err.is_terminal else LogProgress(err)
+    with sigterm_as_interrupt(), progress("checking", sum(1 for _ in plan(targets, options)),
+                                          err) as step:
+        def on_rows(rows: list[Any]) -> None:
+            if rows:
+                step(f"{rows[0].op}/{rows[0].case}")
+            if log is not None:
+                log.rows_done(rows)
+
+        report = run(targets, options, on_rows=on_rows,
+                     on_wait=log.waiting if log is not None else None)
+    if log is not None:
+        log.flush()
+    return report
 
 
 @app.command()
@@ -246,6 +295,7 @@ def bench(
     from gradlab import bench as core
     from gradlab.render.bench import render_bench
     from gradlab.render.benchfile import write_bench_reports
+    from gradlab.render.progress import progress
 
     if not (math.isfinite(min_time) and min_time > 0):
         raise _fail(f"--min-time: expected a positive number of seconds, got {min_time:g}")
@@ -264,7 +314,7 @@ def bench(
         total = core.total_steps(targets, options)
         if options.cases and not total:
             raise _fail(f"--case: no bench case named {', '.join(options.cases)}")
-        with progress("benchmarking", total) as step:
+        with progress("benchmarking", total, err) as step:
             report = core.run(targets, options, on_step=step)
     except GradlabError as exc:
         raise _fail(str(exc), exc.exit_code) from None

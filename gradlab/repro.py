@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -36,3 +38,18 @@ def save_failures(rows: list[CheckRow], target: Target, case: Case, dtype: str, 
     line = command(case.name, dtype, device) if command else ""
     for r in failed:
         r.repro, r.repro_command = str(path), line
+
+
+@dataclass(frozen=True)
+class ReproCommand:
+    """How the `gradlab check` command line that re-runs one case of a run reads: what the run
+    was given, its seed, and the case (a class rather than a closure so that it travels to
+    worker processes)."""
+
+    what: tuple[str, ...]
+    seed: int
+
+    def __call__(self, case: str, dtype: str, device: str) -> str:
+        head = "gradlab check " + " ".join(shlex.quote(w) for w in self.what)
+        tail = f" --seed {self.seed}" if self.seed else ""
+        return f"{head} --case {shlex.quote(case)} --dtype {dtype} --device {device}{tail}"

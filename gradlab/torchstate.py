@@ -7,7 +7,7 @@ after `gradlab.check` returns).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from typing import Any
@@ -53,11 +53,16 @@ class TorchState:
                 if getattr(self, f.name) != getattr(other, f.name)]
 
     def restore(self) -> None:
-        torch.set_default_dtype(self.default_dtype)
-        torch.set_grad_enabled(self.grad_enabled)
-        torch.autograd.set_detect_anomaly(self.anomaly_mode)
-        torch.use_deterministic_algorithms(self.deterministic_algorithms)
-        torch.set_num_threads(self.num_threads)
+        """Set back what differs from now (only that: the first call of
+        torch.use_deterministic_algorithms imports torch._dynamo, over a second)."""
+        setters: dict[str, Callable[[Any], Any]] = {
+            "default_dtype": torch.set_default_dtype,
+            "grad_enabled": torch.set_grad_enabled,
+            "anomaly_mode": torch.autograd.set_detect_anomaly,
+            "deterministic_algorithms": torch.use_deterministic_algorithms,
+            "num_threads": torch.set_num_threads}
+        for name, old, _ in self.changed(TorchState.now()):
+            setters[name](old)
 
 
 @contextmanager

@@ -35,6 +35,11 @@ class Options:
     strict: bool = False
     #: cases on a device this machine lacks are declared skips instead of failing the run.
     skip_unavailable: bool = False
+    #: run each work item in a worker process (see gradlab.checks.isolate): a segfault, exit
+    #: or hang fails that item only.  Needs picklable targets (every spec's are).
+    isolate: bool = False
+    #: seconds one work item may take in a worker before it is stopped (None: no limit).
+    timeout: float | None = None
 
 
 @dataclass

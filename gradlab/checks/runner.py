@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 
 import torch
@@ -21,6 +22,7 @@ from gradlab.checks.context import (
 )
 from gradlab.checks.contract import contract_row
 from gradlab.checks.execute import run_once
+from gradlab.checks.isolate import OnWait, Worker, lost_item_row
 from gradlab.checks.numerical import jacobian_check
 from gradlab.checks.second_order import second_order_row
 from gradlab.checks.variants import variant_rows
@@ -73,7 +75,7 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
                 rows[-1].hint = "no_chain_rule"
     elif got.error is not None:
         ctx.crash_row("base", "forward", got.error)
-    if "contract" in checks and got.stage != "forward":
+    if "contract" in checks and (got.error is None or got.contract):
         # a backward that raised may still have shown what it returns
         contract_row(ctx, "base", got.contract, passing=True, unavailable=got.raw_unavailable,
                      no_custom=got.no_custom)
@@ -118,44 +120,80 @@ def numerical_rows(target: Target, case: Case, device: str, options: Options,
 def plan(targets: Sequence[Target], options: Options) -> Iterator[Item]:
     """The work items in order: ("case", t, case, dtype, device) then ("numerical", ...)."""
     for t in targets:
+        numerical = bool(enabled_checks(t, options) & {"jacobian", "second_order"})
         for case in t.op.cases:
             for device in options.devices or t.devices or ("cpu",):
                 for dtype in options.dtypes or t.dtypes or t.op.dtypes:
                     yield "case", t, case, dtype, device
-                yield "numerical", t, case, t.numerical_dtype, device
+                if numerical:
+                    yield "numerical", t, case, t.numerical_dtype, device
 
 
 def run(targets: Sequence[Target], options: Options | None = None,
-        on_rows: Callable[[list[CheckRow]], None] | None = None) -> Report:
-    """Run every check of every target; `on_rows` sees each batch of rows as it is made."""
+        on_rows: Callable[[list[CheckRow]], None] | None = None,
+        on_wait: OnWait | None = None) -> Report:
+    """Run every check of every target; `on_rows` sees each batch of rows as it is made,
+    `on_wait(label, seconds)` is called while an isolated item runs (a heartbeat).
+
+    Ctrl-C (KeyboardInterrupt) stops the run: the rows made so far come back with
+    `report.interrupted` set.
+    """
     options = options or Options()
     caller = TorchState.now()
+    report = Report(env=environment(seed=options.seed))
     try:
-        return _run_all(targets, options, on_rows)
+        with executor(targets, options, on_wait) as execute:
+            _run_all(targets, options, execute, report, on_rows)
+    except KeyboardInterrupt:
+        report.interrupted = True
     finally:
         caller.restore()  # the API hands the caller's settings back as it found them
-
-
-def _run_all(targets: Sequence[Target], options: Options,
-             on_rows: Callable[[list[CheckRow]], None] | None) -> Report:
-    with intra_op_threads(options.threads):
-        report = Report(env=environment(seed=options.seed))
-        start = time.perf_counter()
-        item_options = options
-        for item in plan(targets, options):
-            elapsed = time.perf_counter() - start
-            if options.budget is not None:
-                if elapsed > options.budget:
-                    report.truncated = True
-                    break
-                if options.mode == "auto" and elapsed > BUDGET_FAST_FRACTION * options.budget:
-                    # Half the budget gone: cheap random probes instead of dense Jacobians.
-                    item_options = replace(options, mode="fast")
-            rows = item_rows(item, item_options)
-            report.extend(rows)
-            if on_rows is not None:
-                on_rows(rows)
     return report
+
+
+#: execute(index, item, options) -> the item's rows.
+Execute = Callable[[int, Item, Options], list[CheckRow]]
+
+
+@contextmanager
+def executor(targets: Sequence[Target], options: Options,
+             on_wait: OnWait | None) -> Iterator[Execute]:
+    """How items run: here, or in a worker process when options.isolate."""
+    if not options.isolate:
+        with intra_op_threads(options.threads):
+            yield lambda index, item, opts: item_rows(item, opts)
+        return
+    with Worker(targets, options, plan, item_rows) as worker:
+        def execute(index: int, item: Item, opts: Options) -> list[CheckRow]:
+            outcome = worker.run_item(index, opts, opts.timeout, on_wait, item_label(item))
+            return outcome.rows if outcome.rows is not None else [lost_item_row(item, outcome)]
+
+        yield execute
+
+
+def item_label(item: Item) -> str:
+    """'op/case dtype device' (what a heartbeat names)."""
+    kind, t, case, dtype, device = item
+    return f"{t.op.name}/{case.name} {dtype if kind == 'case' else 'numerical'} {device}"
+
+
+def _run_all(targets: Sequence[Target], options: Options, execute: Execute, report: Report,
+             on_rows: Callable[[list[CheckRow]], None] | None) -> None:
+    start = time.perf_counter()
+    item_options = options
+    for index, item in enumerate(plan(targets, options)):
+        elapsed = time.perf_counter() - start
+        if options.budget is not None:
+            if elapsed > options.budget:
+                report.truncated = True
+                break
+            if options.mode == "auto" and elapsed > BUDGET_FAST_FRACTION * options.budget:
+                # Half the budget gone: cheap random probes instead of dense Jacobians.
+                item_options = replace(options, mode="fast")
+        rows = execute(index, item, item_options)
+        report.extend(rows)
+        if on_rows is not None:
+            on_rows(rows)
 
 
 def item_rows(item: Item, options: Options) -> list[CheckRow]:
@@ -176,7 +214,8 @@ def item_rows(item: Item, options: Options) -> list[CheckRow]:
         try:
             rows = (case_rows(t, case, dtype, device, options, seed) if kind == "case"
                     else numerical_rows(t, case, device, options, seed))
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
+            # sys.exit() inside a Function is its crash, not the end of the run
             rows = [escaped_row(exc, CheckRow(t.op.name, case.name, dtype, device, "base",
                                               check, ERROR))]
         after = TorchState.now()
@@ -199,7 +238,7 @@ def item_rows(item: Item, options: Options) -> list[CheckRow]:
     return rows
 
 
-def escaped_row(exc: Exception, row: CheckRow) -> CheckRow:
+def escaped_row(exc: BaseException, row: CheckRow) -> CheckRow:
     """The row for an exception that escaped every check: the Function's crash when its code is
     on the traceback, else an internal gradlab error with the whole traceback."""
     row.note = first_line(exc)

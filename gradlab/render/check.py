@@ -94,12 +94,19 @@ def failure_lines(report: Report) -> list[Text]:
     return lines
 
 
-def render_check(report: Report, console: Console) -> None:
-    """Print the summary table, the failures and a one-line verdict."""
+def render_check(report: Report, console: Console, *, verdict: bool = True) -> None:
+    """Print the summary table, the failures and (unless the caller prints it later, once the
+    report is on disk) the one-line verdict."""
     console.print(check_table(report))
     for line in failure_lines(report):
         # no wrapping: a repro command must stay one copyable line
         console.print(line, soft_wrap=True)
+    if verdict:
+        render_verdict(report, console)
+
+
+def render_verdict(report: Report, console: Console) -> None:
+    """The one-line verdict, PASSED in green or FAILED in red."""
     console.print(Text(verdict_line(report), style="bold green" if report.passed else "bold red"))
 
 
@@ -114,6 +121,8 @@ def verdict_line(report: Report) -> str:
     if not any(r.ran for r in report.rows):
         verdict += " (nothing was checked)"
     extra = " (stopped early by --budget)" if report.truncated else ""
+    if report.interrupted:
+        verdict, extra = "INTERRUPTED", " (partial: only the cases finished before the stop)"
     return (f"{verdict}: {counts[PASS]} passed, {counts[FAIL]} failed, {counts[ERROR]} errors, "
             f"{counts[SKIP]} skipped{_by_reason(report.counts_by_reason(SKIP))}, "
             f"{counts[WARN]} warnings{_by_reason(report.counts_by_reason(WARN))}{extra}")

@@ -28,9 +28,11 @@ def write_check_reports(report: Report, folder: str | Path) -> list[Path]:
     csv_path = out / f"{name}.csv"
     frame = report.to_frame()
     frame.insert(len(COLUMNS), "message", [message(r) for r in report.rows])
+    frame["interrupted"] = report.interrupted
     frame.to_csv(csv_path, index=False)
     json_path = out / f"{name}.json"
     payload = {"env": report.env, "passed": report.passed, "truncated": report.truncated,
+               "interrupted": report.interrupted,
                "columns": list(COLUMNS),
                "rows": [r.as_dict() | {"message": message(r)} for r in report.rows]}
     json_path.write_text(json.dumps(payload, indent=1, default=str), encoding="utf-8")

@@ -41,6 +41,8 @@ HINTS: dict[str, str] = {
     "global_state": "the Function changed a global torch setting and did not restore it",
     "undefined_grad": "backward fails when an output's gradient is undefined (None)",
     "crash": "the Function raised an exception",
+    "timeout": "the case ran past --timeout (a hang, or a case too big for the limit)",
+    "worker_died": "the process running the case died (segfault, os._exit, out of memory?)",
     "size1_only": "fails only for size-1 dimensions (a squeeze() shape edge case?)",
     "second_order_missing": "double backward raises where the reference supports it (a "
                             "gradient penalty through this Function will crash in training): "

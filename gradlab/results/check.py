@@ -167,6 +167,8 @@ class Report:
     env: dict[str, Any] = field(default_factory=dict)
     #: true when --budget stopped the run early (rows not run are missing, not passed).
     truncated: bool = False
+    #: true when Ctrl-C or SIGTERM stopped the run (the rows are those finished before).
+    interrupted: bool = False
 
     @property
     def passed(self) -> bool:
@@ -175,7 +177,7 @@ class Report:
         A failed or errored row, a skip nobody declared, or a run stopped early is not a pass;
         `warn` rows are (unless required: then the runner made them failures).
         """
-        return (any(r.ran for r in self.rows) and not self.truncated
+        return (any(r.ran for r in self.rows) and not self.truncated and not self.interrupted
                 and not any(r.failed or r.unverified for r in self.rows))
 
     @property

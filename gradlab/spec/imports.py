@@ -23,8 +23,11 @@ def load_object(ref: str, key: str) -> Any:
         sys.path.insert(0, str(Path.cwd()))
     try:
         obj: Any = importlib.import_module(module_name)
-    except Exception as exc:
-        raise fail(key, f"cannot import {module_name!r}: {type(exc).__name__}: {exc}") from None
+    except (Exception, SystemExit) as exc:
+        # a module that calls sys.exit() on import is a bad reference, not the end of gradlab
+        text = f"{type(exc).__name__}: {exc}".splitlines()[0][:200] if str(exc) else \
+            type(exc).__name__
+        raise fail(key, f"cannot import {module_name!r}: {text}") from None
     for part in attr.split("."):
         if not hasattr(obj, part):
             raise fail(key, f"module {module_name!r} has no attribute {attr!r}")

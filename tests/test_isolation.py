@@ -1,0 +1,126 @@
+"""Runs that survive the code they check: worker processes, timeouts, signals, exit codes.
+
+tests/data/faulty/faulty.yaml holds Functions that raise, return NaN, hang, call os._exit or
+sys.exit, segfault and change global state, each followed by a correct op.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import DATA
+
+from gradlab.checks import runner
+from gradlab.checks.context import Options
+from gradlab.checks.isolate import describe_exit, picklable
+from gradlab.spec import resolve
+
+FAULTY = DATA / "faulty"
+REPO = Path(__file__).resolve().parent.parent
+
+
+def gradlab_cli(*args: str, cwd: Path, **kw: object) -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="100")
+    return subprocess.Popen([sys.executable, "-m", "gradlab", *args], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def report_rows(folder: Path) -> tuple[pd.DataFrame, dict[str, object]]:
+    (csv,) = folder.glob("check-*.csv")
+    (js,) = folder.glob("check-*.json")
+    return pd.read_csv(csv), json.loads(js.read_text())
+
+
+def test_faulty_functions_fail_alone_and_the_run_completes(tmp_path: Path) -> None:
+    proc = gradlab_cli("check", "faulty.yaml", "--timeout", "3", "--report-dir", str(tmp_path),
+                       cwd=FAULTY)
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 1, out + err
+    assert "Traceback" not in out + err
+    frame, doc = report_rows(tmp_path)
+    failed = set(frame[frame["status"].isin(["fail", "error"])]["op"])
+    assert failed == {"Raises", "NanForward", "Hangs", "Exits", "SysExits", "Segfaults",
+                      "ChangesState"}
+    ok = frame[frame["op"].str.startswith("ok_after_")]
+    assert set(ok["op"]) == {f"ok_after_{n}" for n in failed}
+    assert set(ok["status"]) == {"pass"}, ok[ok["status"] != "pass"]
+    hints = dict(zip(frame["op"] + "/" + frame["check"], frame["hint"], strict=False))
+    assert hints["Hangs/forward"] == "timeout"
+    assert hints["Exits/forward"] == "worker_died"
+    assert hints["Segfaults/forward"] == "worker_died"
+    assert "SIGSEGV" in " ".join(frame[frame["op"] == "Segfaults"]["note"].astype(str))
+    assert doc["passed"] is False
+
+
+def test_sys_exit_in_process_is_the_functions_crash() -> None:
+    sys.path.insert(0, str(FAULTY))
+    try:
+        bad = resolve(str(FAULTY / "faulty.yaml"))[8]
+        report = runner.run([bad], Options(isolate=False))
+    finally:
+        sys.path.remove(str(FAULTY))
+    assert bad.op.name == "SysExits"
+    assert any(r.status == "error" and "SystemExit: 5" in r.note for r in report.rows)
+
+
+def test_sigint_half_way_exits_130_with_a_readable_partial_report(tmp_path: Path) -> None:
+    proc = gradlab_cli("check", "specs/", "--report-dir", str(tmp_path), cwd=REPO)
+    assert proc.stderr is not None
+    # progress lines in a log: wait until the first op is done, then interrupt
+    deadline = time.monotonic() + 120
+    for line in proc.stderr:
+        if line.startswith("checked ") or time.monotonic() > deadline:
+            break
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out + err
+    assert "partial report" in err
+    frame, doc = report_rows(tmp_path)
+    assert len(frame) > 0 and doc["interrupted"] is True and doc["passed"] is False
+    assert "INTERRUPTED" in out
+
+
+def test_sigterm_is_an_interrupt_too(tmp_path: Path) -> None:
+    proc = gradlab_cli("check", "specs/", "--report-dir", str(tmp_path), cwd=REPO)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if line.startswith("checked "):
+            break
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out + err
+    _, doc = report_rows(tmp_path)
+    assert doc["interrupted"] is True
+
+
+def test_an_import_time_sys_exit_is_a_one_line_spec_error(tmp_path: Path) -> None:
+    (tmp_path / "exits_on_import.py").write_text("import sys\nsys.exit(3)\n")
+    (tmp_path / "s.yaml").write_text("function: exits_on_import:f\nargs: [{shape: [2]}]\n")
+    proc = gradlab_cli("check", "s.yaml", "--report-dir", str(tmp_path), cwd=tmp_path)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2, out + err
+    assert err.strip().count("\n") == 0 and "cannot import 'exits_on_import'" in err
+
+
+def test_a_lambda_cannot_travel_and_is_said_so() -> None:
+    target = resolve("exp")[0]
+    assert picklable([target], Options()) == ""
+    from dataclasses import replace
+
+    local = replace(target, op=replace(target.op, function=lambda x: x.exp()))
+    assert "pickle" in picklable([local], Options()).lower()
+
+
+@pytest.mark.parametrize(("code", "words"), [(-11, "killed by SIGSEGV"),
+                                             (-9, "killed by SIGKILL (out of memory?)"),
+                                             (5, "exit code 5")])
+def test_exit_statuses_in_words(code: int, words: str) -> None:
+    assert describe_exit(code) == words
