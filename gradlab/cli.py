@@ -373,7 +373,14 @@ def main() -> None:
             sys.exit(int(ExitCode.BAD_INPUT))
         if type(exc).__name__ == "Abort":
             sys.exit(int(ExitCode.INTERRUPTED))
-        raise
+        # anything else is a bug in gradlab: its own exit code, never 1 (a failed check)
+        import traceback
+
+        traceback.print_exc()
+        err.print(f"gradlab: internal error: {type(exc).__name__}: {exc} (a gradlab bug; please "
+                  "report it with the traceback above)", markup=False, highlight=False,
+                  soft_wrap=True)
+        sys.exit(int(ExitCode.INTERNAL))
     sys.exit(code if isinstance(code, int) else 0)
 
 

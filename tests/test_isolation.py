@@ -124,3 +124,18 @@ def test_a_lambda_cannot_travel_and_is_said_so() -> None:
                                              (5, "exit code 5")])
 def test_exit_statuses_in_words(code: int, words: str) -> None:
     assert describe_exit(code) == words
+
+
+def test_an_internal_error_in_the_cli_is_exit_3(monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from gradlab import cli
+
+    def broken(*args: object) -> None:
+        raise AttributeError("gradlab's own bug")
+
+    monkeypatch.setattr(cli, "_targets", broken)
+    monkeypatch.setattr(sys, "argv", ["gradlab", "check", "exp", "--no-isolate"])
+    with pytest.raises(SystemExit) as exc:
+        cli.main()
+    assert exc.value.code == 3
+    assert "internal error: AttributeError: gradlab's own bug" in capsys.readouterr().err
