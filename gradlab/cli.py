@@ -6,6 +6,7 @@ Heavy imports (torch, pandas, the engine) happen inside the commands so `gradlab
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from collections.abc import Iterator
@@ -20,9 +21,16 @@ from gradlab.errors import ExitCode, GradlabError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Verify and benchmark gradients of custom torch.autograd.Functions.")
-# Piped output (CI logs, files) gets a wide fixed width instead of rich's 80 columns.
-out = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+
+
+def _width(stream: Any) -> int | None:
+    """Console width: the terminal's, or COLUMNS (rich reads it), else 160 when piped (CI
+    logs and files are read in wide windows; rich's fallback is 80)."""
+    return None if stream.isatty() or os.environ.get("COLUMNS", "").isdigit() else 160
+
+
+out = Console(width=_width(sys.stdout))
+err = Console(stderr=True, width=_width(sys.stderr))
 
 DEFAULT_REPORT_DIR = "reports"
 #: Per-case limit of `check` (isolated runs): far above any normal case (the bundled ones take
@@ -199,6 +207,8 @@ def check(
     timeout: Annotated[float, typer.Option("--timeout", help="seconds one case may run "
                                            "(isolated runs only; 0: no limit)")
                        ] = DEFAULT_TIMEOUT_S,
+    wide: Annotated[bool, typer.Option("--wide", help="every column, whatever the width")
+                    ] = False,
 ) -> None:
     """Check gradients: reference comparison, contract, variants, Jacobians, second order."""
     options = _check_options(what, dtype, device, report_dir, seed, variants, variant, only,
@@ -212,15 +222,15 @@ def check(
     except GradlabError as exc:
         raise _fail(str(exc), exc.exit_code) from None
     _require_devices(targets, options.devices, skip_unavailable)
-    _finish_check(_run_check(targets, options), report_dir)
+    _finish_check(_run_check(targets, options), report_dir, wide)
 
 
-def _finish_check(report: Any, report_dir: Path) -> None:
+def _finish_check(report: Any, report_dir: Path, wide: bool = False) -> None:
     """Render, write the report, then say the verdict and exit with its code."""
     from gradlab.render.check import render_check, render_verdict
     from gradlab.render.files import write_check_reports
 
-    render_check(report, out, verdict=False)
+    render_check(report, out, verdict=False, wide=wide)
     paths = write_check_reports(report, report_dir)
     # the verdict comes once the report is safely on disk
     render_verdict(report, out)
@@ -262,6 +272,26 @@ def _run_check(targets: list[Any], options: Any) -> Any:
     if log is not None:
         log.flush()
     return report
+
+
+@app.command()
+def repro(
+    file: Annotated[Path, typer.Argument(help="a repro file (reports/repro/*.pt)")],
+    report_dir: ReportDir = Path(DEFAULT_REPORT_DIR),
+    wide: Annotated[bool, typer.Option("--wide", help="every column, whatever the width")
+                    ] = False,
+) -> None:
+    """Re-run one failing case on the inputs saved in its repro file."""
+    from gradlab.checks.context import Options
+    from gradlab.checks.runner import run
+    from gradlab.repro import load_repro
+
+    try:
+        target, dtype, device, seed = load_repro(file)
+    except GradlabError as exc:
+        raise _fail(str(exc), exc.exit_code) from None
+    options = Options(dtypes=(dtype,), devices=(device,), seed=seed, skip_unavailable=True)
+    _finish_check(run([target], options), report_dir, wide)
 
 
 @app.command()

@@ -1,5 +1,10 @@
-"""Repro files: a failing case's inputs saved with torch.save, beside the command that re-runs it
-(the caller says how that command reads: the CLI knows its own command line)."""
+"""Repro files: a failing case's inputs saved with torch.save, the command that re-runs the case,
+and reading a file back (`gradlab repro FILE.pt`).
+
+A file holds a dict: op, case, dtype, device, seed and source (the spec it came from), the
+case's concrete args and kwargs exactly as the Function got them (tensors with their strides),
+which of them require grad, and the failing rows as plain data.
+"""
 
 from __future__ import annotations
 
@@ -33,6 +38,8 @@ def save_failures(rows: list[CheckRow], target: Target, case: Case, dtype: str, 
     torch.save({"op": target.op.name, "case": case.name, "dtype": dtype, "device": device,
                 "seed": seed, "source": target.source,
                 "args": [a.detach() if isinstance(a, torch.Tensor) else a for a in inputs.args],
+                "requires_grad": [isinstance(a, torch.Tensor) and a.requires_grad
+                                  for a in inputs.args],
                 "kwargs": inputs.kwargs,
                 "failures": [r.as_dict() for r in failed]}, path)
     line = command(case.name, dtype, device) if command else ""
@@ -53,3 +60,34 @@ class ReproCommand:
         head = "gradlab check " + " ".join(shlex.quote(w) for w in self.what)
         tail = f" --seed {self.seed}" if self.seed else ""
         return f"{head} --case {shlex.quote(case)} --dtype {dtype} --device {device}{tail}"
+
+
+def load_repro(path: str | Path) -> tuple[Target, str, str, int]:
+    """The target of a saved failing case, its one case made of the saved inputs, and the
+    dtype, device and seed it ran with.  Raises GradlabError with a one-line reason."""
+    from dataclasses import replace
+
+    from gradlab.errors import GradlabError
+    from gradlab.spec import resolve
+
+    try:
+        data = torch.load(path, weights_only=True)
+        source, op, case = str(data["source"]), str(data["op"]), str(data["case"])
+        dtype, device, seed = str(data["dtype"]), str(data["device"]), int(data["seed"])
+        args, kwargs = list(data["args"]), dict(data["kwargs"])
+        for i, needs in enumerate(data.get("requires_grad", [])):
+            if needs:
+                args[i].requires_grad_(True)
+    except (OSError, KeyError, TypeError, ValueError, RuntimeError) as exc:
+        raise GradlabError(f"{path}: not a gradlab repro file ({type(exc).__name__}: "
+                           f"{str(exc).splitlines()[0][:200] if str(exc) else ''})") from None
+    if source == "python":
+        raise GradlabError(f"{path}: saved from the Python API, which gradlab cannot re-import: "
+                           "torch.load it and pass its args to gradlab.check")
+    spec = source.split(": ops[")[0]
+    target = next((t for t in resolve(spec) if t.op.name == op), None)
+    if target is None:
+        raise GradlabError(f"{path}: {spec} has no op named {op!r} any more")
+    old = next((c for c in target.op.cases if c.name == case), None)
+    saved = Case(case, tuple(args), kwargs, old.size1 if old is not None else ())
+    return replace(target, op=replace(target.op, cases=(saved,))), dtype, device, seed

@@ -58,7 +58,7 @@ def compare(got: Tensor, want: Tensor, tol: Tolerance, k: int = TOP_K, *, scaled
         bad |= ~torch.isfinite(g) | ~torch.isfinite(w)
     err = torch.where(bad, torch.full_like(err, float("inf")), torch.nan_to_num(err, nan=0.0))
     wrong = bad | (err > tol.atol + tol.rtol * w.abs())
-    rel = torch.nan_to_num(err / w.abs().clamp(min=tol.atol), nan=0.0)
+    rel = torch.nan_to_num(err / w.abs().clamp(min=tol.atol), nan=0.0, posinf=float("inf"))
     order = torch.argsort(err, descending=True)[:k]
     worst = [(int(i), float(g[i]), float(w[i])) for i in order if wrong[i]]
     # cosine and best-fit ratio of the finite part; the non-finite entries are counted apart

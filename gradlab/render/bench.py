@@ -6,7 +6,7 @@ The only bench module that imports rich; gradlab.bench hands it plain data.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gradlab.bench.compare import CompareRow
+from gradlab.render.tables import Column, fit
 from gradlab.results.bench import BenchReport, BenchRow
 from gradlab.results.status import ERROR, PASS, SKIP
 
@@ -61,39 +62,53 @@ def env_line(env: Mapping[str, Any]) -> str:
     return " · ".join(parts)
 
 
-def bench_table(report: BenchReport, title: str = "gradlab bench") -> Table:
-    """One line per op, case, dtype, device, implementation and phase."""
-    table = Table(title=title, caption=env_line(report.env), header_style="bold")
-    right = {"median", "IQR", "min", "n", "saved", "peak mem", "first call"}
-    keys = ("op", "case", "dtype", "device", "impl", "phase")
-    widths = {k: max([len(k), *(len(str(getattr(r, k))) for r in report.rows)]) for k in keys}
-    for col in (*keys, "median", "IQR", "min", "n", "noisy", "speedup [95% CI]", "saved",
-                "peak mem", "first call"):
-        # the columns that say which row is which are never cut short
-        table.add_column(col, justify="right" if col in right else "left",
-                         no_wrap=col.startswith("speedup") or col in keys,
-                         min_width=widths.get(col))
-    for r in report.rows:
-        if r.status != PASS:
-            table.add_row(r.op, r.case, r.dtype, r.device, r.impl, r.phase,
-                          Text(r.status, style=_STATUS_STYLE.get(r.status, "")), "", "", "", "",
-                          "", "", fmt_bytes(r.saved_bytes), fmt_bytes(r.peak_mem_bytes),
-                          fmt_time(r.first_call_s))
-            continue
-        table.add_row(r.op, r.case, r.dtype, r.device, r.impl, r.phase, fmt_time(r.median_s),
-                      fmt_time(r.iqr_s), fmt_time(r.min_s), str(r.n),
-                      Text("noisy", style="yellow") if r.noisy else Text(""),
-                      fmt_speedup(r), fmt_bytes(r.saved_bytes), fmt_bytes(r.peak_mem_bytes),
-                      fmt_time(r.first_call_s))
-    return table
+def _speedup_cell(r: BenchRow) -> Text:
+    return fmt_speedup(r) if r.status == PASS else Text("")
 
 
-def render_bench(report: BenchReport, console: Console) -> None:
-    """Print the table, the error notes and a one-line summary."""
-    console.print(bench_table(report))
+def _timed(fn: Callable[[BenchRow], str]) -> Callable[[BenchRow], str]:
+    """A timing cell: blank on a row that did not run."""
+    return lambda r: fn(r) if r.status == PASS else ""
+
+
+#: One line per op, case, dtype, device, implementation and phase.
+BENCH_TABLE = (
+    Column("op", lambda r: r.op), Column("case", lambda r: r.case),
+    Column("dtype", lambda r: r.dtype), Column("device", lambda r: r.device),
+    Column("impl", lambda r: r.impl), Column("phase", lambda r: r.phase),
+    Column("status", lambda r: Text(r.status, style=_STATUS_STYLE.get(r.status, ""))),
+    Column("median", _timed(lambda r: fmt_time(r.median_s)), right=True),
+    Column("IQR", _timed(lambda r: fmt_time(r.iqr_s)), right=True),
+    Column("min", _timed(lambda r: fmt_time(r.min_s)), right=True),
+    Column("n", _timed(lambda r: str(r.n)), right=True),
+    Column("noisy", lambda r: Text("noisy", style="yellow") if r.noisy else Text("")),
+    Column("speedup [95% CI]", _speedup_cell),
+    Column("saved", lambda r: fmt_bytes(r.saved_bytes), right=True),
+    Column("peak mem", lambda r: fmt_bytes(r.peak_mem_bytes), right=True),
+    Column("first call", lambda r: fmt_time(r.first_call_s), right=True))
+#: Dropped in this order when the table does not fit.
+BENCH_DROP = ("first call", "min", "IQR", "n", "status", "noisy", "device", "dtype", "saved")
+
+
+def bench_table(report: BenchReport, title: str = "gradlab bench",
+                width: int | None = None) -> Table:
+    """One line per op, case, dtype, device, implementation and phase, fitted to `width`.
+
+    Peak memory is measured on CUDA only: on a CPU-only run the column is left out.
+    """
+    cols = [c for c in BENCH_TABLE
+            if c.header != "peak mem" or any(r.peak_mem_bytes is not None for r in report.rows)]
+    return fit(cols, report.rows, width, title, BENCH_DROP, caption=env_line(report.env),
+               identity=("device", "dtype"))
+
+
+def render_bench(report: BenchReport, console: Console, wide: bool = False) -> None:
+    """Print the table, the errors and notes, and a one-line summary."""
+    console.print(bench_table(report, width=None if wide else console.width))
     for r in report.rows:
-        if r.status == ERROR:
-            line = Text("ERROR ", style=_STATUS_STYLE[ERROR])
+        if r.status == ERROR or (r.note and r.note != "no significant difference"):
+            line = Text("ERROR " if r.status == ERROR else "note: ",
+                        style=_STATUS_STYLE[ERROR] if r.status == ERROR else "yellow")
             line.append(f"{r.op} / {r.case} / {r.dtype} / {r.device} / {r.impl} / {r.phase}: ",
                         style="bold")
             line.append(r.note)
@@ -109,31 +124,40 @@ def render_bench(report: BenchReport, console: Console) -> None:
     console.print(Text(summary, style="bold red" if report.errors else "bold"))
 
 
+def _change(c: CompareRow) -> Text:
+    style = "bold red" if c.regression else ("green" if c.note == "faster" else "")
+    return Text("-" if c.change_pct is None else f"{c.change_pct:+.1f}%", style=style)
+
+
+#: Side by side: old median, new median, change %, its interval and the verdict.
+COMPARE_TABLE = (
+    Column("op", lambda c: c.op), Column("case", lambda c: c.case),
+    Column("dtype", lambda c: c.dtype), Column("device", lambda c: c.device),
+    Column("impl", lambda c: c.impl), Column("phase", lambda c: c.phase),
+    Column("old median", lambda c: fmt_time(c.old_median_s), right=True),
+    Column("new median", lambda c: fmt_time(c.new_median_s), right=True),
+    Column("change", _change, right=True),
+    Column("new/old [95% CI]", lambda c: "-" if c.ratio_low is None or c.ratio_high is None
+           else f"[{c.ratio_low:.3f}, {c.ratio_high:.3f}]"),
+    Column("significant", lambda c: "yes" if c.significant else "no"),
+    Column("note", lambda c: Text(c.note, style="bold red" if c.regression else (
+        "green" if c.note == "faster" else ""))))
+COMPARE_DROP = ("significant", "device", "dtype", "old median", "new/old [95% CI]")
+
+
 def compare_table(rows: Sequence[CompareRow], threshold: float,
-                  title: str = "gradlab compare") -> Table:
-    """Side by side: old median, new median, change %, its interval and the verdict."""
-    table = Table(title=title, caption=f"regression: slower by more than {threshold:g}% and the "
-                                       "95% interval of new/old excludes 1",
-                  header_style="bold")
-    for col in ("op", "case", "dtype", "device", "impl", "phase", "old median", "new median",
-                "change", "new/old [95% CI]", "significant", "note"):
-        table.add_column(col, justify="right" if col in ("old median", "new median", "change")
-                         else "left")
-    for c in rows:
-        change = "-" if c.change_pct is None else f"{c.change_pct:+.1f}%"
-        ci = ("-" if c.ratio_low is None or c.ratio_high is None
-              else f"[{c.ratio_low:.3f}, {c.ratio_high:.3f}]")
-        style = "bold red" if c.regression else ("green" if c.note == "faster" else "")
-        table.add_row(c.op, c.case, c.dtype, c.device, c.impl, c.phase, fmt_time(c.old_median_s),
-                      fmt_time(c.new_median_s), Text(change, style=style), ci,
-                      "yes" if c.significant else "no", Text(c.note, style=style))
-    return table
+                  title: str = "gradlab compare", width: int | None = None) -> Table:
+    """The compare table fitted to `width`."""
+    caption = (f"regression: slower by more than {threshold:g}% and the 95% interval of "
+               "new/old excludes 1")
+    return fit(COMPARE_TABLE, rows, width, title, COMPARE_DROP, caption=caption,
+               identity=("device", "dtype"))
 
 
 def render_compare(rows: Sequence[CompareRow], threshold: float, console: Console,
                    env_diff: Sequence[tuple[str, Any, Any]] = ()) -> None:
     """Print the compare table, environment differences and the verdict."""
-    console.print(compare_table(rows, threshold))
+    console.print(compare_table(rows, threshold, width=console.width))
     for key, old, new in env_diff:
         console.print(Text(f"note: environment differs: {key}: {old!r} -> {new!r}",
                            style="yellow"), soft_wrap=True)

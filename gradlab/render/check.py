@@ -1,21 +1,33 @@
-"""The check report in the terminal: the summary table, the failures and the verdict."""
+"""The check report in the terminal: the summary table, one block per finding, the verdict.
+
+Tables fit the console: when the columns do not, the least useful go first (seconds, then max
+rel err, the variant count, the device when there is one), and no number is ever cut short.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gradlab.render.words import location, message
+from gradlab.render.findings import FailureGroup, failing_cases, group_failures, where
+from gradlab.render.tables import Column, fit
+from gradlab.render.words import HINTS, message
 from gradlab.results import ERROR, FAIL, PASS, SKIP, WARN, CheckRow, Report
 
 _STYLE = {PASS: "green", FAIL: "bold red", ERROR: "bold magenta", SKIP: "yellow",
           WARN: "yellow"}
-_RANK = {ERROR: 4, FAIL: 3, WARN: 2, PASS: 1, SKIP: 0}
+_RANK = {ERROR: 4, FAIL: 3, WARN: 2, SKIP: 1, PASS: 0}
+
+#: Dropped in this order when the table does not fit (a column of one value is named in the
+#: title instead).
+DROP_ORDER = ("seconds", "max rel err", "device", "dtype", "variants")
+#: Finding blocks shown in the terminal; the summary still names every failing case.
+FINDINGS_SHOWN = 30
 
 
 def _num(x: float | None) -> str:
@@ -25,82 +37,110 @@ def _num(x: float | None) -> str:
 
 
 def group_rows(rows: Sequence[CheckRow]) -> list[dict[str, Any]]:
-    """One line per (op, case, dtype, device, check): worst status over its variants."""
+    """One line per (op, case, dtype, device, check): the worst status over its variants, the
+    reason of the row that decided it, and the largest errors of the rows that were compared
+    (an errored line has none)."""
     groups: dict[tuple[str, ...], dict[str, Any]] = {}
     for r in rows:
         key = (r.op, r.case, r.dtype, r.device, r.check)
         g = groups.setdefault(key, {"op": r.op, "case": r.case, "dtype": r.dtype,
                                     "device": r.device, "check": r.check, "status": r.status,
+                                    "reason": r.reason, "declared": r.declared,
                                     "max_abs_err": None, "max_rel_err": None, "seconds": 0.0,
                                     "variants": 0, "failed_variants": 0})
         g["variants"] += 1
         g["failed_variants"] += r.failed
         g["seconds"] += r.seconds
-        if _RANK[r.status] > _RANK[g["status"]] or g["variants"] == 1:
-            g["status"] = r.status if g["variants"] == 1 else max(
-                g["status"], r.status, key=lambda s: _RANK[s])
+        if _RANK[r.status] > _RANK[g["status"]]:
+            g["status"], g["reason"], g["declared"] = r.status, r.reason, r.declared
         for col in ("max_abs_err", "max_rel_err"):
             v = getattr(r, col)
-            if v is not None and math.isfinite(v):
+            if v is not None and not math.isnan(v) and r.status != ERROR:
                 g[col] = v if g[col] is None else max(g[col], v)
+    for g in groups.values():
+        if g["status"] == ERROR:
+            g["max_abs_err"] = g["max_rel_err"] = None
     return list(groups.values())
 
 
-def check_table(report: Report) -> Table:
-    """The summary table: one line per op, case, dtype, device and check."""
-    table = Table(title="gradlab check", show_lines=False, header_style="bold")
-    groups = group_rows(report.rows)
-    keys = ("op", "case", "dtype", "device", "check", "status")
-    widths = {k: max([len(k), *(len(str(g[k])) for g in groups)]) for k in keys}
-    for col in (*keys, "variants", "max abs err", "max rel err", "seconds"):
-        # the columns that say which row is which are never cut short
-        table.add_column(col, justify="right" if col in ("variants", "max abs err",
-                                                         "max rel err", "seconds") else "left",
-                         no_wrap=col in keys, min_width=widths.get(col))
-    for g in groups:
-        variants = str(g["variants"])
-        if g["failed_variants"]:
-            variants = f"{g['failed_variants']}/{g['variants']} bad"
-        table.add_row(g["op"], g["case"], g["dtype"], g["device"], g["check"],
-                      Text(g["status"], style=_STYLE[g["status"]]), variants,
-                      _num(g["max_abs_err"]), _num(g["max_rel_err"]), f"{g['seconds']:.3f}")
-    return table
+def _variants(g: dict[str, Any]) -> str:
+    n = g["variants"]
+    return f"{g['failed_variants']}/{n} bad" if g["failed_variants"] else str(n)
 
 
-#: Failing rows shown in the terminal (the report files have all of them).
-FAILURES_SHOWN = 40
+def _key(key: str) -> Callable[[dict[str, Any]], str]:
+    return lambda g: str(g[key])
 
 
-def failure_lines(report: Report) -> list[Text]:
-    """A few lines per failing row: where, why (hint), what (message), worst elements, repro."""
-    lines: list[Text] = []
-    for r in report.failures[:FAILURES_SHOWN]:
-        head = Text(f"{r.status.upper()} ", style=_STYLE[r.status])
-        head.append(f"{r.op} / {r.case} / {r.dtype} / {r.device} / {r.variant} / {r.check}",
-                    style="bold")
-        lines.append(head)
-        if r.hint:
-            lines.append(Text(f"  likely cause: {r.hint}", style="cyan"))
-        if message(r):
-            lines.append(Text(f"  {message(r)}"))
-        if location(r):
-            lines.append(Text(f"  worst: {location(r)}", style="dim"))
-        if r.repro:
-            repro = f"{r.repro} ; {r.repro_command}" if r.repro_command else r.repro
-            lines.append(Text(f"  repro: {repro}", style="dim"))
-    hidden = len(report.failures) - FAILURES_SHOWN
-    if hidden > 0:
-        lines.append(Text(f"... and {hidden} more failing rows (see the CSV report)"))
+#: One line per op, case, dtype, device and check.
+TABLE = (Column("op", _key("op")), Column("case", _key("case")), Column("dtype", _key("dtype")),
+         Column("device", _key("device")), Column("check", _key("check")),
+         Column("status", lambda g: Text(g["status"], style=_STYLE[g["status"]])),
+         Column("variants", _variants, right=True),
+         Column("max abs err", lambda g: _num(g["max_abs_err"]), right=True),
+         Column("max rel err", lambda g: _num(g["max_rel_err"]), right=True),
+         Column("seconds", lambda g: f"{g['seconds']:.3f}", right=True))
+
+
+def check_table(report: Report, width: int | None = None) -> Table:
+    """The summary table, one line per op, case, dtype, device and check, with as many
+    columns as fit in `width` (all of them when None)."""
+    return fit(TABLE, group_rows(report.rows), width, "gradlab check", DROP_ORDER,
+               identity=("dtype", "device"))
+
+
+def finding_lines(f: FailureGroup, variants_of_case: int) -> list[Text]:
+    """One finding: what and where, the localisation once, the repro file and command."""
+    head = Text(f"{f.status.upper()} ", style=_STYLE[f.status])
+    head.append(f"{f.op} / {f.case}", style="bold")
+    if f.subject:
+        head.append(f" / {f.subject}")
+    lines = [head]
+    if f.hint:
+        lines.append(Text(f"  likely cause: {f.hint}: {HINTS.get(f.hint, f.hint)}",
+                          style="cyan"))
+    lines.append(Text(f"  where: {where(f, variants_of_case)}", style="dim"))
+    ex = f.example
+    lines.append(Text(f"  {ex.check} / {ex.variant} / {ex.dtype}: {message(ex)}"))
+    worst = "; ".join(str(e) for e in ex.worst)
+    if worst:
+        lines.append(Text(f"  worst elements: {worst}", style="dim"))
+    elif ex.crash_location:
+        lines.append(Text(f"  raised at: {ex.crash_location}", style="dim"))
+    rep = f.repro
+    if rep is not None:
+        lines.append(Text(f"  repro inputs: {rep.repro}", style="dim"))
+        if rep.repro_command:
+            lines.append(Text(f"  {rep.repro_command}"))
     return lines
 
 
-def render_check(report: Report, console: Console, *, verdict: bool = True) -> None:
-    """Print the summary table, the failures and (unless the caller prints it later, once the
+def failure_lines(report: Report) -> list[Text]:
+    """A block per finding (at most FINDINGS_SHOWN), then every failing case by name."""
+    findings = group_failures(report.rows)
+    per_case: dict[tuple[str, str], set[str]] = {}
+    for r in report.rows:
+        per_case.setdefault((r.op, r.case), set()).add(r.variant)
+    lines: list[Text] = []
+    for f in findings[:FINDINGS_SHOWN]:
+        lines += finding_lines(f, len(per_case[(f.op, f.case)]))
+    hidden = len(findings) - FINDINGS_SHOWN
+    if hidden > 0:
+        lines.append(Text(f"... and {hidden} more findings (every row is in the reports)"))
+    cases = failing_cases(report.rows)
+    if cases:
+        lines.append(Text(f"failing cases ({len(cases)}): {', '.join(cases)}", style="bold"))
+    return lines
+
+
+def render_check(report: Report, console: Console, *, verdict: bool = True,
+                 wide: bool = False) -> None:
+    """Print the summary table, the findings and (unless the caller prints it later, once the
     report is on disk) the one-line verdict."""
-    console.print(check_table(report))
+    console.print(check_table(report, None if wide else console.width))
     for line in failure_lines(report):
-        # no wrapping: a repro command must stay one copyable line
-        console.print(line, soft_wrap=True)
+        # a command stays one copyable line; words wrap at the console's width
+        console.print(line, soft_wrap=line.plain.startswith("  gradlab "))
     if verdict:
         render_verdict(report, console)
 
@@ -110,19 +150,28 @@ def render_verdict(report: Report, console: Console) -> None:
     console.print(Text(verdict_line(report), style="bold green" if report.passed else "bold red"))
 
 
-def _by_reason(counts: dict[str, int]) -> str:
+def _by_reason(groups: list[dict[str, Any]], status: str) -> str:
+    counts: dict[str, int] = {}
+    for g in groups:
+        if g["status"] == status:
+            reason = g["reason"] or "unspecified"
+            key = f"undeclared: {reason}" if status == SKIP and not g["declared"] else reason
+            counts[key] = counts.get(key, 0) + 1
     return f" ({', '.join(f'{k} {n}' for k, n in counts.items())})" if counts else ""
 
 
 def verdict_line(report: Report) -> str:
-    """'PASSED: ...' or 'FAILED: ...' with every status counted, skips and warnings by reason."""
-    counts = {s: sum(r.status == s for r in report.rows) for s in (PASS, FAIL, ERROR, SKIP, WARN)}
+    """'PASSED: ...' or 'FAILED: ...': the table's lines counted by status (skips and warnings
+    by reason), then the rows the variants make."""
+    groups = group_rows(report.rows)
+    counts = {s: sum(g["status"] == s for g in groups) for s in (PASS, FAIL, ERROR, SKIP, WARN)}
     verdict = "PASSED" if report.passed else "FAILED"
     if not any(r.ran for r in report.rows):
         verdict += " (nothing was checked)"
     extra = " (stopped early by --budget)" if report.truncated else ""
     if report.interrupted:
         verdict, extra = "INTERRUPTED", " (partial: only the cases finished before the stop)"
-    return (f"{verdict}: {counts[PASS]} passed, {counts[FAIL]} failed, {counts[ERROR]} errors, "
-            f"{counts[SKIP]} skipped{_by_reason(report.counts_by_reason(SKIP))}, "
-            f"{counts[WARN]} warnings{_by_reason(report.counts_by_reason(WARN))}{extra}")
+    return (f"{verdict}: {len(groups)} checks: {counts[PASS]} passed, {counts[FAIL]} failed, "
+            f"{counts[ERROR]} errors, {counts[SKIP]} skipped{_by_reason(groups, SKIP)}, "
+            f"{counts[WARN]} warnings{_by_reason(groups, WARN)} ({len(report.rows)} rows with "
+            f"variants){extra}")

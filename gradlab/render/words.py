@@ -14,7 +14,9 @@ HINTS: dict[str, str] = {
     "sign": "sign flipped",
     "transposed": "gradient is transposed",
     "swapped": "gradients swapped between inputs",
-    "missing": "gradient missing (None) for an input that requires grad",
+    "missing": "gradient missing (None) for an input that requires grad (if the input is a "
+               "constant, such as filter taps or a mask, mark it requires_grad: false in the "
+               "spec)",
     "zero": "gradient is zero where it should not be",
     "noncontiguous_only": "fails only for non-contiguous inputs (assumes contiguous memory)",
     "transposed_only": "fails only for inputs with transposed memory (assumes row-major "

@@ -159,9 +159,13 @@ class CheckRow:
         return asdict(self)
 
 
-@dataclass
+@dataclass(repr=False)
 class Report:
-    """All rows of a run plus the environment it ran in."""
+    """All rows of a run plus the environment it ran in.
+
+    `str(report)` (and `repr`) is a short summary; in a notebook `_repr_html_` shows it as a
+    table; `to_frame()` has every row.
+    """
 
     rows: list[CheckRow] = field(default_factory=list)
     env: dict[str, Any] = field(default_factory=dict)
@@ -208,6 +212,45 @@ class Report:
 
     def extend(self, rows: Iterable[CheckRow]) -> None:
         self.rows.extend(rows)
+
+    def summary(self) -> list[tuple[str, str, str, int, int]]:
+        """(op, case, worst status, rows, failing rows) per op and case, in order."""
+        rank = {ERROR: 4, FAIL: 3, WARN: 2, SKIP: 1, PASS: 0}
+        out: dict[tuple[str, str], list[Any]] = {}
+        for r in self.rows:
+            s = out.setdefault((r.op, r.case), [PASS, 0, 0])
+            if rank[r.status] > rank[s[0]] or (r.unverified and s[0] == PASS):
+                s[0] = FAIL if r.unverified else r.status
+            s[1] += 1
+            s[2] += r.failed or r.unverified
+        return [(op, case, s[0], s[1], s[2]) for (op, case), s in out.items()]
+
+    def __repr__(self) -> str:
+        verdict = "passed" if self.passed else "FAILED"
+        flags = [f for f, on in (("truncated", self.truncated),
+                                 ("interrupted", self.interrupted)) if on]
+        lines = [f"<gradlab Report: {verdict}, {len(self.rows)} rows"
+                 + (f" ({', '.join(flags)})" if flags else "") + ">"]
+        for op, case, status, n, bad in self.summary():
+            hints = sorted({r.hint for r in self.rows
+                            if r.op == op and r.case == case and r.failed and r.hint})
+            lines.append(f"  {op}/{case}: {status} ({bad} of {n} rows failing"
+                         + (f"; {', '.join(hints)}" if hints else "") + ")")
+        return "\n".join(lines)
+
+    __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        """The summary as an HTML table (Jupyter)."""
+        from html import escape
+
+        head = "<tr><th>op</th><th>case</th><th>status</th><th>rows</th><th>failing</th></tr>"
+        body = "".join(f"<tr><td>{escape(op)}</td><td>{escape(case)}</td><td>{status}</td>"
+                       f"<td>{n}</td><td>{bad}</td></tr>"
+                       for op, case, status, n, bad in self.summary())
+        verdict = "passed" if self.passed else "FAILED"
+        return (f"<p>gradlab Report: <b>{verdict}</b>, {len(self.rows)} rows</p>"
+                f"<table>{head}{body}</table>")
 
     def __iter__(self) -> Iterator[CheckRow]:
         return iter(self.rows)

@@ -1,0 +1,123 @@
+"""Captured screens at 80, 100 and 160 columns: every line fits (a command aside), every number
+is printed whole, and one bug is one block however many variants and dtypes it fails in."""
+
+from __future__ import annotations
+
+import io
+import re
+from typing import Any
+
+import pytest
+import torch
+from torch import Tensor
+from torch.autograd import Function
+
+import gradlab
+from gradlab.bench.compare import CompareRow
+from gradlab.render.bench import fmt_time, render_bench, render_compare
+from gradlab.render.check import group_rows, render_check
+from gradlab.results import Report
+from gradlab.results.bench import BenchReport, BenchRow
+
+WIDTHS = (80, 100, 160)
+
+
+def screen(render: Any, width: int) -> list[str]:
+    console = gradlab_console(width)
+    render(console)
+    return console.file.getvalue().splitlines()  # type: ignore[attr-defined]
+
+
+def gradlab_console(width: int) -> Any:
+    from rich.console import Console
+
+    return Console(width=width, file=io.StringIO(), color_system=None, legacy_windows=False)
+
+
+def too_long(lines: list[str], width: int) -> list[str]:
+    """Lines wider than the screen; a command line is allowed to be (it must stay whole)."""
+    return [ln for ln in lines if len(ln) > width and not ln.startswith("  gradlab ")]
+
+
+class ScaleWrong(Function):
+    """BROKEN: y = 3x, backward returns 2g (a constant factor, in every variant and dtype)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        return x * 3
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        return g * 2
+
+
+@pytest.fixture(scope="module")
+def broken_report() -> Report:
+    x = torch.rand(3, 4, dtype=torch.float64, requires_grad=True)
+    return gradlab.check(ScaleWrong, [x], reference=lambda x: x * 3,
+                         dtypes=["float64", "float32"])
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_check_screen_fits_and_keeps_numbers_whole(broken_report: Report, width: int) -> None:
+    lines = screen(lambda c: render_check(broken_report, c), width)
+    assert not too_long(lines, width), too_long(lines, width)
+    text = "\n".join(lines)
+    for g in group_rows(broken_report.rows):
+        if g["max_abs_err"] is not None:
+            assert f"{g['max_abs_err']:.2e}" in text  # the exponent is never cut
+    assert "…" not in text
+
+
+def test_one_bug_in_many_variants_and_dtypes_is_one_block(broken_report: Report) -> None:
+    failing = [r for r in broken_report.rows if r.failed]
+    variants = {r.variant for r in failing}
+    assert len(variants) >= 6 and {r.dtype for r in failing} == {"float64", "float32"}
+    lines = screen(lambda c: render_check(broken_report, c), 100)
+    blocks = [ln for ln in lines if re.match(r"(FAIL|ERROR) ", ln)]
+    # the gradient and jacobian rows share one cause on one input: one block
+    assert len(blocks) == 1, blocks
+    assert sum("worst elements:" in ln for ln in lines) == 1
+    (where,) = [ln for ln in lines if ln.startswith("  where: ")]
+    assert "gradient, jacobian" in where and "float64, float32" in where
+    assert f"{len(variants)} of {len(variants)} variants" in where
+    assert any(ln.startswith("failing cases (1): ScaleWrong/example") for ln in lines)
+
+
+def bench_rows() -> list[BenchRow]:
+    rows = []
+    for case in ("rednet_k7_g4", "stride2_layer_long_name"):
+        for phase, t in (("forward", 1.234e-3), ("backward", 2.5e-1), ("forward_backward", 7.5)):
+            rows.append(BenchRow("involution", case, "float32", "cpu", "custom", phase,
+                                 median_s=t, iqr_s=t / 50, min_s=t * 0.9, n=12, speedup=7.33,
+                                 speedup_low=7.01, speedup_high=7.52, significant=True,
+                                 saved_bytes=26_083_000, first_call_s=t * 3))
+            rows.append(BenchRow("involution", case, "float32", "cpu", "reference", phase,
+                                 median_s=t * 7.33, iqr_s=t / 40, min_s=t * 7, n=12,
+                                 saved_bytes=334_000_000, first_call_s=t * 9))
+    return rows
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_bench_screen_fits_and_keeps_numbers_whole(width: int) -> None:
+    report = BenchReport(rows=bench_rows(), env={"torch_version": "2.13.0"})
+    lines = screen(lambda c: render_bench(report, c), width)
+    assert not too_long(lines, width), too_long(lines, width)
+    text = "\n".join(lines)
+    for r in report.rows:
+        assert fmt_time(r.median_s) in text
+    assert "7.33" in text and "…" not in text
+    assert "peak mem" not in text  # measured on CUDA only: no column of dashes on a CPU run
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_compare_screen_fits_and_keeps_numbers_whole(width: int) -> None:
+    rows = [CompareRow("involution", "stride2_layer_long_name", "float32", "cpu", impl, phase,
+                       old_median_s=0.0412, new_median_s=0.0493, change_pct=19.66,
+                       ratio_low=1.153, ratio_high=1.241, significant=True, regression=True,
+                       note="slower")
+            for impl in ("custom", "reference") for phase in ("forward", "forward_backward")]
+    lines = screen(lambda c: render_compare(rows, 5.0, c), width)
+    assert not too_long(lines, width), too_long(lines, width)
+    text = "\n".join(lines)
+    assert "+19.7%" in text and "49.3 ms" in text and "…" not in text
