@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from enum import IntEnum
+
+#: An error is one line: longer messages are cut here (values inside are capped on their own,
+#: this is the net under them).
+MAX_MESSAGE = 400
 
 
 class ExitCode(IntEnum):
@@ -33,11 +38,20 @@ class SpecError(GradlabError):
 
     def _render(self) -> str:
         parts = [p for p in (self.source, self.key) if p]
-        return ": ".join([*parts, self.bare])
+        return ": ".join([*parts, one_line(self.bare)])
 
     def at(self, *, source: str) -> SpecError:
         """A copy that names the file the error was found in."""
         return SpecError(self.bare, source=source, key=self.key)
+
+
+class InputFileError(GradlabError):
+    """An input file cannot be read as asked (missing, not a regular file, too large, not text);
+    the caller adds which file and what it was for."""
+
+
+class ReportError(GradlabError):
+    """A report folder or file cannot be written; the message names it."""
 
 
 class UnknownOpError(GradlabError):
@@ -46,3 +60,9 @@ class UnknownOpError(GradlabError):
 
 class LoadError(GradlabError):
     """A `module:attr` reference could not be imported."""
+
+
+def one_line(text: str, limit: int = MAX_MESSAGE) -> str:
+    """`text` with line breaks and other control characters as spaces, cut to `limit` chars."""
+    text = re.sub(r"[\x00-\x1f\x7f]+", " ", text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
