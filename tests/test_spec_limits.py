@@ -2,14 +2,13 @@
 a hang or an allocation.  The files are made here, in tmp_path: no binary fixtures committed."""
 
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
 from gradlab import guard
-from gradlab.cli import main
 from gradlab.errors import SpecError
 from gradlab.model import TensorArg
 from gradlab.spec import load_file, resolve
@@ -157,21 +156,6 @@ def test_memory_estimates() -> None:
     for bad in ("", "abc", "0", "-1G", "1X"):
         with pytest.raises(ValueError):
             guard.parse_size(bad)
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """gradlab's real entry point in this process: exit code, stdout, stderr."""
-    old = sys.argv
-    sys.argv = ["gradlab", *args]
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    finally:
-        sys.argv = old
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 @pytest.mark.parametrize("name", ["fifo", "dev_zero", "binary", "billion_laughs", "deep_flow",

@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any, NamedTuple
 
 from gradlab import ops
-from gradlab.errors import UnknownOpError
+from gradlab.errors import UnknownOpError, shown
 from gradlab.fileio import size_text
 from gradlab.guard import ESTIMATE_DTYPE, tensor_bytes
 from gradlab.model import CHECKS, VARIANT_FAMILIES, Case, OpDef, Target, canonical_check
@@ -29,7 +29,6 @@ from gradlab.spec.values import (
     parse_switches,
     parse_tensor,
     parse_tolerances,
-    shown,
 )
 
 OP_KEYS = {"op", "function", "reference", "name", "second_order", "dtypes", "devices",

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from gradlab import ops
-from gradlab.errors import LoadError, SpecError, UnknownOpError
+from gradlab.errors import LoadError, SpecError, UnknownOpError, shown
 from gradlab.guard import default_limit
 from gradlab.model import Case, OpDef, Target
 from gradlab.spec.document import OpLookup, Start, check_memory, module_start, parse_targets
 from gradlab.spec.reader import read_document, read_yaml
-from gradlab.spec.values import parse_base, shown
+from gradlab.spec.values import parse_base
 
 
 def bundled_source(name: str) -> str:

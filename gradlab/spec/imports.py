@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gradlab.errors import LoadError, one_line
-from gradlab.spec.values import fail, shown
+from gradlab.errors import LoadError, one_line, shown
+from gradlab.spec.values import fail
 
 
 def load_object(ref: str, key: str) -> Any:

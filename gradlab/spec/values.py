@@ -6,11 +6,10 @@ Every parser takes the key path of what it parses and raises a SpecError naming 
 from __future__ import annotations
 
 import re
-import reprlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from gradlab.errors import SpecError
+from gradlab.errors import SpecError, shown
 from gradlab.model import (
     CHECK_ALIASES,
     DEFAULT_TOLERANCES,
@@ -30,21 +29,8 @@ TENSOR_KEYS = {"shape", "dtype", "requires_grad", "low", "high", "min_abs", "lay
 #: size1: groups of (arg position, dim) pairs shrunk to 1 together.
 Size1 = tuple[tuple[tuple[int, int], ...], ...]
 
-#: Longest echo of an offending value in an error message (the rest becomes '...'): a value may
-#: be a megabyte string or a list of a million items.
-MAX_SHOWN = 80
-#: reprlib bounds the work as well as the text: it looks at a few items per level, a few levels.
-_REPR = reprlib.Repr()
-_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict = 3, 8, 6
-_REPR.maxstring = _REPR.maxother = _REPR.maxlong = MAX_SHOWN
 #: A mapping key shown as is in a key path; any other key is shown quoted.
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,39}")
-
-
-def shown(v: Any) -> str:
-    """`v` as an error message quotes it: its repr, cut to MAX_SHOWN characters."""
-    text = _REPR.repr(v)
-    return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 3] + "..."
 
 
 def key_name(k: Any) -> str:
