@@ -84,8 +84,9 @@ def decode(data: bytes) -> str:
 
 def read_yaml(text: str, source: str) -> Any:
     """The YAML document in `text`; invalid YAML is a one-line SpecError naming the spot."""
-    loader = BoundedLoader(text)
+    loader = None
     try:
+        loader = BoundedLoader(text)  # already reads: control characters are refused here
         return loader.get_single_data()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -97,7 +98,8 @@ def read_yaml(text: str, source: str) -> Any:
         raise SpecError(f"invalid YAML value: {one_line(str(exc), MAX_PROBLEM)}",
                         source=source) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def read_document(path: Path, source: str) -> Any:
