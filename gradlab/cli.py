@@ -86,12 +86,33 @@ def _require_devices(targets: list[Any], devices: tuple[str, ...] | None,
                             f"{torch.__version__}); pass --skip-unavailable to skip those cases")
 
 
-def _targets(what: list[str], cases: list[str] | None) -> list[Any]:
+def _max_memory(value: str | None) -> int | None:
+    """--max-memory in bytes (None: the default, a fraction of the available memory)."""
+    from gradlab.guard import parse_size
+
+    try:
+        return None if value is None else parse_size(value)
+    except ValueError as exc:
+        raise _fail(f"--max-memory: {exc}") from None
+
+
+def _report_folder(folder: Path) -> None:
+    """Exit 2 naming the report folder when it cannot be written, before any work is done."""
+    from gradlab.fileio import ensure_writable
+
+    try:
+        ensure_writable(folder)
+    except GradlabError as exc:
+        raise _fail(f"--report-dir: {exc}", exc.exit_code) from None
+
+
+def _targets(what: list[str], cases: list[str] | None,
+             max_memory: int | None = None) -> list[Any]:
     from dataclasses import replace
 
     from gradlab.spec import resolve
 
-    targets = [t for w in what for t in resolve(w)]
+    targets = [t for w in what for t in resolve(w, max_memory)]
     if cases:
         picked = []
         for t in targets:
@@ -120,6 +141,9 @@ def list_ops() -> None:
 What = Annotated[list[str], typer.Argument(help="bundled op name(s), SPEC.yaml or folder")]
 ReportDir = Annotated[Path, typer.Option("--report-dir", help="where the report files go")]
 Seed = Annotated[int, typer.Option("--seed", help="seed of the random inputs")]
+MaxMemory = Annotated[str | None, typer.Option(
+    "--max-memory", help="refuse a case whose tensors need more memory than this, e.g. 8GiB "
+                         "(default: a quarter of the available memory)")]
 
 
 @contextmanager
@@ -209,6 +233,7 @@ def check(
                        ] = DEFAULT_TIMEOUT_S,
     wide: Annotated[bool, typer.Option("--wide", help="every column, whatever the width")
                     ] = False,
+    max_memory: MaxMemory = None,
 ) -> None:
     """Check gradients: reference comparison, contract, variants, Jacobians, second order."""
     options = _check_options(what, dtype, device, report_dir, seed, variants, variant, only,
@@ -217,8 +242,9 @@ def check(
         from gradlab.checks.isolate import warm_up
 
         warm_up()
+    _report_folder(report_dir)
     try:
-        targets = _targets(what, case)
+        targets = _targets(what, case, _max_memory(max_memory))
     except GradlabError as exc:
         raise _fail(str(exc), exc.exit_code) from None
     _require_devices(targets, options.devices, skip_unavailable)
@@ -316,6 +342,7 @@ def bench(
     seed: Annotated[int, typer.Option("--seed", help="seed of the random inputs")] = 0,
     threads: Annotated[int | None, typer.Option("--threads", help="torch intra-op threads "
                                                 "(default: the current count)")] = None,
+    max_memory: MaxMemory = None,
 ) -> None:
     """Time forward / backward phases and memory of each Function against its reference."""
     # The option defaults repeat gradlab.bench's DEFAULT_* constants (importing it here would
@@ -337,10 +364,11 @@ def bench(
         raise _fail(f"--threads: expected at least 1, got {threads}")
     options = core.BenchOptions(
         dtypes=_dtypes(dtype), devices=_devices(device), cases=tuple(case) if case else None,
-        min_time=min_time, min_samples=min_samples, max_time=max_time, seed=seed,
-        threads=threads)
+        min_time=min_time, min_samples=min_samples, max_time=max_time, seed=seed, threads=threads)
+    _report_folder(report_dir)
     try:
-        targets = _targets(what, None)  # bench cases are picked by the core (--case included)
+        # bench cases (--case included) are picked by the core
+        targets = _targets(what, None, _max_memory(max_memory))
         total = core.total_steps(targets, options)
         if options.cases and not total:
             raise _fail(f"--case: no bench case named {', '.join(options.cases)}")

@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
+import re
+import reprlib
 from enum import IntEnum
+from typing import Any
+
+#: An error is one line: longer messages are cut here (values inside are capped on their own,
+#: this is the net under them).
+MAX_MESSAGE = 400
+#: Longest echo of an offending value in an error message (the rest becomes '...'): a value read
+#: from a file may be a megabyte string or a list of a million items.
+MAX_SHOWN = 80
+#: reprlib bounds the work as well as the text: it looks at a few items per level, a few levels.
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict = 3, 8, 6
+_REPR.maxstring = _REPR.maxother = _REPR.maxlong = MAX_SHOWN
 
 
 class ExitCode(IntEnum):
@@ -33,11 +47,20 @@ class SpecError(GradlabError):
 
     def _render(self) -> str:
         parts = [p for p in (self.source, self.key) if p]
-        return ": ".join([*parts, self.bare])
+        return ": ".join([*parts, one_line(self.bare)])
 
     def at(self, *, source: str) -> SpecError:
         """A copy that names the file the error was found in."""
         return SpecError(self.bare, source=source, key=self.key)
+
+
+class InputFileError(GradlabError):
+    """An input file cannot be read as asked (missing, not a regular file, too large, not text);
+    the caller adds which file and what it was for."""
+
+
+class ReportError(GradlabError):
+    """A report folder or file cannot be written; the message names it."""
 
 
 class UnknownOpError(GradlabError):
@@ -46,3 +69,15 @@ class UnknownOpError(GradlabError):
 
 class LoadError(GradlabError):
     """A `module:attr` reference could not be imported."""
+
+
+def one_line(text: str, limit: int = MAX_MESSAGE) -> str:
+    """`text` with line breaks and other control characters as spaces, cut to `limit` chars."""
+    text = re.sub(r"[\x00-\x1f\x7f]+", " ", text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def shown(v: Any) -> str:
+    """`v` as an error message quotes it: its repr, cut to MAX_SHOWN characters."""
+    text = _REPR.repr(v)
+    return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 3] + "..."

@@ -4,11 +4,15 @@ and reading a file back (`gradlab repro FILE.pt`).
 A file holds a dict: op, case, dtype, device, seed and source (the spec it came from), the
 case's concrete args and kwargs exactly as the Function got them (tensors with their strides),
 which of them require grad, and the failing rows as plain data.
+
+A repro file's name is fixed by (op, case, dtype, device), so a re-run replaces it; op and case
+names are shortened and tamed for the file system (gradlab.fileio.safe_name), and the file is
+written atomically, so a reader never loads half of one.  Errors here propagate: the runner
+turns them into a note on the failing rows and never loses the rows.
 """
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,12 +21,14 @@ from pathlib import Path
 import torch
 
 from gradlab.cases import materialize
+from gradlab.fileio import atomic_write_with, safe_name
 from gradlab.model import Case, Target
 from gradlab.results import CheckRow
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")
+def repro_path(folder: str | Path, op: str, case: str, dtype: str, device: str) -> Path:
+    """Where the repro file of one (op, case, dtype, device) goes."""
+    return Path(folder) / f"repro_{safe_name(op)}_{safe_name(case)}_{dtype}_{device}.pt"
 
 
 def save_failures(rows: list[CheckRow], target: Target, case: Case, dtype: str, device: str,
@@ -33,15 +39,16 @@ def save_failures(rows: list[CheckRow], target: Target, case: Case, dtype: str, 
         return
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"repro_{_slug(target.op.name)}_{_slug(case.name)}_{dtype}_{device}.pt"
+    path = repro_path(out, target.op.name, case.name, dtype, device)
     inputs = materialize(case, dtype, device, seed)
-    torch.save({"op": target.op.name, "case": case.name, "dtype": dtype, "device": device,
-                "seed": seed, "source": target.source,
-                "args": [a.detach() if isinstance(a, torch.Tensor) else a for a in inputs.args],
-                "requires_grad": [isinstance(a, torch.Tensor) and a.requires_grad
-                                  for a in inputs.args],
-                "kwargs": inputs.kwargs,
-                "failures": [r.as_dict() for r in failed]}, path)
+    payload = {"op": target.op.name, "case": case.name, "dtype": dtype, "device": device,
+               "seed": seed, "source": target.source,
+               "args": [a.detach() if isinstance(a, torch.Tensor) else a for a in inputs.args],
+               "requires_grad": [isinstance(a, torch.Tensor) and a.requires_grad
+                                 for a in inputs.args],
+               "kwargs": inputs.kwargs,
+               "failures": [r.as_dict() for r in failed]}
+    atomic_write_with(path, lambda f: torch.save(payload, f))
     line = command(case.name, dtype, device) if command else ""
     for r in failed:
         r.repro, r.repro_command = str(path), line
@@ -78,7 +85,7 @@ def load_repro(path: str | Path) -> tuple[Target, str, str, int]:
         for i, needs in enumerate(data.get("requires_grad", [])):
             if needs:
                 args[i].requires_grad_(True)
-    except (OSError, KeyError, TypeError, ValueError, RuntimeError) as exc:
+    except Exception as exc:  # torch.load raises whatever its unpickler meets
         raise GradlabError(f"{path}: not a gradlab repro file ({type(exc).__name__}: "
                            f"{str(exc).splitlines()[0][:200] if str(exc) else ''})") from None
     if source == "python":

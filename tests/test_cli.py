@@ -46,7 +46,7 @@ def test_broken_user_function_exits_1_with_hint_and_repro(tmp_path: Path,
                                  str(tmp_path)])
     assert result.exit_code == 1, result.output
     assert "no_chain_rule" in result.output
-    assert "repro:" in result.output
+    assert "repro inputs:" in result.output
     assert list((tmp_path / "repro").glob("*.pt"))
 
 
@@ -105,8 +105,10 @@ def test_repro_file_and_command_rerun_the_same_case(tmp_path: Path,
     data = torch.load(saved, weights_only=False)
     assert data["case"] == "base" and data["failures"]
     x = data["args"][0]
-    line = next(ln for ln in first.output.splitlines() if "repro:" in ln and "float64" in ln)
-    command = shlex.split(line.split(" ; ", 1)[1])
+    # the command stands alone on its line: pasted as printed, it runs
+    line = next(ln for ln in first.output.splitlines()
+                if ln.startswith("  gradlab check ") and "float64" in ln)
+    command = shlex.split(line)
     assert command[:2] == ["gradlab", "check"]
     again = runner.invoke(app, [*command[1:], "--report-dir", str(tmp_path / "again"),
                                 "--no-variants"])
@@ -124,3 +126,19 @@ def test_variant_option_keeps_only_those_families(tmp_path: Path) -> None:
     variants = set(pd.read_csv(csv)["variant"])
     assert variants == {"base", "grad_output:noncontiguous", "grad_output:transposed",
                         "grad_output:expanded"}
+
+
+def test_gradlab_repro_reruns_a_case_from_its_saved_inputs(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(TESTS)
+    first = runner.invoke(app, ["check", str(DATA / "user_broken.yaml"), "--report-dir",
+                                str(tmp_path), "--no-variants", "--no-isolate"])
+    assert first.exit_code == 1
+    for saved in (tmp_path / "repro").glob("*.pt"):
+        again = runner.invoke(app, ["repro", str(saved), "--report-dir", str(tmp_path / "r")])
+        assert again.exit_code == 1, again.output
+        assert "no_chain_rule" in again.output
+    bad = tmp_path / "not_a_repro.pt"
+    bad.write_bytes(b"junk")
+    result = runner.invoke(app, ["repro", str(bad)])
+    assert result.exit_code == 2 and "not a gradlab repro file" in result.output

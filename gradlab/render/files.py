@@ -1,39 +1,53 @@
-"""Report files: names that never collide, and the check report's CSV and JSON."""
+"""Report files: names that never collide, written atomically, and the check report's CSV and JSON.
+
+A report's CSV and JSON share one stem, 'check-YYYYmmdd-HHMMSS-XXXX': the time, then a random
+suffix taken with O_EXCL (gradlab.fileio.reserve_stem), so runs in the same second, in one
+process or several, never write into each other's files.  Each file is written to a temporary
+file in the same folder and renamed into place: a reader sees no file or a complete one.
+"""
 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
+from gradlab.errors import ReportError
+from gradlab.fileio import atomic_write, ensure_writable, reserve_stem
 from gradlab.render.words import message
 from gradlab.results import COLUMNS, Report
 
+#: The files of one report, in the order the writers return them.
+SUFFIXES = (".csv", ".json")
+
 
 def unique_stem(folder: Path, stem: str) -> str:
-    """'STEM-YYYYmmdd-HHMMSS' (with -2, -3 ... when a run in the same second took it)."""
-    base = f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-    name, k = base, 1
-    while (folder / f"{name}.csv").exists() or (folder / f"{name}.json").exists():
-        k += 1
-        name = f"{base}-{k}"
-    return name
+    """'STEM-YYYYmmdd-HHMMSS-XXXX', its .csv and .json created empty and exclusively here."""
+    return reserve_stem(folder, stem, SUFFIXES)
+
+
+def write_report_files(folder: str | Path, stem: str, csv_text: str,
+                       json_text: str) -> list[Path]:
+    """CSV and JSON under a new stem in `folder` (created if needed); ReportError naming the
+    folder when it cannot be written."""
+    out = ensure_writable(folder)
+    name = unique_stem(out, stem)
+    paths = [out / f"{name}{suffix}" for suffix in SUFFIXES]
+    try:
+        for path, text in zip(paths, (csv_text, json_text), strict=True):
+            atomic_write(path, text)
+    except OSError as exc:
+        raise ReportError(f"{out}: cannot write {name}: {exc.strerror or exc}") from None
+    return paths
 
 
 def write_check_reports(report: Report, folder: str | Path) -> list[Path]:
     """CSV (table columns + environment) and JSON (rows with details) in `folder`."""
-    out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
-    name = unique_stem(out, "check")
-    csv_path = out / f"{name}.csv"
     frame = report.to_frame()
     frame.insert(len(COLUMNS), "message", [message(r) for r in report.rows])
     frame["interrupted"] = report.interrupted
-    frame.to_csv(csv_path, index=False)
-    json_path = out / f"{name}.json"
     payload = {"env": report.env, "passed": report.passed, "truncated": report.truncated,
                "interrupted": report.interrupted,
                "columns": list(COLUMNS),
                "rows": [r.as_dict() | {"message": message(r)} for r in report.rows]}
-    json_path.write_text(json.dumps(payload, indent=1, default=str), encoding="utf-8")
-    return [csv_path, json_path]
+    return write_report_files(folder, "check", frame.to_csv(index=False),
+                              json.dumps(payload, indent=1, default=str))

@@ -12,7 +12,9 @@ from dataclasses import replace
 from typing import Any, NamedTuple
 
 from gradlab import ops
-from gradlab.errors import UnknownOpError
+from gradlab.errors import UnknownOpError, shown
+from gradlab.fileio import size_text
+from gradlab.guard import ESTIMATE_DTYPE, tensor_bytes
 from gradlab.model import (
     CAPABILITIES,
     CHECKS,
@@ -26,12 +28,14 @@ from gradlab.spec.imports import load_callable
 from gradlab.spec.values import (
     aliased,
     fail,
+    first_unknown,
     join,
     parse_base,
     parse_cases,
     parse_dtype,
     parse_names,
     parse_switches,
+    parse_tensor,
     parse_tolerances,
 )
 
@@ -88,7 +92,7 @@ def _with_facts(op: OpDef, entry: Mapping[str, Any], key: str) -> OpDef:
     if "second_order" in entry:
         so = entry["second_order"]
         if so not in (True, False, "auto"):
-            raise fail(join(key, "second_order"), f"expected true, false or auto, got {so!r}")
+            raise fail(join(key, "second_order"), f"expected true, false or auto, got {shown(so)}")
         op = replace(op, second_order=None if so == "auto" else so)
     return op
 
@@ -136,7 +140,7 @@ def parse_op(entry: Any, key: str, lookup: OpLookup) -> Target:
         raise fail(key or "(top level)", f"expected a mapping, got {type(entry).__name__}")
     unknown = set(entry) - OP_KEYS
     if unknown:
-        raise fail(join(key, sorted(unknown)[0]),
+        raise fail(join(key, first_unknown(unknown)),
                    f"unknown key (op keys: {', '.join(sorted(OP_KEYS))})")
     if ("op" in entry) == ("function" in entry):
         raise fail(key or "(top level)", "give exactly one of 'op' (a bundled op) or "
@@ -156,12 +160,42 @@ def parse_targets(doc: Any, lookup: OpLookup) -> list[Target]:
     if isinstance(doc, Mapping) and "ops" in doc:
         extra = set(doc) - {"ops"}
         if extra:
-            raise fail(sorted(extra)[0], "unknown key beside 'ops'")
+            raise fail(first_unknown(extra), "unknown key beside 'ops'")
         entries = doc["ops"]
         if not isinstance(entries, list) or not entries:
-            raise fail("ops", f"expected a non-empty list of ops, got {entries!r}")
+            raise fail("ops", f"expected a non-empty list of ops, got {shown(entries)}")
         return [parse_op(e, f"ops[{i}]", lookup) for i, e in enumerate(entries)]
     if not isinstance(doc, Mapping):
         raise fail("(top level)", f"expected a mapping (one op) or 'ops: [...]', got "
                                   f"{type(doc).__name__}")
     return [parse_op(doc, "", lookup)]
+
+
+def check_memory(doc: Any, limit: int) -> None:
+    """Refuse, at its key path, a case whose tensors need more than `limit` bytes (see
+    gradlab.guard).  Runs on a document parse_targets accepted, before anything is allocated."""
+    many = isinstance(doc, Mapping) and "ops" in doc
+    for i, entry in enumerate(doc["ops"] if many else [doc]):
+        key = f"ops[{i}]" if many else ""
+        found = [(join(key, "args"), entry.get("args"))]
+        for part in ("cases", "bench"):
+            found += [(join(join(join(key, part), j), "args"), c.get("args"))
+                      for j, c in enumerate(entry.get(part) or []) if isinstance(c, Mapping)]
+        for args_key, args in found:
+            if isinstance(args, list):
+                _check_args(args, args_key, limit)
+
+
+def _check_args(args: list[Any], key: str, limit: int) -> None:
+    """One args list against the limit: names the one tensor over it, else the list."""
+    sizes = [(join(key, i), tensor_bytes(parse_tensor(a, join(key, i))))
+             for i, a in enumerate(args) if isinstance(a, Mapping) and "shape" in a]
+    total = sum(n for _, n in sizes)
+    if total <= limit:
+        return
+    where, most = max(sizes, key=lambda s: s[1])
+    if most > limit:
+        raise fail(join(where, "shape"), f"needs {size_text(most)} for {ESTIMATE_DTYPE}, more "
+                                         f"than the {size_text(limit)} limit")
+    raise fail(key, f"its tensors need {size_text(total)} for {ESTIMATE_DTYPE}, more than the "
+                    f"{size_text(limit)} limit")

@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from gradlab import ops
-from gradlab.errors import LoadError, SpecError, UnknownOpError
+from gradlab.errors import LoadError, SpecError, UnknownOpError, shown
+from gradlab.guard import default_limit
 from gradlab.model import Case, OpDef, Target
-from gradlab.spec.document import OpLookup, Start, module_start, parse_targets
+from gradlab.spec.document import OpLookup, Start, check_memory, module_start, parse_targets
+from gradlab.spec.reader import read_document, read_yaml
 from gradlab.spec.values import parse_base
 
 
@@ -25,23 +27,14 @@ def bundled_source(name: str) -> str:
     return f"gradlab/{ops.SPEC_FOLDER}/{name}.yaml"
 
 
-def read_yaml(text: str, source: str) -> Any:
-    """The YAML document in `text`; invalid YAML is a one-line SpecError naming the spot."""
-    import yaml
-
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SpecError(f"invalid YAML: {where}{problem}", source=source) from None
-
-
-def parse_spec(doc: Any, source: str, lookup: OpLookup) -> list[Target]:
-    """Validate the YAML document read from `source` (errors and targets name it)."""
+def parse_spec(doc: Any, source: str, lookup: OpLookup,
+               max_memory: int | None = None) -> list[Target]:
+    """Validate the YAML document read from `source` (errors and targets name it); a case
+    whose tensors need more than `max_memory` bytes (default: gradlab.guard.default_limit())
+    is an error too."""
     try:
         targets = parse_targets(doc, lookup)
+        check_memory(doc, default_limit() if max_memory is None else max_memory)
     except SpecError as exc:
         # An error in an inherited bundled spec already names its own file.
         raise (exc if exc.source else exc.at(source=source)) from None
@@ -61,10 +54,10 @@ def bundled_document(name: str) -> Any:
     return read_yaml(text, source)
 
 
-def load_bundled(name: str) -> list[Target]:
+def load_bundled(name: str, max_memory: int | None = None) -> list[Target]:
     """The targets of bundled op `name`'s spec file (what `gradlab check NAME` runs)."""
     # `op: NAME` in the bundled file itself starts from the module's OpDef: no recursion.
-    return parse_spec(bundled_document(name), bundled_source(name), module_start)
+    return parse_spec(bundled_document(name), bundled_source(name), module_start, max_memory)
 
 
 @functools.cache
@@ -92,30 +85,30 @@ def parse_document(doc: Any) -> list[Target]:
     return parse_targets(doc, bundled_start)
 
 
-def load_file(path: str | Path) -> list[Target]:
-    """Load and validate one YAML spec file."""
+def load_file(path: str | Path, max_memory: int | None = None) -> list[Target]:
+    """Load and validate one YAML spec file (within the limits of gradlab.spec.reader; a case
+    needing more than `max_memory` bytes is refused, see parse_spec)."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(f"cannot read: {exc.strerror or exc}", source=str(p)) from None
-    return parse_spec(read_yaml(text, str(p)), str(p), bundled_start)
+    return parse_spec(read_document(p, str(p)), str(p), bundled_start, max_memory)
 
 
-def resolve(what: str) -> list[Target]:
-    """OP name, SPEC.yaml or DIR (every *.yaml / *.yml in it, sorted) -> Targets."""
+def resolve(what: str, max_memory: int | None = None) -> list[Target]:
+    """OP name, SPEC.yaml or DIR (every *.yaml / *.yml in it, sorted) -> Targets.
+
+    max_memory: refuse a case whose tensors need more bytes (default: a fraction of the
+    available memory, gradlab.guard.default_limit)."""
     # A bare bundled-op name wins over a same-named folder in the working directory.
     if ops.entry(what) is not None and "/" not in what and not what.endswith((".yaml", ".yml")):
-        return load_bundled(what)
+        return load_bundled(what, max_memory)
     p = Path(what)
     if p.is_dir():
         files = sorted([*p.glob("*.yaml"), *p.glob("*.yml")])
         if not files:
             raise SpecError("no *.yaml spec files in this folder", source=str(p))
-        return [t for f in files for t in load_file(f)]
+        return [t for f in files for t in load_file(f, max_memory)]
     if p.suffix in (".yaml", ".yml") or p.exists():
         if not p.exists():
             raise SpecError("no such file", source=str(p))
-        return load_file(p)
-    raise UnknownOpError(f"{what!r} is neither a bundled op ({', '.join(ops.names())}) nor "
+        return load_file(p, max_memory)
+    raise UnknownOpError(f"{shown(what)} is neither a bundled op ({', '.join(ops.names())}) nor "
                          f"a spec file or folder")

@@ -9,14 +9,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gradlab.errors import LoadError
+from gradlab.errors import LoadError, one_line, shown
 from gradlab.spec.values import fail
 
 
 def load_object(ref: str, key: str) -> Any:
     """Import `package.module:attr` (attr may be dotted)."""
     if not isinstance(ref, str) or ":" not in ref:
-        raise fail(key, f"expected 'package.module:attr', got {ref!r}")
+        raise fail(key, f"expected 'package.module:attr', got {shown(ref)}")
     module_name, _, attr = ref.partition(":")
     # Specs usually sit next to the user's code: let `module:attr` find it from the cwd.
     if "" not in sys.path and str(Path.cwd()) not in sys.path:
@@ -25,12 +25,11 @@ def load_object(ref: str, key: str) -> Any:
         obj: Any = importlib.import_module(module_name)
     except (Exception, SystemExit) as exc:
         # a module that calls sys.exit() on import is a bad reference, not the end of gradlab
-        text = f"{type(exc).__name__}: {exc}".splitlines()[0][:200] if str(exc) else \
-            type(exc).__name__
-        raise fail(key, f"cannot import {module_name!r}: {text}") from None
+        raise fail(key, f"cannot import {shown(module_name)}: {type(exc).__name__}: "
+                        f"{one_line(str(exc), 200)}") from None
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise fail(key, f"module {module_name!r} has no attribute {attr!r}")
+            raise fail(key, f"module {shown(module_name)} has no attribute {shown(attr)}")
         obj = getattr(obj, part)
     return obj
 
@@ -43,7 +42,7 @@ def as_callable(obj: Any) -> Callable[..., Any]:
         apply: Callable[..., Any] = obj.apply
         return apply
     if not callable(obj):
-        raise LoadError(f"{obj!r} is not callable")
+        raise LoadError(f"{shown(obj)} is not callable")
     return obj  # type: ignore[no-any-return]
 
 

@@ -6,10 +6,11 @@ Every parser takes the key path of what it parses and raises a SpecError naming 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from gradlab.errors import SpecError
+from gradlab.errors import SpecError, shown
 from gradlab.model import (
     CHECK_ALIASES,
     DEFAULT_TOLERANCES,
@@ -28,6 +29,21 @@ TENSOR_KEYS = {"shape", "dtype", "requires_grad", "low", "high", "min_abs", "lay
 
 #: size1: groups of (arg position, dim) pairs shrunk to 1 together.
 Size1 = tuple[tuple[tuple[int, int], ...], ...]
+
+#: A mapping key shown as is in a key path; any other key is shown quoted.
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,39}")
+
+
+def key_name(k: Any) -> str:
+    """A mapping key from the file as a key path part: plain names as they are, anything else
+    (other types, spaces, line breaks, very long names) as a short repr."""
+    return k if isinstance(k, str) and _PLAIN_KEY.fullmatch(k) else shown(k)
+
+
+def first_unknown(keys: Iterable[Any]) -> str:
+    """The first of `keys` in sorted order, as a key path part (keys of mixed types sort by
+    their text: 1 and 'a' do not compare)."""
+    return key_name(min(keys, key=str))
 
 
 def fail(key: str, message: str) -> SpecError:
@@ -53,7 +69,7 @@ def parse_number(v: Any, key: str) -> float:
     NaN never compares: a NaN bound or tolerance would let every comparison pass.
     """
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise fail(key, f"expected a number, got {v!r}")
+        raise fail(key, f"expected a number, got {shown(v)}")
     if not math.isfinite(v):
         raise fail(key, f"expected a finite number, got {v!r}")
     return float(v)
@@ -77,7 +93,7 @@ def parse_shape(v: Any, key: str, *, positive: bool) -> tuple[int, ...]:
     what = "positive" if positive else "non-negative"
     if not isinstance(v, list) or not all(is_int(n) and (n > 0 if positive else n >= 0)
                                           for n in v):
-        raise fail(key, f"expected a list of {what} ints, got {v!r}")
+        raise fail(key, f"expected a list of {what} ints, got {shown(v)}")
     return tuple(v)
 
 
@@ -86,14 +102,15 @@ def parse_dtype(v: Any, key: str) -> str:
     try:
         return canonical_dtype(str(v))
     except ValueError:
-        raise fail(key, f"unknown dtype {v!r} (expected one of {', '.join(DTYPES)})") from None
+        raise fail(key, f"unknown dtype {shown(v)} (expected one of {', '.join(DTYPES)})") from None
 
 
 def _layout(v: Mapping[str, Any], key: str, shape: tuple[int, ...]) -> dict[str, Any]:
     """The layout fields of a tensor mapping (layout, transpose, strides), checked on `shape`."""
     layout = v.get("layout", "strided" if "strides" in v else "contiguous")
     if layout not in LAYOUTS:
-        raise fail(join(key, "layout"), f"expected one of {', '.join(LAYOUTS)}, got {layout!r}")
+        raise fail(join(key, "layout"), f"expected one of {', '.join(LAYOUTS)}, got "
+                                        f"{shown(layout)}")
     kw: dict[str, Any] = {"layout": layout}
     ndim = len(shape)
     if layout == "channels_last" and ndim != 4:
@@ -105,7 +122,7 @@ def _layout(v: Mapping[str, Any], key: str, shape: tuple[int, ...]) -> dict[str,
         if (not isinstance(t, list) or len(t) != 2 or not all(is_int(d) and -ndim <= d < ndim
                                                               for d in t)):
             raise fail(join(key, "transpose"), f"expected two dims of a {ndim}-D shape, "
-                                               f"got {t!r}")
+                                               f"got {shown(t)}")
         kw["transpose"] = tuple(t)
     if layout == "strided":
         if "strides" not in v:
@@ -123,7 +140,7 @@ def parse_tensor(v: Mapping[str, Any], key: str) -> TensorArg:
     """A tensor argument from its mapping (the mapping has a `shape`)."""
     unknown = set(v) - TENSOR_KEYS
     if unknown:
-        raise fail(join(key, sorted(unknown)[0]),
+        raise fail(join(key, first_unknown(unknown)),
                    f"unknown key (tensor keys: {', '.join(sorted(TENSOR_KEYS))})")
     kw: dict[str, Any] = {"shape": parse_shape(v["shape"], join(key, "shape"), positive=True)}
     if "dtype" in v:
@@ -131,7 +148,7 @@ def parse_tensor(v: Mapping[str, Any], key: str) -> TensorArg:
     if "requires_grad" in v:
         if not isinstance(v["requires_grad"], bool):
             raise fail(join(key, "requires_grad"), f"expected true or false, got "
-                                                   f"{v['requires_grad']!r}")
+                                                   f"{shown(v['requires_grad'])}")
         kw["requires_grad"] = v["requires_grad"]
     for name in ("low", "high", "min_abs"):
         if name in v:
@@ -150,26 +167,26 @@ def parse_value(v: Any, key: str) -> Any:
         if set(v) == {"value"}:
             return check_finite(v["value"], join(key, "value"))
         raise fail(key, "expected a tensor spec (a mapping with 'shape') or {value: ...}, got "
-                        f"keys {sorted(v)}")
+                        f"keys {shown(sorted(v, key=str))}")
     return check_finite(v, key)
 
 
 def parse_args(v: Any, key: str) -> tuple[Any, ...]:
     """A list of positional arguments."""
     if not isinstance(v, list):
-        raise fail(key, f"expected a list of arguments, got {v!r}")
+        raise fail(key, f"expected a list of arguments, got {shown(v)}")
     return tuple(parse_value(a, join(key, i)) for i, a in enumerate(v))
 
 
 def parse_kwargs(v: Any, key: str) -> dict[str, Any]:
     """A mapping of plain keyword arguments (tensors must be positional)."""
     if not isinstance(v, Mapping):
-        raise fail(key, f"expected a mapping of keyword arguments, got {v!r}")
+        raise fail(key, f"expected a mapping of keyword arguments, got {shown(v)}")
     out = {}
     for k, a in v.items():
-        value = parse_value(a, join(key, str(k)))
+        value = parse_value(a, join(key, key_name(k)))
         if isinstance(value, TensorArg):
-            raise fail(join(key, str(k)), "tensors must be positional args (in args)")
+            raise fail(join(key, key_name(k)), "tensors must be positional args (in args)")
         out[str(k)] = value
     return out
 
@@ -177,17 +194,17 @@ def parse_kwargs(v: Any, key: str) -> dict[str, Any]:
 def parse_size1(v: Any, key: str, n_args: int) -> Size1:
     """size1: a list of groups, each a list of [arg, dim] pairs shrunk to 1 together."""
     if not isinstance(v, list):
-        raise fail(key, f"expected a list of groups of [arg, dim] pairs, got {v!r}")
+        raise fail(key, f"expected a list of groups of [arg, dim] pairs, got {shown(v)}")
     groups = []
     for g, group in enumerate(v):
         if not isinstance(group, list) or not group:
-            raise fail(join(key, g), f"expected a list of [arg, dim] pairs, got {group!r}")
+            raise fail(join(key, g), f"expected a list of [arg, dim] pairs, got {shown(group)}")
         pairs = []
         for p, pair in enumerate(group):
             if (not isinstance(pair, list) or len(pair) != 2 or not all(is_int(n) for n in pair)
                     or not 0 <= pair[0] < n_args):
                 raise fail(join(join(key, g), p), f"expected [arg index < {n_args}, dim], "
-                                                  f"got {pair!r}")
+                                                  f"got {shown(pair)}")
             pairs.append((pair[0], pair[1]))
         groups.append(tuple(pairs))
     return tuple(groups)
@@ -204,10 +221,10 @@ def parse_base(entry: Mapping[str, Any], key: str) -> Case:
 def parse_case(c: Any, key: str, index: int, base: Case | None) -> Case:
     """One case mapping; what it leaves out comes from `base` (args replace, kwargs merge)."""
     if not isinstance(c, Mapping):
-        raise fail(key, f"expected a mapping with name/args/kwargs, got {c!r}")
+        raise fail(key, f"expected a mapping with name/args/kwargs, got {shown(c)}")
     unknown = set(c) - CASE_KEYS
     if unknown:
-        raise fail(join(key, sorted(unknown)[0]),
+        raise fail(join(key, first_unknown(unknown)),
                    f"unknown key (case keys: {', '.join(sorted(CASE_KEYS))})")
     if "args" in c:
         args = parse_args(c["args"], join(key, "args"))
@@ -226,12 +243,12 @@ def parse_case(c: Any, key: str, index: int, base: Case | None) -> Case:
 def parse_cases(entries: Any, key: str, base: Case | None) -> tuple[Case, ...]:
     """A non-empty list of cases with distinct names."""
     if not isinstance(entries, list) or not entries:
-        raise fail(key, f"expected a non-empty list of cases, got {entries!r}")
+        raise fail(key, f"expected a non-empty list of cases, got {shown(entries)}")
     cases = tuple(parse_case(c, join(key, i), i, base) for i, c in enumerate(entries))
     names = [c.name for c in cases]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup is not None:
-        raise fail(key, f"case name {dup!r} is used twice")
+        raise fail(key, f"case name {shown(dup)} is used twice")
     return cases
 
 
@@ -239,11 +256,11 @@ def parse_names(v: Any, key: str, allowed: Sequence[str] | None = None) -> list[
     """A name or a list of names (each one of `allowed` when given)."""
     items = v if isinstance(v, list) else [v]
     if not items or not all(isinstance(x, str) for x in items):
-        raise fail(key, f"expected a list of names, got {v!r}")
+        raise fail(key, f"expected a list of names, got {shown(v)}")
     if allowed is not None:
         for i, x in enumerate(items):
             if x not in allowed:
-                raise fail(join(key, i), f"expected one of {', '.join(allowed)}, got {x!r}")
+                raise fail(join(key, i), f"expected one of {', '.join(allowed)}, got {shown(x)}")
     return items
 
 
@@ -255,10 +272,10 @@ def parse_switches(v: Any, key: str, allowed: Sequence[str]) -> frozenset[str]:
         keep = set(allowed)
         for name, on in v.items():
             if name not in allowed:
-                raise fail(join(key, str(name)), f"unknown name (expected one of "
+                raise fail(join(key, key_name(name)), f"unknown name (expected one of "
                                                  f"{', '.join(allowed)})")
             if not isinstance(on, bool):
-                raise fail(join(key, str(name)), f"expected true or false, got {on!r}")
+                raise fail(join(key, key_name(name)), f"expected true or false, got {shown(on)}")
             if not on:
                 keep.discard(name)
         return frozenset(keep)
@@ -279,13 +296,13 @@ def aliased(v: Any) -> Any:
 def parse_tolerances(v: Any, key: str, base: Mapping[str, Tolerance]) -> dict[str, Tolerance]:
     """dtype: {atol, rtol} over `base` (a missing atol or rtol keeps the base's)."""
     if not isinstance(v, Mapping):
-        raise fail(key, f"expected a mapping dtype: {{atol, rtol}}, got {v!r}")
+        raise fail(key, f"expected a mapping dtype: {{atol, rtol}}, got {shown(v)}")
     out = dict(base)
     for name, tol in v.items():
-        dk = join(key, str(name))
+        dk = join(key, key_name(name))
         dtype = parse_dtype(name, dk)
         if not isinstance(tol, Mapping) or not set(tol) <= {"atol", "rtol"}:
-            raise fail(dk, f"expected {{atol: X, rtol: Y}}, got {tol!r}")
+            raise fail(dk, f"expected {{atol: X, rtol: Y}}, got {shown(tol)}")
         old = out.get(dtype, DEFAULT_TOLERANCES[dtype])
         out[dtype] = Tolerance(parse_number(tol.get("atol", old.atol), join(dk, "atol")),
                                parse_number(tol.get("rtol", old.rtol), join(dk, "rtol")))
