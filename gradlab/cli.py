@@ -248,16 +248,18 @@ def check(
     except GradlabError as exc:
         raise _fail(str(exc), exc.exit_code) from None
     _require_devices(targets, options.devices, skip_unavailable)
-    _finish_check(_run_check(targets, options), report_dir, wide)
+    from gradlab.render.files import CheckReportWriter
+
+    writer = CheckReportWriter(report_dir)
+    _finish_check(_run_check(targets, options, writer), writer, wide)
 
 
-def _finish_check(report: Any, report_dir: Path, wide: bool = False) -> None:
+def _finish_check(report: Any, writer: Any, wide: bool = False) -> None:
     """Render, write the report, then say the verdict and exit with its code."""
     from gradlab.render.check import render_check, render_verdict
-    from gradlab.render.files import write_check_reports
 
     render_check(report, out, verdict=False, wide=wide)
-    paths = write_check_reports(report, report_dir)
+    paths = writer.write(report, final=True)
     # the verdict comes once the report is safely on disk
     render_verdict(report, out)
     out.print(f"report: {paths[0]}", markup=False, highlight=False)
@@ -270,8 +272,9 @@ def _finish_check(report: Any, report_dir: Path, wide: bool = False) -> None:
     raise typer.Exit(int(ExitCode.OK if report.passed else ExitCode.CHECK_FAILED))
 
 
-def _run_check(targets: list[Any], options: Any) -> Any:
-    """Run the checks with a progress bar (a terminal) or progress lines (a log)."""
+def _run_check(targets: list[Any], options: Any, writer: Any) -> Any:
+    """Run the checks with a progress bar (a terminal) or progress lines (a log), the report
+    rewritten as cases finish."""
     from dataclasses import replace
 
     from gradlab.checks.isolate import picklable
@@ -284,10 +287,16 @@ def _run_check(targets: list[Any], options: Any) -> Any:
             err.print(f"gradlab: running in-process (cannot isolate: {why})", markup=False,
                       highlight=False, soft_wrap=True)
             options = replace(options, isolate=False)
+    from gradlab.envinfo import environment
+    from gradlab.results import Report
+
+    partial = Report(env=environment(seed=options.seed))
     log = None if err.is_terminal else LogProgress(err)
     with sigterm_as_interrupt(), progress("checking", sum(1 for _ in plan(targets, options)),
                                           err) as step:
         def on_rows(rows: list[Any]) -> None:
+            partial.extend(rows)
+            writer.write(partial)
             if rows:
                 step(f"{rows[0].op}/{rows[0].case}")
             if log is not None:
@@ -316,8 +325,10 @@ def repro(
         target, dtype, device, seed = load_repro(file)
     except GradlabError as exc:
         raise _fail(str(exc), exc.exit_code) from None
+    from gradlab.render.files import CheckReportWriter
+
     options = Options(dtypes=(dtype,), devices=(device,), seed=seed, skip_unavailable=True)
-    _finish_check(run([target], options), report_dir, wide)
+    _finish_check(run([target], options), CheckReportWriter(report_dir), wide)
 
 
 @app.command()

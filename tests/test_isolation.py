@@ -139,3 +139,39 @@ def test_an_internal_error_in_the_cli_is_exit_3(monkeypatch: pytest.MonkeyPatch,
         cli.main()
     assert exc.value.code == 3
     assert "internal error: AttributeError: gradlab's own bug" in capsys.readouterr().err
+
+
+def test_the_report_is_on_disk_while_the_run_goes_on(tmp_path: Path) -> None:
+    """Killed outright (SIGKILL: no handler runs), a run leaves the rows of its last write,
+    marked as partial."""
+    proc = gradlab_cli("check", "faulty.yaml", "--timeout", "60", "--report-dir", str(tmp_path),
+                       cwd=FAULTY)
+    assert proc.stderr is not None
+    for line in proc.stderr:  # past Raises and NanForward, the run hangs in Hangs
+        if line.startswith("checked ok_after_NanForward"):
+            break
+    time.sleep(3)  # longer than the writer's interval
+    proc.kill()
+    proc.communicate(timeout=60)
+    frame, doc = report_rows(tmp_path)
+    assert doc["interrupted"] is True and doc["passed"] is False
+    assert {"Raises", "NanForward"} <= set(frame["op"])
+
+
+def test_the_writer_keeps_one_name_and_marks_writes_before_the_last(tmp_path: Path) -> None:
+    from gradlab.render.files import CheckReportWriter
+    from gradlab.results import CheckRow, Report
+
+    now = [0.0]
+    writer = CheckReportWriter(tmp_path, every=2.0, clock=lambda: now[0])
+    report = Report(rows=[CheckRow("op", "c", "float64", "cpu", "base", "forward", "pass")])
+    first = writer.write(report)
+    assert json.loads(first[1].read_text())["interrupted"] is True
+    report.rows.append(CheckRow("op", "d", "float64", "cpu", "base", "forward", "pass"))
+    now[0] = 1.0
+    writer.write(report)  # too soon: not written
+    assert len(pd.read_csv(first[0])) == 1
+    assert writer.write(report, final=True) == first
+    assert len(pd.read_csv(first[0])) == 2
+    assert json.loads(first[1].read_text())["interrupted"] is False
+    assert len(list(tmp_path.glob("check-*"))) == 2
