@@ -427,7 +427,7 @@ def test_cli_bench_bad_input_exits_2_with_one_line(args: list[str], tmp_path: Pa
 def test_cli_defaults_are_the_core_constants() -> None:
     import inspect
 
-    from gradlab import cli
+    from gradlab.cli import bench as cli
 
     params = inspect.signature(cli.bench).parameters
     assert params["min_time"].default == bench.DEFAULT_MIN_TIME

@@ -129,11 +129,12 @@ def test_exit_statuses_in_words(code: int, words: str) -> None:
 def test_an_internal_error_in_the_cli_is_exit_3(monkeypatch: pytest.MonkeyPatch,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     from gradlab import cli
+    from gradlab.cli import check
 
     def broken(*args: object) -> None:
         raise AttributeError("gradlab's own bug")
 
-    monkeypatch.setattr(cli, "_targets", broken)
+    monkeypatch.setattr(check, "load_targets", broken)
     monkeypatch.setattr(sys, "argv", ["gradlab", "check", "exp", "--no-isolate"])
     with pytest.raises(SystemExit) as exc:
         cli.main()

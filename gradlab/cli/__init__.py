@@ -1,0 +1,53 @@
+"""The Typer CLI: parse arguments, call the core, render, pick the exit code.
+
+`app.py` holds the app and what the commands share; each command module registers its commands
+on import.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from gradlab.cli import bench, check
+from gradlab.cli.app import app, err
+from gradlab.errors import ExitCode, GradlabError
+
+__all__ = ["app", "bench", "check", "main"]
+
+
+def main() -> None:
+    """Entry point: run the app, turning gradlab errors into one line and exit code 2."""
+    try:
+        # standalone_mode=False: click returns typer.Exit's code instead of raising it.
+        code = app(standalone_mode=False)
+    except GradlabError as exc:
+        err.print(f"gradlab: error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(int(exc.exit_code))
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err.print("gradlab: interrupted")
+        sys.exit(int(ExitCode.INTERRUPTED))
+    except Exception as exc:
+        # Usage errors: typer vendors click, so match the ClickException shape, not the class.
+        show = getattr(exc, "show", None)
+        if callable(show) and isinstance(getattr(exc, "exit_code", None), int):
+            show()
+            sys.exit(int(ExitCode.BAD_INPUT))
+        if type(exc).__name__ == "Abort":
+            sys.exit(int(ExitCode.INTERRUPTED))
+        # anything else is a bug in gradlab: its own exit code, never 1 (a failed check)
+        import traceback
+
+        traceback.print_exc()
+        err.print(f"gradlab: internal error: {type(exc).__name__}: {exc} (a gradlab bug; please "
+                  "report it with the traceback above)", markup=False, highlight=False,
+                  soft_wrap=True)
+        sys.exit(int(ExitCode.INTERNAL))
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

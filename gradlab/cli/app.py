@@ -1,0 +1,157 @@
+"""The CLI's shared parts: the Typer app, the consoles, option parsing shared by the commands.
+
+Heavy imports (torch, pandas, the engine) happen inside the commands so `gradlab list` and
+`--help` start fast.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from gradlab.errors import ExitCode, GradlabError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Verify and benchmark gradients of custom torch.autograd.Functions.")
+
+
+def _width(stream: Any) -> int | None:
+    """Console width: the terminal's, or COLUMNS (rich reads it), else 160 when piped (CI
+    logs and files are read in wide windows; rich's fallback is 80)."""
+    return None if stream.isatty() or os.environ.get("COLUMNS", "").isdigit() else 160
+
+
+out = Console(width=_width(sys.stdout))
+err = Console(stderr=True, width=_width(sys.stderr))
+
+DEFAULT_REPORT_DIR = "reports"
+#: Per-case limit of `check` (isolated runs): far above any normal case (the bundled ones take
+#: well under a second each), low enough that a hang fails a CI job long before its own limit.
+DEFAULT_TIMEOUT_S = 300.0
+
+
+def fail(message: str, code: ExitCode = ExitCode.BAD_INPUT) -> typer.Exit:
+    err.print(f"gradlab: error: {message}", markup=False, highlight=False, soft_wrap=True)
+    return typer.Exit(int(code))
+
+
+def parse_dtypes(values: list[str] | None) -> tuple[str, ...] | None:
+    from gradlab.model import canonical_dtype
+
+    if not values:
+        return None
+    try:
+        return tuple(canonical_dtype(v) for v in values)
+    except ValueError as exc:
+        raise fail(f"--dtype: {exc}") from None
+
+
+def parse_devices(values: list[str] | None, available: bool = True) -> tuple[str, ...] | None:
+    """--device values; with `available`, a device this machine lacks is exit 2."""
+    if not values:
+        return None
+    for v in values:
+        if v not in ("cpu", "cuda"):
+            raise fail(f"--device: expected cpu or cuda, got {v!r}")
+    if "cuda" in values and available:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise fail("--device cuda: torch.cuda.is_available() is False on this machine "
+                        f"(torch {torch.__version__})")
+    return tuple(values)
+
+
+def require_devices(targets: list[Any], devices: tuple[str, ...] | None,
+                     skip_unavailable: bool) -> None:
+    """Exit 2 when a spec asks for a device this machine lacks (a CPU runner told to check CUDA
+    would otherwise skip everything and look green), unless the user said to skip those."""
+    if skip_unavailable:
+        return
+    for t in targets:
+        if "cuda" in (devices or t.devices or ("cpu",)):
+            import torch
+
+            if not torch.cuda.is_available():
+                where = f"{t.source}: devices" if t.source else "devices"
+                raise fail(f"{where}: cuda is not available on this machine (torch "
+                            f"{torch.__version__}); pass --skip-unavailable to skip those cases")
+
+
+def parse_max_memory(value: str | None) -> int | None:
+    """--max-memory in bytes (None: the default, a fraction of the available memory)."""
+    from gradlab.guard import parse_size
+
+    try:
+        return None if value is None else parse_size(value)
+    except ValueError as exc:
+        raise fail(f"--max-memory: {exc}") from None
+
+
+def check_report_folder(folder: Path) -> None:
+    """Exit 2 naming the report folder when it cannot be written, before any work is done."""
+    from gradlab.fileio import ensure_writable
+
+    try:
+        ensure_writable(folder)
+    except GradlabError as exc:
+        raise fail(f"--report-dir: {exc}", exc.exit_code) from None
+
+
+def load_targets(what: list[str], cases: list[str] | None,
+             max_memory: int | None = None) -> list[Any]:
+    from dataclasses import replace
+
+    from gradlab.spec import resolve
+
+    targets = [t for w in what for t in resolve(w, max_memory)]
+    if cases:
+        picked = []
+        for t in targets:
+            keep = tuple(c for c in t.op.cases if c.name in cases)
+            if keep:
+                picked.append(replace(t, op=replace(t.op, cases=keep)))
+        if not picked:
+            raise GradlabError(f"--case: no case named {', '.join(cases)}")
+        targets = picked
+    return targets
+
+
+@app.command("list")
+def list_ops() -> None:
+    """List the bundled ops and what each supports (does not import torch)."""
+    from gradlab import ops
+
+    width = max(len(e.name) for e in ops.BUNDLED)
+    for e in ops.BUNDLED:
+        order = "2nd order" if e.second_order else "1st order only"
+        out.print(f"{e.name:<{width}}  {order:<14}  {'/'.join(e.devices):<8}  {e.summary}",
+                  markup=False, highlight=False)
+
+
+#: Arguments and options that check and bench share.
+What = Annotated[list[str], typer.Argument(help="bundled op name(s), SPEC.yaml or folder")]
+ReportDir = Annotated[Path, typer.Option("--report-dir", help="where the report files go")]
+Seed = Annotated[int, typer.Option("--seed", help="seed of the random inputs")]
+MaxMemory = Annotated[str | None, typer.Option(
+    "--max-memory", help="refuse a case whose tensors need more memory than this, e.g. 8GiB "
+                         "(default: a quarter of the available memory)")]
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a CI job cancelled, a container stopped) stops the run like Ctrl-C does, so the
+    finished rows are still written."""
+    old = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)

@@ -1,0 +1,119 @@
+"""`gradlab bench` and `gradlab compare`."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gradlab.cli.app import (
+    DEFAULT_REPORT_DIR,
+    MaxMemory,
+    app,
+    check_report_folder,
+    err,
+    fail,
+    load_targets,
+    out,
+    parse_devices,
+    parse_dtypes,
+    parse_max_memory,
+)
+from gradlab.errors import ExitCode, GradlabError
+
+
+def _check_numbers(min_time: float, max_time: float, min_samples: int,
+                   threads: int | None) -> None:
+    """Exit 2 naming the option for a bench setting out of range."""
+    if not (math.isfinite(min_time) and min_time > 0):
+        raise fail(f"--min-time: expected a positive number of seconds, got {min_time:g}")
+    if not (math.isfinite(max_time) and max_time >= 0):
+        raise fail(f"--max-time: expected seconds >= 0 (0: no cap), got {max_time:g}")
+    if min_samples < 1:
+        raise fail(f"--min-samples: expected at least 1, got {min_samples}")
+    if threads is not None and threads < 1:
+        raise fail(f"--threads: expected at least 1, got {threads}")
+
+
+@app.command()
+def bench(
+    what: Annotated[list[str], typer.Argument(help="bundled op name(s), SPEC.yaml or folder")],
+    device: Annotated[list[str] | None, typer.Option("--device", help="cpu or cuda (default: "
+                                                     "the spec's devices, else cpu)")] = None,
+    dtype: Annotated[list[str] | None, typer.Option("--dtype", help="dtype(s) (default: the "
+                                                    "spec's dtypes without float64; float32 "
+                                                    "for the bundled ops)")] = None,
+    report_dir: Annotated[Path, typer.Option("--report-dir", help="where bench-*.csv/json "
+                                             "go")] = Path(DEFAULT_REPORT_DIR),
+    min_time: Annotated[float, typer.Option("--min-time", help="seconds to measure per phase "
+                                            "and implementation, at least")] = 0.2,
+    min_samples: Annotated[int, typer.Option("--min-samples", help="samples per phase and "
+                                             "implementation, at least")] = 10,
+    max_time: Annotated[float, typer.Option("--max-time", help="stop a phase at 3 samples once "
+                                            "one implementation spent this long (0: never)")
+                        ] = 1.0,
+    case: Annotated[list[str] | None, typer.Option("--case", help="only these bench cases")
+                    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="seed of the random inputs")] = 0,
+    threads: Annotated[int | None, typer.Option("--threads", help="torch intra-op threads "
+                                                "(default: the current count)")] = None,
+    max_memory: MaxMemory = None,
+) -> None:
+    """Time forward / backward phases and memory of each Function against its reference."""
+    # The option defaults repeat gradlab.bench's DEFAULT_* constants (importing it here would
+    # load torch for `gradlab --help`); a test keeps them equal.
+
+    from gradlab import bench as core
+    from gradlab.render.bench import render_bench
+    from gradlab.render.benchfile import write_bench_reports
+    from gradlab.render.progress import progress
+
+    _check_numbers(min_time, max_time, min_samples, threads)
+    options = core.BenchOptions(
+        dtypes=parse_dtypes(dtype), devices=parse_devices(device),
+        cases=tuple(case) if case else None, min_time=min_time, min_samples=min_samples,
+        max_time=max_time, seed=seed, threads=threads)
+    check_report_folder(report_dir)
+    try:
+        # bench cases (--case included) are picked by the core
+        targets = load_targets(what, None, parse_max_memory(max_memory))
+        total = core.total_steps(targets, options)
+        if options.cases and not total:
+            raise fail(f"--case: no bench case named {', '.join(options.cases)}")
+        with progress("benchmarking", total, err) as step:
+            report = core.run(targets, options, on_step=step)
+    except GradlabError as exc:
+        raise fail(str(exc), exc.exit_code) from None
+    render_bench(report, out)
+    paths = write_bench_reports(report, report_dir)
+    out.print(f"report: {paths[0]}\nraw samples: {paths[1]}", markup=False, highlight=False)
+    if report.interrupted:
+        raise typer.Exit(int(ExitCode.INTERRUPTED))
+    raise typer.Exit(int(ExitCode.CHECK_FAILED if report.errors else ExitCode.OK))
+
+
+@app.command()
+def compare(
+    old: Annotated[Path, typer.Argument(help="the baseline bench-*.json")],
+    new: Annotated[Path, typer.Argument(help="the bench-*.json to judge")],
+    threshold: Annotated[float, typer.Option("--threshold", help="percent slower that counts "
+                                             "as a regression (when significant)")] = 5.0,
+) -> None:
+    """Compare two bench runs; exit 1 on a significant regression beyond --threshold."""
+
+    from gradlab import bench as core
+    from gradlab.render.bench import render_compare
+    from gradlab.render.benchfile import read_bench_json
+
+    if not math.isfinite(threshold) or threshold < 0:
+        raise fail(f"--threshold: expected a non-negative percentage, got {threshold:g}")
+    try:
+        old_report, new_report = read_bench_json(old), read_bench_json(new)
+    except GradlabError as exc:
+        raise fail(str(exc), exc.exit_code) from None
+    rows = core.compare(old_report, new_report, threshold)
+    render_compare(rows, threshold, out, core.env_differences(old_report.env, new_report.env))
+    regressed = any(c.regression for c in rows)
+    raise typer.Exit(int(ExitCode.CHECK_FAILED if regressed else ExitCode.OK))

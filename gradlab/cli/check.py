@@ -1,0 +1,204 @@
+"""`gradlab check` and `gradlab repro`: options -> run (isolated, reports written as cases
+finish) -> render -> exit code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from gradlab.cli.app import (
+    DEFAULT_REPORT_DIR,
+    DEFAULT_TIMEOUT_S,
+    MaxMemory,
+    ReportDir,
+    Seed,
+    What,
+    app,
+    check_report_folder,
+    err,
+    fail,
+    load_targets,
+    out,
+    parse_devices,
+    parse_dtypes,
+    parse_max_memory,
+    require_devices,
+    sigterm_as_interrupt,
+)
+from gradlab.errors import ExitCode, GradlabError
+
+
+def _check_options(what: list[str], dtype: list[str] | None, device: list[str] | None,
+                   report_dir: Path, seed: int, variants: bool, variant: list[str] | None,
+                   only: list[str] | None, mode: str, budget: float | None,
+                   strict: bool = False, skip_unavailable: bool = False,
+                   isolate: bool = False, timeout: float = 0.0) -> Any:
+    """Validate check's options (exit 2 naming the option) and build the run's Options."""
+    import math
+
+    from gradlab.checks.context import Options
+    from gradlab.model import VARIANT_FAMILIES, canonical_check
+    from gradlab.repro import ReproCommand
+
+    if mode not in ("auto", "dense", "fast"):
+        raise fail(f"--mode: expected auto, dense or fast, got {mode!r}")
+    try:
+        chosen_checks = frozenset(canonical_check(c) for c in only) if only else None
+    except ValueError as exc:
+        raise fail(f"--check: {exc}") from None
+    chosen_variants: bool | frozenset[str] = variants
+    if variant and variants:
+        bad = [v for v in variant if v not in VARIANT_FAMILIES]
+        if bad:
+            raise fail(f"--variant: unknown family {bad[0]!r} (expected one of "
+                        f"{', '.join(VARIANT_FAMILIES)})")
+        chosen_variants = frozenset(variant)
+    if budget is not None and not (math.isfinite(budget) and budget > 0):
+        raise fail("--budget: expected a positive number of seconds")
+    if not (math.isfinite(timeout) and timeout >= 0):
+        raise fail(f"--timeout: expected seconds >= 0 (0: no limit), got {timeout:g}")
+    devices = parse_devices(device, available=not skip_unavailable)
+    return Options(dtypes=parse_dtypes(dtype), devices=devices, seed=seed, strict=strict,
+                   skip_unavailable=skip_unavailable, isolate=isolate,
+                   timeout=timeout or None,
+                   checks=chosen_checks, variants=chosen_variants, mode=mode, budget=budget,
+                   repro_dir=str(report_dir / "repro"),
+                   repro_command=ReproCommand(tuple(what), seed))
+
+
+@app.command()
+def check(
+    what: What,
+    dtype: Annotated[list[str] | None, typer.Option("--dtype", help="dtype(s) to run: float64 "
+                                                    "(double), float32, float16, bfloat16")] = None,
+    device: Annotated[list[str] | None, typer.Option("--device", help="cpu or cuda")] = None,
+    report_dir: ReportDir = Path(DEFAULT_REPORT_DIR),
+    seed: Seed = 0,
+    case: Annotated[list[str] | None, typer.Option("--case", help="only these case names")] = None,
+    variants: Annotated[bool, typer.Option("--variants/--no-variants",
+                                           help="layout / grad_output / requires_grad / size-1 "
+                                                "variants")] = True,
+    variant: Annotated[list[str] | None, typer.Option("--variant", help="only these variant "
+                                                      "families (repeatable): noncontiguous, "
+                                                      "transposed, channels_last, expanded, "
+                                                      "grad_output, requires_grad, "
+                                                      "undefined_grad, size1")] = None,
+    only: Annotated[list[str] | None, typer.Option("--check", help="only these checks: forward, "
+                                                   "gradient, contract, jacobian, "
+                                                   "second_order")] = None,
+    mode: Annotated[str, typer.Option("--mode", help="numerical Jacobians: auto, dense or "
+                                      "fast (random probes)")] = "auto",
+    budget: Annotated[float | None, typer.Option("--budget", help="stop starting new cases "
+                                                 "after this many seconds")] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="a capability the reference has and "
+                                         "the Function lacks (a warn row) fails the run")
+                      ] = False,
+    skip_unavailable: Annotated[bool, typer.Option("--skip-unavailable", help="skip (and say "
+                                                   "so) the cases on a device this machine "
+                                                   "lacks, instead of exit 2")] = False,
+    isolate: Annotated[bool, typer.Option("--isolate/--no-isolate", help="run cases in a "
+                                          "worker process: a segfault, exit or hang fails "
+                                          "that case only")] = True,
+    timeout: Annotated[float, typer.Option("--timeout", help="seconds one case may run "
+                                           "(isolated runs only; 0: no limit)")
+                       ] = DEFAULT_TIMEOUT_S,
+    wide: Annotated[bool, typer.Option("--wide", help="every column, whatever the width")
+                    ] = False,
+    max_memory: MaxMemory = None,
+) -> None:
+    """Check gradients: reference comparison, contract, variants, Jacobians, second order."""
+    options = _check_options(what, dtype, device, report_dir, seed, variants, variant, only,
+                             mode, budget, strict, skip_unavailable, isolate, timeout)
+    if isolate:
+        from gradlab.checks.isolate import warm_up
+
+        warm_up()
+    check_report_folder(report_dir)
+    try:
+        targets = load_targets(what, case, parse_max_memory(max_memory))
+    except GradlabError as exc:
+        raise fail(str(exc), exc.exit_code) from None
+    require_devices(targets, options.devices, skip_unavailable)
+    from gradlab.render.files import CheckReportWriter
+
+    writer = CheckReportWriter(report_dir)
+    _finish_check(_run_check(targets, options, writer), writer, wide)
+
+
+def _finish_check(report: Any, writer: Any, wide: bool = False) -> None:
+    """Render, write the report, then say the verdict and exit with its code."""
+    from gradlab.render.check import render_check, render_verdict
+
+    render_check(report, out, verdict=False, wide=wide)
+    paths = writer.write(report, final=True)
+    # the verdict comes once the report is safely on disk
+    render_verdict(report, out)
+    out.print(f"report: {paths[0]}", markup=False, highlight=False)
+    if report.interrupted:
+        err.print(f"gradlab: interrupted; the partial report is {paths[0]}", markup=False,
+                  highlight=False, soft_wrap=True)
+        raise typer.Exit(int(ExitCode.INTERRUPTED))
+    if report.internal_errors:
+        raise typer.Exit(int(ExitCode.INTERNAL))
+    raise typer.Exit(int(ExitCode.OK if report.passed else ExitCode.CHECK_FAILED))
+
+
+def _run_check(targets: list[Any], options: Any, writer: Any) -> Any:
+    """Run the checks with a progress bar (a terminal) or progress lines (a log), the report
+    rewritten as cases finish."""
+    from dataclasses import replace
+
+    from gradlab.checks.isolate import picklable
+    from gradlab.checks.runner import plan, run
+    from gradlab.render.progress import LogProgress, progress
+
+    if options.isolate:
+        why = picklable(targets, options)
+        if why:
+            err.print(f"gradlab: running in-process (cannot isolate: {why})", markup=False,
+                      highlight=False, soft_wrap=True)
+            options = replace(options, isolate=False)
+    from gradlab.envinfo import environment
+    from gradlab.results import Report
+
+    partial = Report(env=environment(seed=options.seed))
+    log = None if err.is_terminal else LogProgress(err)
+    with sigterm_as_interrupt(), progress("checking", sum(1 for _ in plan(targets, options)),
+                                          err) as step:
+        def on_rows(rows: list[Any]) -> None:
+            partial.extend(rows)
+            writer.write(partial)
+            if rows:
+                step(f"{rows[0].op}/{rows[0].case}")
+            if log is not None:
+                log.rows_done(rows)
+
+        report = run(targets, options, on_rows=on_rows,
+                     on_wait=log.waiting if log is not None else None)
+    if log is not None:
+        log.flush()
+    return report
+
+
+@app.command()
+def repro(
+    file: Annotated[Path, typer.Argument(help="a repro file (reports/repro/*.pt)")],
+    report_dir: ReportDir = Path(DEFAULT_REPORT_DIR),
+    wide: Annotated[bool, typer.Option("--wide", help="every column, whatever the width")
+                    ] = False,
+) -> None:
+    """Re-run one failing case on the inputs saved in its repro file."""
+    from gradlab.checks.context import Options
+    from gradlab.checks.runner import run
+    from gradlab.repro import load_repro
+
+    try:
+        target, dtype, device, seed = load_repro(file)
+    except GradlabError as exc:
+        raise fail(str(exc), exc.exit_code) from None
+    from gradlab.render.files import CheckReportWriter
+
+    options = Options(dtypes=(dtype,), devices=(device,), seed=seed, skip_unavailable=True)
+    _finish_check(run([target], options), CheckReportWriter(report_dir), wide)
