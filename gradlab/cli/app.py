@@ -19,7 +19,8 @@ from rich.console import Console
 
 from gradlab.errors import ExitCode, GradlabError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+# rich_markup_mode=None: plain click help (the rich panels label every flag `<bool>`)
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Verify and benchmark gradients of custom torch.autograd.Functions.")
 
 
