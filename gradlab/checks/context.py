@@ -31,6 +31,10 @@ class Options:
     repro_command: Callable[[str, str, str], str] | None = None
     #: intra-op CPU threads during the run (see gradlab.torchstate); None leaves torch's alone.
     threads: int | None = 1
+    #: keep each failing gradient's |got - want| map on its Finding (for plots; costs memory).
+    error_maps: bool = False
+    #: stop after the first case with a failing row (its other dtypes and devices still run).
+    fail_fast: bool = False
 
 
 @dataclass
