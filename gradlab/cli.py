@@ -10,19 +10,20 @@ import shlex
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from gradlab.errors import ExitCode, GradlabError
+from gradlab.render.console import make_console
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Verify and benchmark gradients of custom torch.autograd.Functions.")
-# Piped output (CI logs, files) gets a wide fixed width instead of rich's 80 columns.
-out = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+# Colour only on a terminal and never under NO_COLOR; piped output gets a wide fixed width.
+out = make_console()
+err = make_console(stderr=True)
 
 DEFAULT_REPORT_DIR = "reports"
 
@@ -92,13 +93,32 @@ def list_ops() -> None:
 What = Annotated[list[str], typer.Argument(help="bundled op name(s), SPEC.yaml or folder")]
 ReportDir = Annotated[Path, typer.Option("--report-dir", help="where the report files go")]
 Seed = Annotated[int, typer.Option("--seed", help="seed of the random inputs")]
+#: CI options (docs/ci.md); the files they write are gradlab.render's.
+Junit = Annotated[Path | None, typer.Option("--junit", help="also write JUnit XML to this file",
+                                            dir_okay=False)]
+SummaryMd = Annotated[Path | None, typer.Option("--summary-md", dir_okay=False,
+                                                help="also write a Markdown summary here")]
+Plots = Annotated[bool, typer.Option("--plots", help="write PNG plots to REPORT_DIR/plots "
+                                     "(needs matplotlib: pip install 'gradlab[plots]')")]
+Quiet = Annotated[bool, typer.Option("-q", "--quiet", help="print only the failures and the "
+                                     "verdict line")]
+Shard = Annotated[str | None, typer.Option("--shard", help="run only shard I of N (I/N) of the "
+                                           "cases; `gradlab merge` joins the reports")]
+FailFast = Annotated[bool, typer.Option("--fail-fast", help="stop after the first failing "
+                                        "case (the report is still written)")]
+Match = Annotated[list[str] | None, typer.Option("-k", "--match", help="only cases whose "
+                                                 "'op/case' contains this (or matches this "
+                                                 "glob); repeatable")]
 
 
 @contextmanager
-def progress(label: str, total: int) -> Iterator[Callable[[str], None]]:
-    """A progress bar on stderr (gone when done); yields `step(description)`."""
+def progress(label: str, total: int, show: bool = True) -> Iterator[Callable[[str], None]]:
+    """A progress bar on stderr (gone when done; none when not `show`); yields `step(text)`."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    if not show:
+        yield lambda description: None
+        return
     with Progress(TextColumn("{task.description}"), BarColumn(),
                   TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
                   console=err, transient=True) as bar:
@@ -165,26 +185,79 @@ def check(
                                       "fast (random probes)")] = "auto",
     budget: Annotated[float | None, typer.Option("--budget", help="stop starting new cases "
                                                  "after this many seconds")] = None,
+    match: Match = None, shard: Shard = None, fail_fast: FailFast = False, quiet: Quiet = False,
+    junit: Junit = None, summary_md: SummaryMd = None, plots: Plots = False,
 ) -> None:
     """Check gradients: reference comparison, contract, variants, Jacobians, second order."""
     from gradlab.checks.runner import plan, run
     from gradlab.render.check import render_check
     from gradlab.render.files import write_check_reports
+    from gradlab.results import exit_code
 
     options = _check_options(what, dtype, device, report_dir, seed, variants, variant, only,
                              mode, budget)
-    targets = _targets(what, case)
-    with progress("checking", sum(1 for _ in plan(targets, options))) as step:
+    options = replace(options, error_maps=plots, fail_fast=fail_fast)
+    targets = _pick(_targets(what, case), match, shard, plots)
+    with progress("checking", sum(1 for _ in plan(targets, options)), not quiet) as step:
         report = run(targets, options,
                      on_rows=lambda rows: step(f"{rows[0].op}/{rows[0].case}") if rows else None)
-    render_check(report, out)
+    render_check(report, out, quiet=quiet, empty_ok=shard is not None)
     paths = write_check_reports(report, report_dir)
-    out.print(f"report: {paths[0]}", markup=False, highlight=False)
-    if report.internal_errors:
-        raise typer.Exit(int(ExitCode.INTERNAL))
-    raise typer.Exit(int(ExitCode.OK if report.passed else ExitCode.CHECK_FAILED))
+    _check_extras(report, paths, junit, summary_md, plots, quiet)
+    raise typer.Exit(int(exit_code(report, empty_ok=shard is not None)))
 
 
+def _pick(targets: list[Any], match: list[str] | None, shard: str | None,
+          plots: bool) -> list[Any]:
+    """-k and --shard applied to the targets' cases; --plots checked up front (exit 2)."""
+    from gradlab.render.extras import require_plots
+    from gradlab.select import parse_shard, select
+    from gradlab.select import shard as take_shard
+
+    try:
+        require_plots(plots)
+        targets = select(targets, match or ())
+        return take_shard(targets, *parse_shard(shard)) if shard else targets
+    except GradlabError as exc:
+        raise _fail(str(exc), exc.exit_code) from None
+
+
+def _check_extras(report: Any, paths: list[Path], junit: Path | None, summary_md: Path | None,
+                  plots: bool, quiet: bool) -> None:
+    """The files besides the CSV/JSON a check or merge was asked for, and where they went."""
+    from gradlab.render.extras import check_extras
+
+    written = [paths[0], *check_extras(report, paths[0], junit=junit, summary_md=summary_md,
+                                       plots=plots)]
+    if not quiet:
+        out.print("\n".join(f"{'report' if k == 0 else 'wrote'}: {p}"
+                            for k, p in enumerate(written)), markup=False, highlight=False)
+
+
+@app.command()
+def merge(
+    reports: Annotated[list[Path], typer.Argument(help="check-*.json reports (one per shard)")],
+    report_dir: ReportDir = Path(DEFAULT_REPORT_DIR),
+    junit: Junit = None, summary_md: SummaryMd = None, quiet: Quiet = False,
+) -> None:
+    """Merge check JSON reports (the shards of a run): one table, report, JUnit and summary;
+    exit as the unsharded run would (0 all passed, 1 a check failed)."""
+    from gradlab.render.check import render_check
+    from gradlab.render.files import read_check_json, write_check_reports
+    from gradlab.results import exit_code, merge_reports
+
+    try:
+        report = merge_reports([read_check_json(p) for p in reports])
+    except GradlabError as exc:
+        raise _fail(str(exc), exc.exit_code) from None
+    render_check(report, out, quiet=quiet)
+    paths = write_check_reports(report, report_dir)
+    _check_extras(report, paths, junit, summary_md, False, quiet)
+    raise typer.Exit(int(exit_code(report)))
+
+
+# bench's option defaults repeat gradlab.bench's DEFAULT_* constants (importing it here would
+# load torch for `gradlab --help`); a test keeps them equal.
 @app.command()
 def bench(
     what: Annotated[list[str], typer.Argument(help="bundled op name(s), SPEC.yaml or folder")],
@@ -207,15 +280,15 @@ def bench(
     seed: Annotated[int, typer.Option("--seed", help="seed of the random inputs")] = 0,
     threads: Annotated[int | None, typer.Option("--threads", help="torch intra-op threads "
                                                 "(default: the current count)")] = None,
+    junit: Junit = None, plots: Plots = False,
 ) -> None:
     """Time forward / backward phases and memory of each Function against its reference."""
-    # The option defaults repeat gradlab.bench's DEFAULT_* constants (importing it here would
-    # load torch for `gradlab --help`); a test keeps them equal.
     import math
 
     from gradlab import bench as core
     from gradlab.render.bench import render_bench
     from gradlab.render.benchfile import write_bench_reports
+    from gradlab.render.extras import bench_extras, require_plots
 
     if not (math.isfinite(min_time) and min_time > 0):
         raise _fail(f"--min-time: expected a positive number of seconds, got {min_time:g}")
@@ -230,6 +303,7 @@ def bench(
         min_time=min_time, min_samples=min_samples, max_time=max_time, seed=seed,
         threads=threads)
     try:
+        require_plots(plots)  # before the run: a missing matplotlib is exit 2, not lost time
         targets = _targets(what, None)  # bench cases are picked by the core (--case included)
         total = core.total_steps(targets, options)
         if options.cases and not total:
@@ -240,10 +314,11 @@ def bench(
         raise _fail(str(exc), exc.exit_code) from None
     render_bench(report, out)
     paths = write_bench_reports(report, report_dir)
-    out.print(f"report: {paths[0]}\nraw samples: {paths[1]}", markup=False, highlight=False)
-    if report.interrupted:
-        raise typer.Exit(int(ExitCode.INTERRUPTED))
-    raise typer.Exit(int(ExitCode.CHECK_FAILED if report.errors else ExitCode.OK))
+    written = bench_extras(report, paths[0], junit=junit, plots=plots)
+    out.print("\n".join([f"report: {paths[0]}", f"raw samples: {paths[1]}",
+                         *(f"wrote: {p}" for p in written)]), markup=False, highlight=False)
+    code = ExitCode.CHECK_FAILED if report.errors else ExitCode.OK
+    raise typer.Exit(int(ExitCode.INTERRUPTED if report.interrupted else code))
 
 
 @app.command()

@@ -94,15 +94,24 @@ def failure_lines(report: Report) -> list[Text]:
     return lines
 
 
-def render_check(report: Report, console: Console) -> None:
-    """Print the summary table, the failures and a one-line verdict."""
-    console.print(check_table(report))
+def render_check(report: Report, console: Console, *, quiet: bool = False,
+                 empty_ok: bool = False) -> None:
+    """Print the summary table (not when quiet), the failures and a one-line verdict.
+
+    empty_ok: a run without cases (an empty shard) passes."""
+    if not quiet:
+        console.print(check_table(report))
     for line in failure_lines(report):
         # no wrapping: a repro command must stay one copyable line
         console.print(line, soft_wrap=True)
     counts = {s: sum(r.status == s for r in report.rows) for s in (PASS, FAIL, ERROR, SKIP)}
-    verdict = "PASSED" if report.passed else "FAILED"
-    style = "bold green" if report.passed else "bold red"
+    passed = report.passed or (empty_ok and not report.rows and not report.truncated)
+    verdict = "PASSED" if passed else "FAILED"
+    style = "bold green" if passed else "bold red"
     extra = " (stopped early by --budget)" if report.truncated else ""
+    if report.stopped:
+        extra += " (stopped after the first failing case: --fail-fast)"
+    if not report.rows and not report.truncated:
+        extra += " (no case to run)"
     console.print(Text(f"{verdict}: {counts[PASS]} passed, {counts[FAIL]} failed, "
                        f"{counts[ERROR]} errors, {counts[SKIP]} skipped{extra}", style=style))
