@@ -128,9 +128,16 @@ class SpecItem(pytest.Item):
         if report.rows and all(r.status == SKIP for r in report.rows):
             pytest.skip(skip_reason(report.rows))
         if exit_code(report) != ExitCode.OK:
-            rerun = (f"re-run: gradlab check {shlex.quote(str(self.path))} --case "
+            rerun = (f"re-run: gradlab check {shlex.quote(self.shown_path())} --case "
                      f"{shlex.quote(self.case.name)}")
             raise SpecFailure(f"{failure_text(report, self.name)}\n\n{rerun}")
+
+    def shown_path(self) -> str:
+        """The spec's path as the person typed it: relative to where pytest was started."""
+        try:
+            return str(self.path.relative_to(self.config.invocation_params.dir))
+        except ValueError:
+            return str(self.path)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
                      style: Any = None) -> str | Any:

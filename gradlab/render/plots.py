@@ -148,21 +148,26 @@ def _labels(rows: Sequence[BenchRow]) -> list[str]:
 def speedup_figure(plt: Any, rows: Sequence[BenchRow], phases: Sequence[str]) -> Any:
     """Speedup (reference / custom median) with its 95% interval: one line per op and case,
     one marker per phase; hollow markers when the interval spans 1."""
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
     labels = _labels(rows)
     fig, ax = plt.subplots(figsize=(9, 1.3 + 0.55 * len(labels) * max(1, len(phases)) / 2))
     colours = plt.get_cmap("tab10")
     step = 0.7 / max(1, len(phases))
     for k, phase in enumerate(phases):
-        for n, r in enumerate(r for r in rows if r.phase == phase):
+        for r in (r for r in rows if r.phase == phase):
             y = _row_y(r, labels, rows) + (k - (len(phases) - 1) / 2) * step
             speedup = r.speedup or 1.0
             low, high = r.speedup_low or speedup, r.speedup_high or speedup
             ax.errorbar([speedup], [y], xerr=[[speedup - low], [high - speedup]],
                         fmt="o", color=colours(k), capsize=3,
-                        mfc=colours(k) if r.significant else "white",
-                        label=phase if n == 0 else None)
-    ax.axvline(1.0, color="grey", linestyle="--", linewidth=1, label="no difference (1x)")
+                        mfc=colours(k) if r.significant else "white")
+    ax.axvline(1.0, color="grey", linestyle="--", linewidth=1)
     ax.set_xscale("log")
+    ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_yticks(range(len(labels)), labels)
     ax.invert_yaxis()
     ax.set_xlabel("speedup = reference median / custom median (x, log scale; > 1: custom "
@@ -170,7 +175,13 @@ def speedup_figure(plt: Any, rows: Sequence[BenchRow], phases: Sequence[str]) ->
     ax.set_title("Custom Function vs plain-autograd reference: speedup with 95% bootstrap CI\n"
                  "(hollow marker: no significant difference)", fontsize=10)
     ax.grid(axis="x", which="both", alpha=0.3)
-    ax.legend(title="phase", loc="best", fontsize=8)
+    # legend entries drawn apart: a row's own marker is hollow or filled by its significance
+    handles = [Line2D([], [], color=colours(k), marker="o", linestyle="", label=phase)
+               for k, phase in enumerate(phases)]
+    handles += [Line2D([], [], color="grey", marker="o", mfc="white", linestyle="",
+                       label="interval spans 1x"),
+                Line2D([], [], color="grey", linestyle="--", label="no difference (1x)")]
+    ax.legend(handles=handles, title="phase", loc="best", fontsize=8)
     fig.tight_layout()
     return fig
 
