@@ -74,8 +74,8 @@ def _heatmap(plt: Any, ax: Any, fig: Any, f: Finding) -> None:
 
     shape = tuple(f.shape or f.error_map.shape)
     data = np.ma.masked_invalid(np.where(np.isinf(f.error_map), np.nan, f.error_map))
-    cmap = plt.get_cmap("magma").copy()
-    cmap.set_bad("cyan")  # NaN/inf where a finite value was expected
+    # cyan marks NaN/inf where a finite value was expected
+    cmap = plt.get_cmap("magma").with_extremes(bad="cyan")
     from matplotlib.ticker import MaxNLocator
     from mpl_toolkits.axes_grid1 import make_axes_locatable
 
