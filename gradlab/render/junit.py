@@ -15,7 +15,7 @@ from pathlib import Path
 
 from gradlab.render.diagnosis import CheckGroup, check_groups, group_text, hint_words, skip_reason
 from gradlab.render.words import message
-from gradlab.results import ERROR, FAIL, SKIP, WARN, Report
+from gradlab.results import ERROR, FAIL, PASS, SKIP, WARN, Report
 from gradlab.results.bench import BenchReport, BenchRow
 
 #: Characters XML 1.0 does not allow at all (escaping cannot save them): they are dropped.
@@ -95,7 +95,7 @@ def _bench_groups(rows: Iterable[BenchRow]) -> dict[tuple[str, str, str], list[B
 def _bench_status(rows: Sequence[BenchRow]) -> str:
     if any(r.status == ERROR for r in rows):
         return ERROR
-    return SKIP if all(r.status == SKIP for r in rows) else "pass"
+    return SKIP if all(r.status == SKIP for r in rows) else PASS
 
 
 def bench_junit(report: BenchReport, name: str = "gradlab bench") -> ET.ElementTree:
@@ -112,7 +112,7 @@ def bench_junit(report: BenchReport, name: str = "gradlab bench") -> ET.ElementT
                           name=f"{case}/{phase}", time=f"{seconds:.3f}")
             status = _bench_status(rows)
             lines = [f"{r.status.upper()} {r.dtype} / {r.device} / {r.impl}: {r.note}"
-                     for r in rows if r.status != "pass"]
+                     for r in rows if r.status != PASS]
             if status == ERROR:
                 first = next(r for r in rows if r.status == ERROR)
                 _element(tc, "error", "\n".join(lines), message=first.note[:MESSAGE_CHARS])
