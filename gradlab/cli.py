@@ -99,7 +99,7 @@ Junit = Annotated[Path | None, typer.Option("--junit", help="also write JUnit XM
 SummaryMd = Annotated[Path | None, typer.Option("--summary-md", dir_okay=False,
                                                 help="also write a Markdown summary here")]
 Plots = Annotated[bool, typer.Option("--plots", help="write PNG plots to REPORT_DIR/plots "
-                                     "(needs matplotlib: pip install 'gradlab[plots]')")]
+                                     "(needs matplotlib: the plots extra)")]
 Quiet = Annotated[bool, typer.Option("-q", "--quiet", help="print only the failures and the "
                                      "verdict line")]
 Shard = Annotated[str | None, typer.Option("--shard", help="run only shard I of N (I/N) of the "
