@@ -13,6 +13,7 @@ from gradlab.cases import Inputs
 from gradlab.checks import diagnose as dg
 from gradlab.checks import jacobian as jac
 from gradlab.checks.context import CaseContext
+from gradlab.checks.errormap import error_map
 from gradlab.checks.execute import Run
 from gradlab.model import Tolerance
 from gradlab.results import FAIL, PASS, CheckRow, Finding
@@ -106,6 +107,8 @@ def compare_grads(ctx: CaseContext, variant: str, got: Run, want: Run, inputs: I
         worst = (max(worst[0], d.stats.max_abs), max(worst[1], d.stats.max_rel))
         if not d.ok:
             findings.append(grad_finding(i, g, w, d, want, inputs, tol))
+            if ctx.options.error_maps:
+                findings[-1].error_map = error_map(g, w)
     status = FAIL if findings else PASS
     hint = next((f.hint for f in findings if f.hint), "")
     return ctx.row(variant, "gradient", status, max_abs_err=worst[0], max_rel_err=worst[1],

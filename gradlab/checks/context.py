@@ -40,6 +40,10 @@ class Options:
     isolate: bool = False
     #: seconds one work item may take in a worker before it is stopped (None: no limit).
     timeout: float | None = None
+    #: keep each failing gradient's |got - want| map on its Finding (for plots; costs memory).
+    error_maps: bool = False
+    #: stop after the first case with a failing row (its other dtypes and devices still run).
+    fail_fast: bool = False
 
 
 @dataclass

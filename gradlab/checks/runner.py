@@ -181,7 +181,11 @@ def _run_all(targets: Sequence[Target], options: Options, execute: Execute, repo
              on_rows: Callable[[list[CheckRow]], None] | None) -> None:
     start = time.perf_counter()
     item_options = options
+    failed_case: tuple[str, str] | None = None  # --fail-fast: the first failing case
     for index, item in enumerate(plan(targets, options)):
+        if failed_case is not None and failed_case != (item[1].op.name, item[2].name):
+            report.stopped = True
+            break
         elapsed = time.perf_counter() - start
         if options.budget is not None:
             if elapsed > options.budget:
@@ -194,6 +198,8 @@ def _run_all(targets: Sequence[Target], options: Options, execute: Execute, repo
         report.extend(rows)
         if on_rows is not None:
             on_rows(rows)
+        if options.fail_fast and failed_case is None and any(r.failed for r in rows):
+            failed_case = (item[1].op.name, item[2].name)
 
 
 def item_rows(item: Item, options: Options) -> list[CheckRow]:

@@ -10,11 +10,11 @@ import sys
 
 import typer
 
-from gradlab.cli import bench, check
+from gradlab.cli import bench, check, ci
 from gradlab.cli.app import app, err
 from gradlab.errors import ExitCode, GradlabError
 
-__all__ = ["app", "bench", "check", "main"]
+__all__ = ["app", "bench", "check", "ci", "main"]
 
 
 def main() -> None:

@@ -6,32 +6,25 @@ Heavy imports (torch, pandas, the engine) happen inside the commands so `gradlab
 
 from __future__ import annotations
 
-import os
 import signal
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from gradlab.errors import ExitCode, GradlabError
+from gradlab.render.console import make_console
 
 # rich_markup_mode=None: plain click help (the rich panels label every flag `<bool>`)
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Verify and benchmark gradients of custom torch.autograd.Functions.")
 
 
-def _width(stream: Any) -> int | None:
-    """Console width: the terminal's, or COLUMNS (rich reads it), else 160 when piped (CI
-    logs and files are read in wide windows; rich's fallback is 80)."""
-    return None if stream.isatty() or os.environ.get("COLUMNS", "").isdigit() else 160
-
-
-out = Console(width=_width(sys.stdout))
-err = Console(stderr=True, width=_width(sys.stderr))
+# Colour only on a terminal and never under NO_COLOR; piped output wide unless COLUMNS is set.
+out = make_console()
+err = make_console(stderr=True)
 
 DEFAULT_REPORT_DIR = "reports"
 #: Per-case limit of `check` (isolated runs): far above any normal case (the bundled ones take
@@ -142,6 +135,23 @@ def list_ops() -> None:
 What = Annotated[list[str], typer.Argument(help="bundled op name(s), SPEC.yaml or folder")]
 ReportDir = Annotated[Path, typer.Option("--report-dir", help="where the report files go")]
 Seed = Annotated[int, typer.Option("--seed", help="seed of the random inputs")]
+Wide = Annotated[bool, typer.Option("--wide", help="every column, whatever the width")]
+#: CI options (docs/ci.md); the files they write are gradlab.render's.
+Junit = Annotated[Path | None, typer.Option("--junit", help="also write JUnit XML to this file",
+                                            dir_okay=False)]
+SummaryMd = Annotated[Path | None, typer.Option("--summary-md", dir_okay=False,
+                                                help="also write a Markdown summary here")]
+Plots = Annotated[bool, typer.Option("--plots", help="write PNG plots to REPORT_DIR/plots "
+                                     "(needs matplotlib: the plots extra)")]
+Quiet = Annotated[bool, typer.Option("-q", "--quiet", help="print only the failures and the "
+                                     "verdict line")]
+Shard = Annotated[str | None, typer.Option("--shard", help="run only shard I of N (I/N) of the "
+                                           "cases; `gradlab merge` joins the reports")]
+FailFast = Annotated[bool, typer.Option("--fail-fast", help="stop after the first failing "
+                                        "case (the report is still written)")]
+Match = Annotated[list[str] | None, typer.Option("-k", "--match", help="only cases whose "
+                                                 "'op/case' contains this (or matches this "
+                                                 "glob); repeatable")]
 MaxMemory = Annotated[str | None, typer.Option(
     "--max-memory", help="refuse a case whose tensors need more memory than this, e.g. 8GiB "
                          "(default: a quarter of the available memory)")]

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from gradlab.cli.app import (
     DEFAULT_REPORT_DIR,
+    Junit,
     MaxMemory,
+    Plots,
+    Wide,
     app,
     check_report_folder,
     err,
@@ -59,15 +62,14 @@ def bench(
     seed: Annotated[int, typer.Option("--seed", help="seed of the random inputs")] = 0,
     threads: Annotated[int | None, typer.Option("--threads", help="torch intra-op threads "
                                                 "(default: the current count)")] = None,
-    max_memory: MaxMemory = None,
+    max_memory: MaxMemory = None, junit: Junit = None, plots: Plots = False,
+    wide: Wide = False,
 ) -> None:
     """Time forward / backward phases and memory of each Function against its reference."""
     # The option defaults repeat gradlab.bench's DEFAULT_* constants (importing it here would
     # load torch for `gradlab --help`); a test keeps them equal.
-
     from gradlab import bench as core
-    from gradlab.render.bench import render_bench
-    from gradlab.render.benchfile import write_bench_reports
+    from gradlab.render.extras import require_plots
     from gradlab.render.progress import progress
 
     _check_numbers(min_time, max_time, min_samples, threads)
@@ -77,6 +79,7 @@ def bench(
         max_time=max_time, seed=seed, threads=threads)
     check_report_folder(report_dir)
     try:
+        require_plots(plots)  # before the run: a missing matplotlib is exit 2, not lost time
         # bench cases (--case included) are picked by the core
         targets = load_targets(what, None, parse_max_memory(max_memory))
         total = core.total_steps(targets, options)
@@ -86,12 +89,23 @@ def bench(
             report = core.run(targets, options, on_step=step)
     except GradlabError as exc:
         raise fail(str(exc), exc.exit_code) from None
-    render_bench(report, out)
+    _finish_bench(report, report_dir, junit, plots, wide)
+
+
+def _finish_bench(report: Any, report_dir: Path, junit: Path | None, plots: bool,
+                  wide: bool) -> None:
+    """Render, write the report and the files asked for, exit with the run's code."""
+    from gradlab.render.bench import render_bench
+    from gradlab.render.benchfile import write_bench_reports
+    from gradlab.render.extras import bench_extras
+
+    render_bench(report, out, wide=wide)
     paths = write_bench_reports(report, report_dir)
-    out.print(f"report: {paths[0]}\nraw samples: {paths[1]}", markup=False, highlight=False)
-    if report.interrupted:
-        raise typer.Exit(int(ExitCode.INTERRUPTED))
-    raise typer.Exit(int(ExitCode.CHECK_FAILED if report.errors else ExitCode.OK))
+    written = bench_extras(report, paths[0], junit=junit, plots=plots)
+    out.print("\n".join([f"report: {paths[0]}", f"raw samples: {paths[1]}",
+                         *(f"wrote: {p}" for p in written)]), markup=False, highlight=False)
+    code = ExitCode.CHECK_FAILED if report.errors else ExitCode.OK
+    raise typer.Exit(int(ExitCode.INTERRUPTED if report.interrupted else code))
 
 
 @app.command()

@@ -3,6 +3,7 @@ finish) -> render -> exit code."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,10 +12,18 @@ import typer
 from gradlab.cli.app import (
     DEFAULT_REPORT_DIR,
     DEFAULT_TIMEOUT_S,
+    FailFast,
+    Junit,
+    Match,
     MaxMemory,
+    Plots,
+    Quiet,
     ReportDir,
     Seed,
+    Shard,
+    SummaryMd,
     What,
+    Wide,
     app,
     check_report_folder,
     err,
@@ -27,7 +36,8 @@ from gradlab.cli.app import (
     require_devices,
     sigterm_as_interrupt,
 )
-from gradlab.errors import ExitCode, GradlabError
+from gradlab.cli.ci import pick_targets, write_extras
+from gradlab.errors import GradlabError
 
 
 def _check_options(what: list[str], dtype: list[str] | None, device: list[str] | None,
@@ -104,13 +114,14 @@ def check(
     timeout: Annotated[float, typer.Option("--timeout", help="seconds one case may run "
                                            "(isolated runs only; 0: no limit)")
                        ] = DEFAULT_TIMEOUT_S,
-    wide: Annotated[bool, typer.Option("--wide", help="every column, whatever the width")
-                    ] = False,
-    max_memory: MaxMemory = None,
+    wide: Wide = False, max_memory: MaxMemory = None,
+    match: Match = None, shard: Shard = None, fail_fast: FailFast = False, quiet: Quiet = False,
+    junit: Junit = None, summary_md: SummaryMd = None, plots: Plots = False,
 ) -> None:
     """Check gradients: reference comparison, contract, variants, Jacobians, second order."""
-    options = _check_options(what, dtype, device, report_dir, seed, variants, variant, only,
-                             mode, budget, strict, skip_unavailable, isolate, timeout)
+    options = replace(_check_options(what, dtype, device, report_dir, seed, variants, variant,
+                                     only, mode, budget, strict, skip_unavailable, isolate,
+                                     timeout), error_maps=plots, fail_fast=fail_fast)
     if isolate:
         from gradlab.checks.isolate import warm_up
 
@@ -120,36 +131,48 @@ def check(
         targets = load_targets(what, case, parse_max_memory(max_memory))
     except GradlabError as exc:
         raise fail(str(exc), exc.exit_code) from None
+    targets = pick_targets(targets, match, shard, plots)
     require_devices(targets, options.devices, skip_unavailable)
     from gradlab.render.files import CheckReportWriter
 
     writer = CheckReportWriter(report_dir)
-    _finish_check(_run_check(targets, options, writer), writer, wide)
+    report = _run_check(targets, options, writer, quiet)
+    _finish_check(report, writer, Finish(wide, quiet, shard is not None, junit, summary_md,
+                                         plots))
 
 
-def _finish_check(report: Any, writer: Any, wide: bool = False) -> None:
-    """Render, write the report, then say the verdict and exit with its code."""
+@dataclass(frozen=True)
+class Finish:
+    """How a check run ends: what it prints and which files it writes besides CSV/JSON."""
+
+    wide: bool = False
+    quiet: bool = False
+    #: a shard: a run with no case to run passes.
+    empty_ok: bool = False
+    junit: Path | None = None
+    summary_md: Path | None = None
+    plots: bool = False
+
+
+def _finish_check(report: Any, writer: Any, how: Finish) -> None:
+    """Render, write the report and the files asked for, then say the verdict (once the report
+    is safely on disk) and exit with its code."""
     from gradlab.render.check import render_check, render_verdict
+    from gradlab.results import exit_code
 
-    render_check(report, out, verdict=False, wide=wide)
+    render_check(report, out, verdict=False, wide=how.wide, quiet=how.quiet)
     paths = writer.write(report, final=True)
-    # the verdict comes once the report is safely on disk
-    render_verdict(report, out)
-    out.print(f"report: {paths[0]}", markup=False, highlight=False)
+    render_verdict(report, out, empty_ok=how.empty_ok)
+    write_extras(report, paths, how.junit, how.summary_md, how.plots, how.quiet)
     if report.interrupted:
         err.print(f"gradlab: interrupted; the partial report is {paths[0]}", markup=False,
                   highlight=False, soft_wrap=True)
-        raise typer.Exit(int(ExitCode.INTERRUPTED))
-    if report.internal_errors:
-        raise typer.Exit(int(ExitCode.INTERNAL))
-    raise typer.Exit(int(ExitCode.OK if report.passed else ExitCode.CHECK_FAILED))
+    raise typer.Exit(int(exit_code(report, empty_ok=how.empty_ok)))
 
 
-def _run_check(targets: list[Any], options: Any, writer: Any) -> Any:
+def _run_check(targets: list[Any], options: Any, writer: Any, quiet: bool = False) -> Any:
     """Run the checks with a progress bar (a terminal) or progress lines (a log), the report
     rewritten as cases finish."""
-    from dataclasses import replace
-
     from gradlab.checks.isolate import picklable
     from gradlab.checks.runner import plan, run
     from gradlab.render.progress import LogProgress, progress
@@ -164,9 +187,9 @@ def _run_check(targets: list[Any], options: Any, writer: Any) -> Any:
     from gradlab.results import Report
 
     partial = Report(env=environment(seed=options.seed))
-    log = None if err.is_terminal else LogProgress(err)
-    with sigterm_as_interrupt(), progress("checking", sum(1 for _ in plan(targets, options)),
-                                          err) as step:
+    log = None if err.is_terminal or quiet else LogProgress(err)
+    total = sum(1 for _ in plan(targets, options))
+    with sigterm_as_interrupt(), progress("checking", total, err, show=not quiet) as step:
         def on_rows(rows: list[Any]) -> None:
             partial.extend(rows)
             writer.write(partial)
@@ -186,8 +209,7 @@ def _run_check(targets: list[Any], options: Any, writer: Any) -> Any:
 def repro(
     file: Annotated[Path, typer.Argument(help="a repro file (reports/repro/*.pt)")],
     report_dir: ReportDir = Path(DEFAULT_REPORT_DIR),
-    wide: Annotated[bool, typer.Option("--wide", help="every column, whatever the width")
-                    ] = False,
+    wide: Wide = False,
 ) -> None:
     """Re-run one failing case on the inputs saved in its repro file."""
     from gradlab.checks.context import Options
@@ -201,4 +223,4 @@ def repro(
     from gradlab.render.files import CheckReportWriter
 
     options = Options(dtypes=(dtype,), devices=(device,), seed=seed, skip_unavailable=True)
-    _finish_check(run([target], options), CheckReportWriter(report_dir), wide)
+    _finish_check(run([target], options), CheckReportWriter(report_dir), Finish(wide=wide))

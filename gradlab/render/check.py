@@ -14,10 +14,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from gradlab.errors import ExitCode
 from gradlab.render.findings import FailureGroup, failing_cases, group_failures, where
 from gradlab.render.tables import Column, fit
 from gradlab.render.words import HINTS, message
-from gradlab.results import ERROR, FAIL, PASS, SKIP, WARN, CheckRow, Report
+from gradlab.results import ERROR, FAIL, PASS, SKIP, WARN, CheckRow, Report, exit_code
 
 _STYLE = {PASS: "green", FAIL: "bold red", ERROR: "bold magenta", SKIP: "yellow",
           WARN: "yellow"}
@@ -134,20 +135,25 @@ def failure_lines(report: Report) -> list[Text]:
 
 
 def render_check(report: Report, console: Console, *, verdict: bool = True,
-                 wide: bool = False) -> None:
-    """Print the summary table, the findings and (unless the caller prints it later, once the
-    report is on disk) the one-line verdict."""
-    console.print(check_table(report, None if wide else console.width))
+                 wide: bool = False, quiet: bool = False, empty_ok: bool = False) -> None:
+    """Print the summary table (not when quiet), the findings and (unless the caller prints it
+    later, once the report is on disk) the one-line verdict.
+
+    empty_ok: a run without cases (an empty shard) passes."""
+    if not quiet:
+        console.print(check_table(report, None if wide else console.width))
     for line in failure_lines(report):
         # a command stays one copyable line; words wrap at the console's width
         console.print(line, soft_wrap=line.plain.startswith("  gradlab "))
     if verdict:
-        render_verdict(report, console)
+        render_verdict(report, console, empty_ok=empty_ok)
 
 
-def render_verdict(report: Report, console: Console) -> None:
+def render_verdict(report: Report, console: Console, *, empty_ok: bool = False) -> None:
     """The one-line verdict, PASSED in green or FAILED in red."""
-    console.print(Text(verdict_line(report), style="bold green" if report.passed else "bold red"))
+    passed = exit_code(report, empty_ok=empty_ok) == ExitCode.OK
+    console.print(Text(verdict_line(report, passed), style="bold green" if passed
+                       else "bold red"))
 
 
 def _by_reason(groups: list[dict[str, Any]], status: str) -> str:
@@ -160,15 +166,19 @@ def _by_reason(groups: list[dict[str, Any]], status: str) -> str:
     return f" ({', '.join(f'{k} {n}' for k, n in counts.items())})" if counts else ""
 
 
-def verdict_line(report: Report) -> str:
+def verdict_line(report: Report, passed: bool | None = None) -> str:
     """'PASSED: ...' or 'FAILED: ...': the table's lines counted by status (skips and warnings
     by reason), then the rows the variants make."""
     groups = group_rows(report.rows)
     counts = {s: sum(g["status"] == s for g in groups) for s in (PASS, FAIL, ERROR, SKIP, WARN)}
-    verdict = "PASSED" if report.passed else "FAILED"
-    if not any(r.ran for r in report.rows):
+    verdict = "PASSED" if (report.passed if passed is None else passed) else "FAILED"
+    if not report.rows:
+        verdict += " (no case to run)"
+    elif not any(r.ran for r in report.rows):
         verdict += " (nothing was checked)"
     extra = " (stopped early by --budget)" if report.truncated else ""
+    if report.stopped:
+        extra += " (stopped after the first failing case: --fail-fast)"
     if report.interrupted:
         verdict, extra = "INTERRUPTED", " (partial: only the cases finished before the stop)"
     return (f"{verdict}: {len(groups)} checks: {counts[PASS]} passed, {counts[FAIL]} failed, "

@@ -12,13 +12,19 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
+from typing import Any
 
-from gradlab.errors import ReportError
-from gradlab.fileio import atomic_write, ensure_writable, reserve_stem
+from gradlab.errors import GradlabError, ReportError
+from gradlab.fileio import atomic_write, ensure_writable, read_limited, reserve_stem
 from gradlab.render.words import message
-from gradlab.results import COLUMNS, Report
+from gradlab.results import COLUMNS, CheckRow, Element, ErrorStats, Finding, ProbeStats, Report
+
+#: Marks a check JSON file (older files without it are read too, by their keys).
+FORMAT = "gradlab-check"
+#: The largest check JSON `gradlab merge` reads (a whole bundled suite is about 3 MiB).
+MAX_REPORT_BYTES = 256 * 1024 * 1024
 
 #: The files of one report, in the order the writers return them.
 SUFFIXES = (".csv", ".json")
@@ -49,8 +55,9 @@ def check_report_texts(report: Report) -> tuple[str, str]:
     frame = report.to_frame()
     frame.insert(len(COLUMNS), "message", [message(r) for r in report.rows])
     frame["interrupted"] = report.interrupted
-    payload = {"env": report.env, "passed": report.passed, "truncated": report.truncated,
-               "interrupted": report.interrupted,
+    payload = {"format": FORMAT, "env": report.env, "passed": report.passed,
+               "truncated": report.truncated, "interrupted": report.interrupted,
+               "stopped": report.stopped,
                "columns": list(COLUMNS),
                "rows": [r.as_dict() | {"message": message(r)} for r in report.rows]}
     return frame.to_csv(index=False), json.dumps(payload, indent=1, default=str)
@@ -95,3 +102,54 @@ class CheckReportWriter:
                               f"{exc.strerror or exc}") from None
         self.last = self.clock()
         return self.paths
+
+
+def _known(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    """The keys of `data` that are fields of dataclass `cls` (extra keys, like message, go)."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+def _tuple(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _finding(data: dict[str, Any]) -> Finding:
+    f = Finding(**_known(Finding, data))
+    f.shape, f.dims = _tuple(f.shape), _tuple(f.dims)
+    f.stats = ErrorStats(**data["stats"]) if data.get("stats") else None
+    f.probes = ProbeStats(**data["probes"]) if data.get("probes") else None
+    f.worst = [Element(**(e | {"output_index": tuple(e.get("output_index", ())),
+                               "input_index": tuple(e.get("input_index", ()))}))
+               for e in data.get("worst", [])]
+    return f
+
+
+def row_from_dict(data: dict[str, Any]) -> CheckRow:
+    """A CheckRow from its JSON form (CheckRow.as_dict, as the check JSON holds it)."""
+    row = CheckRow(**_known(CheckRow, data))
+    row.findings = [_finding(f) for f in data.get("findings", [])]
+    return row
+
+
+def read_check_json(path: str | Path) -> Report:
+    """A check report from a check-*.json file; a file that is not one is a GradlabError."""
+    p = Path(path)
+    try:
+        payload = json.loads(read_limited(p, MAX_REPORT_BYTES).decode("utf-8"))
+    except GradlabError as exc:  # not a regular file, too big, unreadable
+        raise GradlabError(f"{p}: {exc}") from None
+    except OSError as exc:
+        raise GradlabError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise GradlabError(f"{p}: not JSON: {exc}") from None
+    if (not isinstance(payload, dict) or payload.get("format", FORMAT) != FORMAT
+            or not isinstance(payload.get("rows"), list)):
+        raise GradlabError(f"{p}: not a gradlab check report (check-*.json)")
+    try:
+        rows = [row_from_dict(r) for r in payload["rows"]]
+    except (TypeError, KeyError, AttributeError) as exc:
+        raise GradlabError(f"{p}: malformed check report row: {exc}") from None
+    return Report(rows=rows, env=dict(payload.get("env") or {}),
+                  truncated=bool(payload.get("truncated")), stopped=bool(payload.get("stopped")),
+                  interrupted=bool(payload.get("interrupted")))

@@ -18,10 +18,11 @@ HEARTBEAT_S = 30.0
 
 
 @contextmanager
-def progress(label: str, total: int, console: Console) -> Iterator[Callable[[str], None]]:
-    """A progress bar on `console` (gone when done; none outside a terminal); yields
-    `step(description)`."""
-    if not console.is_terminal:
+def progress(label: str, total: int, console: Console,
+             show: bool = True) -> Iterator[Callable[[str], None]]:
+    """A progress bar on `console` (gone when done; none outside a terminal or when not
+    `show`); yields `step(description)`."""
+    if not console.is_terminal or not show:
         yield lambda description: None
         return
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gradlab.errors import ExitCode
 from gradlab.results.status import ERROR, FAIL, PASS, SKIP, WARN
 
 #: The columns of `Report.to_frame()`, in order (the environment columns follow).
@@ -97,6 +98,13 @@ class Finding:
     #: the custom Function (its node's name) a contract finding is about, when it is one inside
     #: the checked callable rather than the callable itself.
     node: str = ""
+    #: |got - want| of this input's gradient as a 2-D array (at most ERROR_MAP_SIDE a side),
+    #: kept only when a run asks for plots; never written to the CSV or JSON (too big).
+    error_map: Any = field(default=None, repr=False, compare=False)
+
+
+#: The largest side of a Finding's error_map (larger gradients are max-pooled down to it).
+ERROR_MAP_SIDE = 256
 
 
 @dataclass
@@ -155,8 +163,15 @@ class CheckRow:
         return [e for f in self.findings for e in f.worst]
 
     def as_dict(self) -> dict[str, Any]:
-        """The row as nested plain data (findings as dicts)."""
-        return asdict(self)
+        """The row as nested plain data (findings as dicts, without their error maps)."""
+        maps = [f.error_map for f in self.findings]
+        try:
+            for f in self.findings:  # not copied into the dict: plots only, and large
+                f.error_map = None
+            return asdict(self)
+        finally:
+            for f, m in zip(self.findings, maps, strict=True):
+                f.error_map = m
 
 
 @dataclass(repr=False)
@@ -173,6 +188,8 @@ class Report:
     truncated: bool = False
     #: true when Ctrl-C or SIGTERM stopped the run (the rows are those finished before).
     interrupted: bool = False
+    #: true when --fail-fast stopped the run after the first failing case.
+    stopped: bool = False
 
     @property
     def passed(self) -> bool:
@@ -272,3 +289,32 @@ class Report:
         for key, value in self.env.items():
             frame[key] = value
         return frame
+
+
+def merge_reports(reports: Iterable[Report]) -> Report:
+    """One report of several (the shards of a run): rows in order, the first one's environment;
+    stopped early if any of them was."""
+    merged = Report()
+    for r in reports:
+        merged.extend(r.rows)
+        merged.env = merged.env or dict(r.env)
+        merged.truncated |= r.truncated
+        merged.stopped |= r.stopped
+        merged.interrupted |= r.interrupted
+    return merged
+
+
+def exit_code(report: Report, *, empty_ok: bool = False) -> ExitCode:
+    """The exit code of a check run: 130 interrupted, 3 for a gradlab bug, 0 all passed (see
+    `passed`), 1 otherwise.
+
+    empty_ok: a run that had no case to run passes (a shard that drew none); a whole run
+    without rows fails, since nothing was checked.
+    """
+    if report.interrupted:
+        return ExitCode.INTERRUPTED
+    if report.internal_errors:
+        return ExitCode.INTERNAL
+    if report.passed or (empty_ok and not report.rows and not report.truncated):
+        return ExitCode.OK
+    return ExitCode.CHECK_FAILED

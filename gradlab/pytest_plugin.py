@@ -1,0 +1,149 @@
+"""pytest plugin (entry point `pytest11: gradlab`): gradlab spec files as tests, one item per op
+and case, named 'op/case', failing with gradlab's diagnosis.
+
+Which YAML files it collects, conservatively (a repository's other YAML is never touched):
+
+1. a `*.yaml` / `*.yml` file named on the command line (`pytest specs/conv2d.yaml`);
+2. the `*.yaml` / `*.yml` files directly in a folder named on the command line
+   (`pytest specs/`), as `gradlab check specs/` reads a folder: not its subfolders, and not the
+   `testpaths` pytest falls back on when no path is given;
+3. files whose path relative to the rootdir matches a glob of the ini option `gradlab_specs`
+   (fnmatch: `*` also crosses folders), wherever pytest's own collection walks;
+
+and of those only files that parse as gradlab specs: a YAML mapping with an `op:`, `function:`
+or `ops:` key.  An invalid spec of that shape is a collection error naming file and key.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import shlex
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gradlab.errors import ExitCode, GradlabError
+from gradlab.model import Case, Target
+
+SUFFIXES = (".yaml", ".yml")
+#: Top-level keys that make a YAML mapping a gradlab spec.
+SPEC_KEYS = ("op", "function", "ops")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini("gradlab_specs", type="linelist", default=[],
+                  help="gradlab: globs (relative to the rootdir) of spec files to collect as "
+                       "tests, besides spec files and folders named on the command line")
+
+
+def looks_like_spec(path: Path) -> bool:
+    """True when `path` holds a YAML mapping with an op:, function: or ops: key."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return False
+    return isinstance(doc, dict) and any(k in doc for k in SPEC_KEYS)
+
+
+def _named_paths(config: pytest.Config) -> list[Path]:
+    """The paths given on the command line (not testpaths), resolved."""
+    source = getattr(config, "args_source", None)
+    if source is None or source != pytest.Config.ArgsSource.ARGS:
+        return []
+    base = Path(config.invocation_params.dir)
+    return [(base / a.split("::")[0]).resolve() for a in config.args]
+
+
+def wanted(config: pytest.Config, path: Path) -> bool:
+    """Whether rules 1-3 of the module docstring select `path` (its content not yet read)."""
+    if path.suffix not in SUFFIXES:
+        return False
+    real = path.resolve()
+    named = _named_paths(config)
+    if real in named or real.parent in named:
+        return True
+    globs = config.getini("gradlab_specs")
+    if globs:
+        try:
+            rel = path.absolute().relative_to(config.rootpath).as_posix()
+        except ValueError:
+            return False
+        return any(fnmatch.fnmatch(rel, g) for g in globs)
+    return False
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if wanted(parent.config, file_path) and looks_like_spec(file_path):
+        return SpecFile.from_parent(parent, path=file_path)
+    return None
+
+
+class SpecFile(pytest.File):
+    """A gradlab spec file: one item per op and case."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        from gradlab.spec import load_file
+
+        try:
+            targets = load_file(self.path)
+        except GradlabError as exc:
+            raise self.CollectError(f"gradlab: {exc}") from None
+        seen: set[str] = set()
+        for t in targets:
+            for case in t.op.cases:
+                name = f"{t.op.name}/{case.name}"
+                k = 2
+                while name in seen:  # two ops of one file with the same label
+                    name = f"{t.op.name}/{case.name}#{k}"
+                    k += 1
+                seen.add(name)
+                yield SpecItem.from_parent(self, name=name, target=t, case=case)
+
+
+class SpecFailure(AssertionError):
+    """A case failed its checks; the message is the diagnosis."""
+
+
+class SpecItem(pytest.Item):
+    """One case of one op: every dtype, device, variant and check gradlab runs for it."""
+
+    def __init__(self, *, target: Target, case: Case, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.target = replace(target, op=replace(target.op, cases=(case,)))
+        self.case = case
+
+    def runtest(self) -> None:
+        from gradlab.checks.context import Options
+        from gradlab.checks.runner import run
+        from gradlab.render.diagnosis import skip_reason
+        from gradlab.results import SKIP, exit_code
+        from gradlab.testing import failure_text
+
+        report = run([self.target], Options())
+        if report.rows and all(r.status == SKIP for r in report.rows):
+            pytest.skip(skip_reason(report.rows))
+        if exit_code(report) != ExitCode.OK:
+            rerun = (f"re-run: gradlab check {shlex.quote(self.shown_path())} --case "
+                     f"{shlex.quote(self.case.name)}")
+            raise SpecFailure(f"{failure_text(report, self.name)}\n\n{rerun}")
+
+    def shown_path(self) -> str:
+        """The spec's path as the person typed it: relative to where pytest was started."""
+        try:
+            return str(self.path.relative_to(self.config.invocation_params.dir))
+        except ValueError:
+            return str(self.path)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
+                     style: Any = None) -> str | Any:
+        if isinstance(excinfo.value, SpecFailure):
+            return str(excinfo.value)  # the diagnosis, not a traceback into gradlab
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"gradlab {self.name}"

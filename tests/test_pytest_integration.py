@@ -1,0 +1,132 @@
+"""gradlab in a test suite: `assert_gradients`, and the pytest plugin that runs spec files as
+tests (which YAML it collects, its items, its failures, xdist, the entry point).
+
+The plugin runs in subprocesses with plugin autoloading off and `-p gradlab.pytest_plugin`, so
+the result does not depend on whether this checkout's entry point is installed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import DATA, ROOT, TESTS
+from user_functions import Square, SquareNoChainRule, square_reference
+
+from gradlab.testing import assert_gradients
+
+
+def test_assert_gradients_passes_and_returns_the_report() -> None:
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    report = assert_gradients(Square, [x], reference=square_reference, variants=False)
+    assert report.passed and report.rows
+
+
+def test_assert_gradients_failure_reads_as_a_grouped_diagnosis() -> None:
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(AssertionError) as info:
+        assert_gradients(SquareNoChainRule, [x], reference=square_reference)
+    text = str(info.value)
+    assert text.startswith("gradlab: SquareNoChainRule: ")
+    assert "SquareNoChainRule/example/gradient: " in text  # grouped by op/case/check
+    assert "SquareNoChainRule/example/jacobian: " in text
+    assert "likely cause: no_chain_rule" in text and "input 0 [3, 4]" in text
+    assert "SquareNoChainRule/example/forward" not in text  # passing checks stay out
+
+
+def pytest_run(args: list[str], cwd: Path, *, timeout: int = 300
+               ) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(TESTS)]))
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "gradlab.pytest_plugin",
+                           "-p", "no:cacheprovider", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def collected(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    return sorted(ln for ln in proc.stdout.splitlines() if "::" in ln)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A repository with specs and other YAML, and its own (empty) pytest config."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    specs = tmp_path / "specs"
+    (specs / "nested").mkdir(parents=True)
+    (specs / "exp.yaml").write_text("op: exp\ndtypes: [float64]\n")
+    (specs / "notes.yaml").write_text("name: not a spec\nsteps: [a, b]\n")
+    (specs / "list.yml").write_text("- op: exp\n")
+    (specs / "nested" / "linear.yaml").write_text("op: linear\n")
+    (tmp_path / "docker-compose.yaml").write_text("services: {web: {image: x}}\n")
+    (tmp_path / "broken.yaml").write_text((DATA / "user_broken.yaml").read_text())
+    return tmp_path
+
+
+def test_collects_specs_directly_in_a_named_folder_only(project: Path) -> None:
+    proc = pytest_run(["--collect-only", "-q", "specs/"], project)
+    assert collected(proc) == ["specs/exp.yaml::exp/matrix", "specs/exp.yaml::exp/vector"]
+
+
+def test_collects_a_named_spec_file_and_nothing_without_paths(project: Path) -> None:
+    named = pytest_run(["--collect-only", "-q", "specs/nested/linear.yaml"], project)
+    assert collected(named) and all(i.startswith("specs/nested/linear.yaml::linear/")
+                                    for i in collected(named))
+    (project / "pytest.ini").write_text("[pytest]\ntestpaths = specs\n")
+    bare = pytest_run(["--collect-only", "-q"], project)
+    assert bare.returncode == 5 and not collected(bare)  # testpaths are not "named"
+
+
+def test_ini_globs_select_spec_files(project: Path) -> None:
+    (project / "pytest.ini").write_text("[pytest]\ngradlab_specs = specs/*.yaml\n")
+    proc = pytest_run(["--collect-only", "-q"], project)
+    files = {i.split("::")[0] for i in collected(proc)}
+    assert files == {"specs/exp.yaml", "specs/nested/linear.yaml"}  # notes.yaml is no spec
+
+
+def test_failing_case_prints_the_diagnosis_and_a_rerun_command(project: Path) -> None:
+    proc = pytest_run(["broken.yaml", "-q"], project)
+    assert proc.returncode == 1
+    out = proc.stdout
+    assert "broken.yaml::SquareNoChainRule/base" in out
+    assert "likely cause: no_chain_rule" in out
+    assert "re-run: gradlab check broken.yaml --case base" in out
+    assert "Traceback" not in out and "gradlab/checks" not in out
+
+
+def test_invalid_spec_is_a_one_line_collection_error(project: Path) -> None:
+    (project / "bad.yaml").write_text((DATA / "bad_shape.yaml").read_text())
+    proc = pytest_run(["bad.yaml", "-q"], project)
+    assert proc.returncode == 2
+    assert "gradlab: " in proc.stdout and "shape" in proc.stdout
+
+
+def test_runs_under_xdist(project: Path) -> None:
+    proc = pytest_run(["-p", "xdist.plugin", "specs/", "-n", "2", "-q"], project)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 passed" in proc.stdout
+
+
+def test_gradlab_own_suite_collects_no_spec_items() -> None:
+    """`pytest` at the repository root (testpaths = tests) and `pytest tests` leave the YAML
+    of tests/data and gradlab/specs alone."""
+    for args in ([], ["tests"]):
+        # pyproject's addopts has -q already: nodeids, one a line
+        proc = pytest_run(["--collect-only", *args], ROOT)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        files = {ln.split("::")[0] for ln in proc.stdout.splitlines() if "::" in ln}
+        assert not [f for f in files if f.endswith((".yaml", ".yml"))]
+        assert "tests/test_cli.py::" in proc.stdout
+
+
+def test_entry_point_and_extras_are_declared() -> None:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["entry-points"]["pytest11"] == {"gradlab": "gradlab.pytest_plugin"}
+    extras = project["optional-dependencies"]
+    assert any(d.startswith("matplotlib") for d in extras["plots"])
+    for dep in ("pytest-xdist", "junitparser", "matplotlib"):
+        assert any(d.startswith(dep) for d in extras["test"]), dep
