@@ -223,5 +223,7 @@ def variant_rows(ctx: CaseContext, base: Inputs, grad_outs64: list[Tensor], base
             if not base_failed:
                 # The base case passed: what is wrong is the variant itself.
                 r.hint = ONLY_HINT[v.family]
-            elif not r.hint:
-                r.hint = base_hints.get(r.check, "")
+            else:
+                # The base fails this check too: its diagnosis is the bug's (a no_chain_rule
+                # backward looks like a constant factor under an all-alike grad_output).
+                r.hint = base_hints.get(r.check, r.hint)
