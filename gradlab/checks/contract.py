@@ -9,14 +9,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from gradlab.cases import Inputs
-from gradlab.checks.context import CaseContext
+from gradlab.cases import Inputs, flat_outputs
+from gradlab.checks.context import CaseContext, first_line
+from gradlab.model import Tolerance
 from gradlab.results import FAIL, PASS, SKIP, Finding
 
 
@@ -79,8 +81,45 @@ class BackwardWatch:
         return found
 
 
+def backward_twice(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tensor],
+                   tol: Tolerance) -> tuple[list[Finding], str]:
+    """Backward run twice on one graph (retain_graph=True), as a second loss or a gradient
+    penalty does: a difference beyond `tol` is a backward that is not re-entrant (it changed
+    ctx or a saved tensor); a rounding-level one (atomics, summation order) is only a note."""
+    diff = inputs.diff_index
+    with torch.enable_grad():
+        outs = flat_outputs(fn(*inputs.args, **inputs.kwargs))
+    pairs = [(o, g.to(o.dtype).to(o.device)) for o, g in zip(outs, grad_outs64, strict=True)
+             if o.requires_grad]
+    if not pairs or not diff:
+        return [], ""
+
+    def grads() -> Sequence[Tensor | None]:
+        return torch.autograd.grad([p[0] for p in pairs], [inputs.args[i] for i in diff],
+                                   [p[1] for p in pairs], allow_unused=True, retain_graph=True)
+
+    first = grads()
+    try:
+        second = grads()
+    except Exception as exc:
+        return [Finding("backward", -1, "not_reentrant", got=first_line(exc))], ""
+    found, biggest = [], 0.0
+    for i, a, b in zip(diff, first, second, strict=True):
+        if a is None or b is None or same(a, b):
+            continue
+        err = float((a.double() - b.double()).abs().nan_to_num(nan=float("inf")).max())
+        scale = float(a.double().abs().max())
+        if err > tol.atol + tol.rtol * scale:
+            found.append(Finding("input", i, "not_reentrant", got=f"differs by {err:.3g}"))
+        biggest = max(biggest, err)
+    note = (f"backward run twice differs at rounding level (up to {biggest:.3g}): "
+            "nondeterministic summation order?") if biggest and not found else ""
+    return found, note
+
+
 def contract_row(ctx: CaseContext, variant: str, findings: Sequence[Finding], *,
-                 passing: bool, unavailable: str = "", no_custom: bool = False) -> None:
+                 passing: bool, unavailable: str = "", no_custom: bool = False,
+                 note: str = "") -> None:
     """A contract row: FAIL with `findings` (hint: the first's); else, when asked for, PASS
     (saying so when only the in-place checks applied), or SKIP saying why when backward's raw
     return value could not be checked (never a pass)."""
@@ -89,4 +128,5 @@ def contract_row(ctx: CaseContext, variant: str, findings: Sequence[Finding], *,
     elif passing and unavailable:
         ctx.row(variant, "contract", SKIP, reason="raw_backward_unavailable", note=unavailable)
     elif passing:
-        ctx.row(variant, "contract", PASS, reason="no_custom_function" if no_custom else "")
+        ctx.row(variant, "contract", PASS, reason="no_custom_function" if no_custom else "",
+                note=note)

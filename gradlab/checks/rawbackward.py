@@ -154,6 +154,32 @@ def returned_gradients(args: Sequence[Any], raw: Sequence[Any]) -> list[Finding]
     return found
 
 
+def _storages(tensors: Sequence[Any]) -> set[int]:
+    return {t.untyped_storage().data_ptr() for t in tensors if isinstance(t, Tensor)}
+
+
+def ctx_aliases(node: Any, args: Sequence[Any], outs: Sequence[Tensor],
+                name: str = "") -> list[Finding]:
+    """Inputs or outputs kept as ctx attributes instead of save_for_backward.
+
+    An output on ctx is a reference cycle (output -> node -> ctx -> output): every activation
+    lives until the cyclic collector runs.  An input on ctx escapes autograd's version check:
+    an in-place update between forward and backward gives a silently wrong gradient instead of
+    an error.  Intermediate tensors on ctx are allowed, so only storage shared with an input or
+    an output counts.
+    """
+    ins, outputs = _storages(args), _storages(outs)
+    found = []
+    for attr, value in vars(node).items():
+        values = value if isinstance(value, (list, tuple)) else (value,)
+        tensors = [v for v in values if isinstance(v, Tensor)]
+        for kind, storages in (("ctx_output", outputs), ("ctx_input", ins)):
+            if _storages(tensors) & storages:
+                found.append(Finding("ctx", -1, kind, got=f"ctx.{attr}", node=name))
+                break
+    return found
+
+
 def raw_backward(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tensor],
                  go_layout: str) -> RawResult:
     """Call the backward nodes of `fn`'s graph directly and check what they return."""
@@ -166,11 +192,12 @@ def raw_backward(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[T
     if args is not None and len(grad_outs64) == len(roots[0]._input_metadata):
         grads = [grad_output_as(g, m, go_layout)
                  for g, m in zip(grad_outs64, roots[0]._input_metadata, strict=True)]
+        aliases = ctx_aliases(roots[0], args, outs)
         try:
             raw = call_node(roots[0], grads)
         except Exception as exc:  # the real backward reports the crash
-            return RawResult(unavailable=f"backward raised {type(exc).__name__}")
-        return RawResult(returned_gradients(args, raw), [type(roots[0]).__name__])
+            return RawResult(aliases, unavailable=f"backward raised {type(exc).__name__}")
+        return RawResult(returned_gradients(args, raw) + aliases, [type(roots[0]).__name__])
     nodes = custom_nodes(roots)
     if not nodes:
         return RawResult(no_custom=True)
@@ -178,6 +205,7 @@ def raw_backward(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[T
     result = RawResult()
     for node in nodes:
         name = type(node).__name__.removesuffix("Backward") or type(node).__name__
+        result.findings += ctx_aliases(node, inputs.args, outs, name)
         try:
             raw = call_node(node, node_grads(node, go_layout, gen))
         except Exception as exc:

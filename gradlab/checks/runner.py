@@ -20,7 +20,7 @@ from gradlab.checks.context import (
     first_line,
     raised_in_user_code,
 )
-from gradlab.checks.contract import contract_row
+from gradlab.checks.contract import backward_twice, contract_row
 from gradlab.checks.execute import run_once
 from gradlab.checks.isolate import OnWait, Worker, lost_item_row
 from gradlab.checks.numerical import jacobian_check
@@ -77,8 +77,10 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
         ctx.crash_row("base", "forward", got.error)
     if "contract" in checks and (got.error is None or got.contract):
         # a backward that raised may still have shown what it returns
-        contract_row(ctx, "base", got.contract, passing=True, unavailable=got.raw_unavailable,
-                     no_custom=got.no_custom)
+        twice, note = ([], "") if got.error is not None or grad_outs is None else \
+            backward_twice(op.function, inputs.clone(), grad_outs, op.tolerance(dtype))
+        contract_row(ctx, "base", got.contract + twice, passing=True,
+                     unavailable=got.raw_unavailable, no_custom=got.no_custom, note=note)
     for r in ctx.rows:
         if not r.seconds:
             r.seconds = time.perf_counter() - t0

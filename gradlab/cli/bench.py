@@ -23,6 +23,7 @@ from gradlab.cli.app import (
     parse_devices,
     parse_dtypes,
     parse_max_memory,
+    sigterm_as_interrupt,
 )
 from gradlab.errors import ExitCode, GradlabError
 
@@ -85,7 +86,7 @@ def bench(
         total = core.total_steps(targets, options)
         if options.cases and not total:
             raise fail(f"--case: no bench case named {', '.join(options.cases)}")
-        with progress("benchmarking", total, err) as step:
+        with sigterm_as_interrupt(), progress("benchmarking", total, err) as step:
             report = core.run(targets, options, on_step=step)
     except GradlabError as exc:
         raise fail(str(exc), exc.exit_code) from None

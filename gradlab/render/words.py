@@ -46,6 +46,15 @@ HINTS: dict[str, str] = {
     "timeout": "the case ran past --timeout (a hang, or a case too big for the limit)",
     "worker_died": "the process running the case died (segfault, os._exit, out of memory?)",
     "size1_only": "fails only for size-1 dimensions (a squeeze() shape edge case?)",
+    "ctx_output": "an output is kept on ctx instead of save_for_backward: a reference cycle "
+                  "that keeps every activation alive until the cyclic garbage collector runs "
+                  "(memory grows step by step)",
+    "ctx_input": "an input is kept on ctx instead of save_for_backward: autograd's version "
+                 "check is skipped, so an in-place update between forward and backward (an "
+                 "optimizer step) gives a silently wrong gradient instead of an error",
+    "not_reentrant": "backward run twice on the same graph (retain_graph=True) gives another "
+                     "result: it changes ctx or saved state (a second loss or a gradient "
+                     "penalty through it is wrong)",
     "second_order_missing": "double backward raises where the reference supports it (a "
                             "gradient penalty through this Function will crash in training): "
                             "make backward differentiable (save_for_backward, no "
@@ -115,7 +124,8 @@ def _fact(f: Finding) -> str:
     if f.subject == "setting" and f.got is not None:
         return f"{f.got[0]} left at {f.got[1]} (was {f.want})"
     if f.got is not None:
-        return f"{f.got}, expected {f.want}"
+        # a fact alone (ctx.x, 'differs by 2') or what came against what was expected
+        return f"{f.got}" if f.want is None else f"{f.got}, expected {f.want}"
     if f.dims is not None:
         return f"dims {f.dims[0]} and {f.dims[1]} swapped"
     if f.equals_input is not None:

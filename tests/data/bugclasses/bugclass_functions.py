@@ -1,0 +1,106 @@
+"""Bug classes found on the contract row, each broken Function beside its correct twin."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.autograd import Function
+
+
+class ExpOutputOnCtx(Function):
+    """BROKEN: the output kept as ctx.y: output -> node -> ctx -> output, a reference cycle."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        y = x.exp()
+        ctx.y = y
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        return g * ctx.y
+
+
+class Exp(Function):
+    """Correct twin: the output saved with save_for_backward."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        y = x.exp()
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        (y,) = ctx.saved_tensors
+        return g * y
+
+
+class MulInputOnCtx(Function):
+    """BROKEN: the weight kept as ctx.w: an optimizer step between forward and backward goes
+    unnoticed and the gradient uses the new weight."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, w: Tensor) -> Tensor:
+        ctx.save_for_backward(x)
+        ctx.w = w
+        return x * w
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+        (x,) = ctx.saved_tensors
+        return g * ctx.w, g * x
+
+
+class Mul(Function):
+    """Correct twin of MulInputOnCtx, with an intermediate (not an input) on ctx: allowed."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, w: Tensor) -> Tensor:
+        ctx.save_for_backward(x, w)
+        ctx.scale = torch.ones(())  # an intermediate: not an input or output, fine on ctx
+        return x * w
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+        x, w = ctx.saved_tensors
+        return g * w * ctx.scale, g * x * ctx.scale
+
+
+def mul_reference(x: Tensor, w: Tensor) -> Tensor:
+    return x * w
+
+
+class ScaleConsumesCtx(Function):
+    """BROKEN: backward updates a factor kept on ctx, so a second backward through the same graph
+    (retain_graph=True: a second loss, a gradient penalty) gets twice the gradient."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.factor = [3.0]
+        return x * 3
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        factor = ctx.factor[0]
+        ctx.factor[0] = factor * 2  # "scheduled" growth that belongs in forward, not here
+        return g * factor
+
+
+class Scale(Function):
+    """Correct twin: backward reads ctx and leaves it alone."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.factor = 3.0
+        return x * 3
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        return g * ctx.factor
+
+
+def scale_reference(x: Tensor) -> Tensor:
+    return x * 3

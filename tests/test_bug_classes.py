@@ -1,0 +1,98 @@
+"""Bug classes gradlab finds on the contract row (issue: bug classes no tool checks yet), each
+through `gradlab.check` with defaults and through `gradlab check SPEC`, beside a correct twin.
+
+- an output kept on ctx (a reference cycle: activations live until the cyclic collector runs);
+- an input kept on ctx (autograd's version check skipped: in-place updates go unnoticed);
+- a backward that is not re-entrant (a second backward on the same graph differs).
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import weakref
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import DATA
+from typer.testing import CliRunner
+
+import gradlab
+from gradlab.cli import app
+from gradlab.render.words import message
+
+CLASSES = DATA / "bugclasses"
+sys.path.insert(0, str(CLASSES))
+import bugclass_functions as bf  # noqa: E402
+
+#: (broken, twin, reference, number of inputs, hint)
+CASES = {
+    "output_on_ctx": (bf.ExpOutputOnCtx, bf.Exp, torch.exp, 1, "ctx_output"),
+    "input_on_ctx": (bf.MulInputOnCtx, bf.Mul, bf.mul_reference, 2, "ctx_input"),
+    "not_reentrant": (bf.ScaleConsumesCtx, bf.Scale, bf.scale_reference, 1, "not_reentrant"),
+}
+#: the spec of each broken Function and of its twin
+SPECS = {"output_on_ctx": "output_saved", "input_on_ctx": "input_saved",
+         "not_reentrant": "reentrant"}
+
+
+def args(n: int) -> list[torch.Tensor]:
+    gen = torch.Generator().manual_seed(0)
+    return [torch.rand(3, 4, generator=gen, dtype=torch.float64).requires_grad_()
+            for _ in range(n)]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_broken_function_is_flagged_with_its_hint(name: str) -> None:
+    broken, _, ref, n, hint = CASES[name]
+    r = gradlab.check(broken, args(n), reference=ref)
+    flagged = [x for x in r.failures if x.check == "contract" and x.hint == hint]
+    assert flagged, [(x.variant, x.check, x.hint, message(x)) for x in r.failures]
+    assert not r.passed
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_correct_twin_passes(name: str) -> None:
+    _, twin, ref, n, _ = CASES[name]
+    r = gradlab.check(twin, args(n), reference=ref)
+    assert r.passed, [(x.variant, x.check, x.hint, message(x)) for x in r.failures]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_through_the_cli(name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(CLASSES)
+    hint = CASES[name][4]
+    broken = CliRunner().invoke(app, ["check", f"{name}.yaml", "--no-isolate",
+                                      "--report-dir", str(tmp_path)])
+    assert broken.exit_code == 1 and hint in broken.output, broken.output
+    twin = CliRunner().invoke(app, ["check", f"{SPECS[name]}.yaml", "--no-isolate",
+                                    "--report-dir", str(tmp_path)])
+    assert twin.exit_code == 0, twin.output
+
+
+def test_what_the_hints_are_about_is_real() -> None:
+    """The harm each finding names, shown on the Functions themselves."""
+    # an output on ctx outlives its last reference until the cyclic collector runs
+    gc.disable()
+    try:
+        for fn, freed in ((bf.ExpOutputOnCtx, False), (bf.Exp, True)):
+            y = fn.apply(torch.rand(3, requires_grad=True))
+            ref = weakref.ref(y)
+            del y
+            assert (ref() is None) == freed
+    finally:
+        gc.enable()
+        gc.collect()
+    # an input on ctx: an in-place update before backward goes unnoticed (a wrong gradient)
+    x, w = args(2)
+    y = bf.MulInputOnCtx.apply(x, w)
+    with torch.no_grad():
+        w.mul_(2)
+    (gx,) = torch.autograd.grad(y.sum(), [x])
+    assert torch.equal(gx, w.detach())  # the new weight: silently wrong
+    y = bf.Mul.apply(x, w)
+    with torch.no_grad():
+        w.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        torch.autograd.grad(y.sum(), [x])
