@@ -207,3 +207,16 @@ def case_seed(seed: int, op: str, case: str) -> int:
     """The inputs' seed of one case: stable under filtering (--case), so a repro sees the same
     values, and shared by `check` and `bench`."""
     return seed + zlib.crc32(f"{op}/{case}".encode()) % 100_003
+
+
+@dataclass(frozen=True)
+class NonLeafInputs:
+    """`fn` called on non-leaf copies of the tensor args that require grad (a clone passes the
+    gradient through): an in-place Function (ctx.mark_dirty) cannot take a leaf, and in a model
+    it never gets one.  A class, not a closure, so that it travels to worker processes."""
+
+    fn: Callable[..., Any]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*(a.clone() if isinstance(a, Tensor) and a.requires_grad else a
+                         for a in args), **kwargs)

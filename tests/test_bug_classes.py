@@ -3,7 +3,9 @@ through `gradlab.check` with defaults and through `gradlab check SPEC`, beside a
 
 - an output kept on ctx (a reference cycle: activations live until the cyclic collector runs);
 - an input kept on ctx (autograd's version check skipped: in-place updates go unnoticed);
-- a backward that is not re-entrant (a second backward on the same graph differs).
+- a backward that is not re-entrant (a second backward on the same graph differs);
+- an in-place Function without ctx.mark_dirty (its correct twin, with mark_dirty, passes: it is
+  given non-leaf inputs, as in a model).
 """
 
 from __future__ import annotations
@@ -31,16 +33,19 @@ CASES = {
     "output_on_ctx": (bf.ExpOutputOnCtx, bf.Exp, torch.exp, 1, "ctx_output"),
     "input_on_ctx": (bf.MulInputOnCtx, bf.Mul, bf.mul_reference, 2, "ctx_input"),
     "not_reentrant": (bf.ScaleConsumesCtx, bf.Scale, bf.scale_reference, 1, "not_reentrant"),
+    "inplace_not_marked": (bf.ClampInPlaceNotMarked, bf.ClampInPlace, torch.relu, 1,
+                           "inplace_input"),
 }
 #: the spec of each broken Function and of its twin
 SPECS = {"output_on_ctx": "output_saved", "input_on_ctx": "input_saved",
-         "not_reentrant": "reentrant"}
+         "not_reentrant": "reentrant", "inplace_not_marked": "inplace_marked"}
 
 
 def args(n: int) -> list[torch.Tensor]:
     gen = torch.Generator().manual_seed(0)
-    return [torch.rand(3, 4, generator=gen, dtype=torch.float64).requires_grad_()
-            for _ in range(n)]
+    # values away from 0, where a clamp's kink would spoil finite differences
+    return [(torch.rand(3, 4, generator=gen, dtype=torch.float64) * 2 - 1).add(0.2)
+            .requires_grad_() for _ in range(n)]
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import torch
 
-from gradlab.cases import case_seed, materialize
+from gradlab.cases import NonLeafInputs, case_seed, materialize
 from gradlab.checks.compare import chain_rule_ignored, compare_runs
 from gradlab.checks.context import (
     CaseContext,
@@ -219,13 +219,12 @@ def item_rows(item: Item, options: Options) -> list[CheckRow]:
                          reason="cuda_unavailable", declared=options.skip_unavailable)]
     before = TorchState.now()
     with preserved_rng():
-        try:
-            rows = (case_rows(t, case, dtype, device, options, seed) if kind == "case"
-                    else numerical_rows(t, case, device, options, seed))
-        except (Exception, SystemExit) as exc:
-            # sys.exit() inside a Function is its crash, not the end of the run
-            rows = [escaped_row(exc, CheckRow(t.op.name, case.name, dtype, device, "base",
-                                              check, ERROR))]
+        rows = guarded_rows(item, options, seed)
+        if any(LEAF_INPLACE in r.note for r in rows):
+            # An in-place Function (ctx.mark_dirty) cannot take a leaf that requires grad; in a
+            # model its input is always an intermediate: give it one.
+            inplace = replace(t, op=replace(t.op, function=NonLeafInputs(t.op.function)))
+            rows = guarded_rows((kind, inplace, case, dtype, device), options, seed)
         after = TorchState.now()
         before.restore()
     changed = before.changed(after)
@@ -244,6 +243,23 @@ def item_rows(item: Item, options: Options) -> list[CheckRow]:
                     r.note = "; ".join(filter(None, [r.note, f"repro not saved: "
                                                                f"{first_line(exc)}"]))
     return rows
+
+
+#: What autograd says when an in-place Function (ctx.mark_dirty) is given a leaf.
+LEAF_INPLACE = "a leaf Variable that requires grad"
+
+
+def guarded_rows(item: Item, options: Options, seed: int) -> list[CheckRow]:
+    """The rows of one item; whatever escapes the checks becomes an error row."""
+    kind, t, case, dtype, device = item
+    try:
+        return (case_rows(t, case, dtype, device, options, seed) if kind == "case"
+                else numerical_rows(t, case, device, options, seed))
+    except (Exception, SystemExit) as exc:
+        # sys.exit() inside a Function is its crash, not the end of the run
+        check = "forward" if kind == "case" else "jacobian"
+        return [escaped_row(exc, CheckRow(t.op.name, case.name, dtype, device, "base", check,
+                                          ERROR))]
 
 
 def escaped_row(exc: BaseException, row: CheckRow) -> CheckRow:

@@ -104,3 +104,37 @@ class Scale(Function):
 
 def scale_reference(x: Tensor) -> Tensor:
     return x * 3
+
+
+class ClampInPlace(Function):
+    """Correct in-place Function: clamps its input in place and says so with mark_dirty (it
+    cannot take a leaf that requires grad; in a model its input is an intermediate)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        x.clamp_(min=0)
+        ctx.mark_dirty(x)
+        ctx.save_for_backward(x)
+        return x
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        (y,) = ctx.saved_tensors
+        return g * (y > 0).to(g.dtype)
+
+
+class ClampInPlaceNotMarked(Function):
+    """BROKEN: clamps its input in place without mark_dirty: autograd does not know the input
+    changed, so every later reader of it gets a gradient without the clamp."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        x.clamp_(min=0)
+        y = x.clone()
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        (y,) = ctx.saved_tensors
+        return g * (y > 0).to(g.dtype)
