@@ -3,7 +3,7 @@ on the same values and the same grad_outputs."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -15,8 +15,9 @@ from gradlab.checks import jacobian as jac
 from gradlab.checks.context import CaseContext
 from gradlab.checks.errormap import error_map
 from gradlab.checks.execute import Run
+from gradlab.checks.patterns import find_pattern
 from gradlab.model import Tolerance
-from gradlab.results import FAIL, PASS, CheckRow, Finding
+from gradlab.results import FAIL, PASS, CheckRow, Finding, Pattern
 
 
 def compare_runs(ctx: CaseContext, variant: str, got: Run, want: Run, inputs: Inputs,
@@ -63,17 +64,29 @@ def compare_outputs(ctx: CaseContext, variant: str, got: list[Tensor], want: lis
         if not d.ok:
             hint = "non_finite" if d.stats.nonfinite else "forward"
             finding = Finding("output", k, hint, shape=tuple(g.shape), stats=d.stats,
-                              worst=dg.output_elements(d, k, g.shape))
+                              worst=dg.output_elements(d, k, g.shape),
+                              pattern=pattern_of(d, g.shape))
             return ctx.row(variant, "forward", FAIL, max_abs_err=d.stats.max_abs,
                            max_rel_err=d.stats.max_rel, hint=hint, findings=[finding])
     return ctx.row(variant, "forward", PASS, max_abs_err=worst[0], max_rel_err=worst[1])
+
+
+#: The hint a pattern of wrong elements gives a finding that has no better one.
+PATTERN_HINTS = {"border": "border_band", "tail": "tail_tile", "slice": "index_range"}
+
+
+def pattern_of(d: dg.Diff, shape: Sequence[int]) -> Pattern | None:
+    """The pattern of a comparison's wrong elements, laid out as the tensor."""
+    return find_pattern(d.mask.reshape(tuple(shape))) if d.mask is not None else None
 
 
 def grad_finding(i: int, g: Tensor, w: Tensor, d: dg.Diff, want: Run, inputs: Inputs,
                  tol: Tolerance) -> Finding:
     """A wrong gradient of input i, with the hint its error pattern suggests."""
     f = Finding("input", i, dg.factor_hint(d), shape=tuple(g.shape), stats=d.stats,
-                worst=dg.input_elements(d, i, g.shape))
+                worst=dg.input_elements(d, i, g.shape), pattern=pattern_of(d, g.shape))
+    if f.pattern is not None and f.hint in ("", "zero"):
+        f.hint = PATTERN_HINTS[f.pattern.kind]
     pair = dg.transposed_hint(g, w, tol)
     if pair and not f.hint:
         f.hint, f.dims = "transposed", pair

@@ -5,7 +5,7 @@ No rich here: the terminal renderer, the report files and the API's messages all
 
 from __future__ import annotations
 
-from gradlab.results import CheckRow, Finding
+from gradlab.results import CheckRow, Finding, Pattern
 
 #: Likely-cause codes and the sentence each stands for.
 HINTS: dict[str, str] = {
@@ -46,6 +46,10 @@ HINTS: dict[str, str] = {
     "timeout": "the case ran past --timeout (a hang, or a case too big for the limit)",
     "worker_died": "the process running the case died (segfault, os._exit, out of memory?)",
     "size1_only": "fails only for size-1 dimensions (a squeeze() shape edge case?)",
+    "border_band": "wrong only near the borders (padding or boundary handling?)",
+    "tail_tile": "wrong only in the last partial tile along a dim (a launch grid of n // BLOCK "
+                 "instead of cdiv(n, BLOCK), or a loop that drops the remainder?)",
+    "index_range": "wrong only in one range of one dim (an index or group offset?)",
     "ctx_output": "an output is kept on ctx instead of save_for_backward: a reference cycle "
                   "that keeps every activation alive until the cyclic garbage collector runs "
                   "(memory grows step by step)",
@@ -133,12 +137,25 @@ def _fact(f: Finding) -> str:
     return ""
 
 
+def pattern_words(p: Pattern) -> str:
+    """Where a pattern's wrong elements lie, in words."""
+    if p.kind == "border":
+        return (f"all wrong elements within {p.stop} of the borders of dims {p.dims[0]} and "
+                f"{p.dims[1]}")
+    where = f"indices {p.start}..{p.stop - 1} of dim {p.dims[0]}"
+    if p.kind == "tail":
+        return (f"all wrong elements in {where}: the last partial tile, after {p.start} (a "
+                f"multiple of {p.tile})")
+    return f"all wrong elements in {where}"
+
+
 def describe(f: Finding) -> str:
     """One finding as a clause: 'input 1 [3, 5]: off by a constant factor 2; max abs err ...'."""
     words = HINTS.get(f.hint, "")
     if f.hint == "constant_factor" and f.stats is not None:
         words = f"off by a constant factor {f.stats.ratio:.4g}"
-    body = "; ".join(p for p in (words, _fact(f), _stats(f)) if p)
+    where = pattern_words(f.pattern) if f.pattern is not None else ""
+    body = "; ".join(p for p in (words, _fact(f), where, _stats(f)) if p)
     return f"{_subject(f)}: {body}" if body else _subject(f)
 
 

@@ -7,6 +7,7 @@ from gradlab.results.check import (
     Element,
     ErrorStats,
     Finding,
+    Pattern,
     ProbeStats,
     Report,
     exit_code,
@@ -15,5 +16,5 @@ from gradlab.results.check import (
 from gradlab.results.status import ERROR, FAIL, PASS, SKIP, STATUSES, WARN
 
 __all__ = ["COLUMNS", "ERROR", "ERROR_MAP_SIDE", "FAIL", "PASS", "SKIP", "STATUSES", "WARN",
-           "CheckRow", "Element", "ErrorStats", "Finding", "ProbeStats", "Report", "exit_code",
-           "merge_reports"]
+           "CheckRow", "Element", "ErrorStats", "Finding", "Pattern", "ProbeStats", "Report",
+           "exit_code", "merge_reports"]

@@ -74,6 +74,22 @@ class ProbeStats:
     more: bool = False
 
 
+@dataclass(frozen=True)
+class Pattern:
+    """Where the wrong elements lie, when they form a pattern (gradlab.checks.patterns).
+
+    kind "border": within `stop` elements of the borders of `dims`; "tail": indices
+    [start, stop) of dim dims[0], the last partial tile of a `tile`-sized tiling; "slice":
+    indices [start, stop) of dim dims[0] only.
+    """
+
+    kind: str
+    dims: tuple[int, ...]
+    start: int
+    stop: int
+    tile: int = 0
+
+
 @dataclass
 class Finding:
     """What is wrong with one output, input or gradient of a row (typed facts, no sentences).
@@ -98,6 +114,8 @@ class Finding:
     #: the custom Function (its node's name) a contract finding is about, when it is one inside
     #: the checked callable rather than the callable itself.
     node: str = ""
+    #: where the wrong elements lie, when they form a pattern.
+    pattern: Pattern | None = None
     #: |got - want| of this input's gradient as a 2-D array (at most ERROR_MAP_SIDE a side),
     #: kept only when a run asks for plots; never written to the CSV or JSON (too big).
     error_map: Any = field(default=None, repr=False, compare=False)
