@@ -40,21 +40,26 @@ def too_long(lines: list[str], width: int) -> list[str]:
 
 
 class ScaleWrong(Function):
-    """BROKEN: y = 3x, backward returns 2g (a constant factor, in every variant and dtype)."""
+    """BROKEN: y = 3 x w + b, backward returns 2 g w for x (a constant factor, in every variant
+    and dtype) and the right gradients for w and b."""
 
     @staticmethod
-    def forward(ctx: Any, x: Tensor) -> Tensor:
-        return x * 3
+    def forward(ctx: Any, x: Tensor, w: Tensor, b: Tensor) -> Tensor:
+        ctx.save_for_backward(x, w)
+        return 3 * x * w + b
 
     @staticmethod
-    def backward(ctx: Any, g: Tensor) -> Tensor:
-        return g * 2
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        x, w = ctx.saved_tensors
+        return 2 * g * w, 3 * g * x, g
 
 
 @pytest.fixture(scope="module")
 def broken_report() -> Report:
     x = torch.rand(3, 4, dtype=torch.float64, requires_grad=True)
-    return gradlab.check(ScaleWrong, [x], reference=lambda x: x * 3,
+    w = torch.rand(3, 4, dtype=torch.float64, requires_grad=True)
+    b = torch.rand(3, 4, dtype=torch.float64, requires_grad=True)
+    return gradlab.check(ScaleWrong, [x, w, b], reference=lambda x, w, b: 3 * x * w + b,
                          dtypes=["float64", "float32"])
 
 
@@ -72,7 +77,7 @@ def test_check_screen_fits_and_keeps_numbers_whole(broken_report: Report, width:
 def test_one_bug_in_many_variants_and_dtypes_is_one_block(broken_report: Report) -> None:
     failing = [r for r in broken_report.rows if r.failed]
     variants = {r.variant for r in failing}
-    assert len(variants) >= 6 and {r.dtype for r in failing} == {"float64", "float32"}
+    assert len(variants) >= 12 and {r.dtype for r in failing} == {"float64", "float32"}
     lines = screen(lambda c: render_check(broken_report, c), 100)
     blocks = [ln for ln in lines if re.match(r"(FAIL|ERROR) ", ln)]
     # the gradient and jacobian rows share one cause on one input: one block
