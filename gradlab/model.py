@@ -37,7 +37,7 @@ CAPABILITIES = ("second_order", "expanded_input")
 
 #: Variant families, as named in specs and options (see gradlab.checks.variants).
 VARIANT_FAMILIES = ("noncontiguous", "transposed", "channels_last", "expanded", "grad_output",
-                    "requires_grad", "undefined_grad", "size1")
+                    "requires_grad", "undefined_grad", "size1", "magnitude", "ragged")
 
 
 def canonical_dtype(name: str) -> str:

@@ -5,7 +5,9 @@ through `gradlab.check` with defaults and through `gradlab check SPEC`, beside a
 - an input kept on ctx (autograd's version check skipped: in-place updates go unnoticed);
 - a backward that is not re-entrant (a second backward on the same graph differs);
 - an in-place Function without ctx.mark_dirty (its correct twin, with mark_dirty, passes: it is
-  given non-leaf inputs, as in a model).
+  given non-leaf inputs, as in a model);
+- a backward that overflows at large magnitudes where the reference is finite (the magnitude
+  variant), and a tiled backward that drops the last partial tile (the ragged variant).
 """
 
 from __future__ import annotations
@@ -35,24 +37,40 @@ CASES = {
     "not_reentrant": (bf.ScaleConsumesCtx, bf.Scale, bf.scale_reference, 1, "not_reentrant"),
     "inplace_not_marked": (bf.ClampInPlaceNotMarked, bf.ClampInPlace, torch.relu, 1,
                            "inplace_input"),
+    "magnitude_naive": (bf.SoftplusNaive, bf.Softplus, bf.softplus_reference, 1,
+                        "magnitude_only"),
+    "ragged_floor": (bf.DoubleTiledFloor, bf.DoubleTiled, bf.double_reference, 1,
+                     "ragged_only"),
 }
+#: the check the hint appears on (the contract row unless said here)
+CHECK = {"magnitude_naive": "gradient", "ragged_floor": "gradient"}
+#: the shape of the example inputs (a multiple of the tile: the base case passes)
+SHAPE = {"ragged_floor": (4, 16)}
 #: the spec of each broken Function and of its twin
 SPECS = {"output_on_ctx": "output_saved", "input_on_ctx": "input_saved",
-         "not_reentrant": "reentrant", "inplace_not_marked": "inplace_marked"}
+         "not_reentrant": "reentrant", "inplace_not_marked": "inplace_marked",
+         "magnitude_naive": "magnitude_stable", "ragged_floor": "ragged_cdiv"}
 
 
-def args(n: int) -> list[torch.Tensor]:
+def args(n: int, shape: tuple[int, ...] = (3, 4),
+         dtype: torch.dtype = torch.float64) -> list[torch.Tensor]:
     gen = torch.Generator().manual_seed(0)
     # values away from 0, where a clamp's kink would spoil finite differences
-    return [(torch.rand(3, 4, generator=gen, dtype=torch.float64) * 2 - 1).add(0.2)
+    return [(torch.rand(shape, generator=gen, dtype=torch.float64) * 2 - 1).add(0.2).to(dtype)
             .requires_grad_() for _ in range(n)]
+
+
+def example(name: str, n: int) -> list[torch.Tensor]:
+    # the magnitude bug shows in float32 (exp overflows at 89), as in a float32 model
+    dtype = torch.float32 if name == "magnitude_naive" else torch.float64
+    return args(n, SHAPE.get(name, (3, 4)), dtype)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_broken_function_is_flagged_with_its_hint(name: str) -> None:
     broken, _, ref, n, hint = CASES[name]
-    r = gradlab.check(broken, args(n), reference=ref)
-    flagged = [x for x in r.failures if x.check == "contract" and x.hint == hint]
+    r = gradlab.check(broken, example(name, n), reference=ref)
+    flagged = [x for x in r.failures if x.check == CHECK.get(name, "contract") and x.hint == hint]
     assert flagged, [(x.variant, x.check, x.hint, message(x)) for x in r.failures]
     assert not r.passed
 
@@ -60,7 +78,7 @@ def test_the_broken_function_is_flagged_with_its_hint(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_correct_twin_passes(name: str) -> None:
     _, twin, ref, n, _ = CASES[name]
-    r = gradlab.check(twin, args(n), reference=ref)
+    r = gradlab.check(twin, example(name, n), reference=ref)
     assert r.passed, [(x.variant, x.check, x.hint, message(x)) for x in r.failures]
 
 

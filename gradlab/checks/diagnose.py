@@ -6,6 +6,7 @@ sentence); this module only decides which one applies.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -45,6 +46,7 @@ def compare(got: Tensor, want: Tensor, tol: Tolerance, k: int = TOP_K, *, scaled
     the reference's own domain, unless strict_finite (two Jacobians of one function: a NaN in
     either means nothing was verified there).
     """
+    limit = torch.finfo(got.dtype).max if got.is_floating_point() else math.inf
     g = got.detach().reshape(-1).to(torch.float64).cpu()
     w = want.detach().reshape(-1).to(torch.float64).cpu()
     if g.numel() == 0:
@@ -54,8 +56,13 @@ def compare(got: Tensor, want: Tensor, tol: Tolerance, k: int = TOP_K, *, scaled
         top = float(finite.abs().max()) if finite.numel() else 1.0
         tol = Tolerance(tol.atol * max(1.0, top), tol.rtol)
     err = (g - w).abs()
-    # NaN/inf in got is always wrong; nan_to_num keeps the statistics finite.
-    bad = ~torch.isfinite(g) & torch.isfinite(w)
+    # An expected value beyond the largest number of got's dtype overflows there too: an inf
+    # of its sign is the right answer in that dtype (exp(100) in float32), not a failure.
+    overflow = (torch.isfinite(w) & (w.abs() > limit) & torch.isinf(g)
+                & (torch.sign(g) == torch.sign(w)))
+    err = torch.where(overflow, torch.zeros_like(err), err)
+    # NaN/inf in got is otherwise always wrong; nan_to_num keeps the statistics finite.
+    bad = ~torch.isfinite(g) & torch.isfinite(w) & ~overflow
     if strict_finite:
         bad |= ~torch.isfinite(g) | ~torch.isfinite(w)
     err = torch.where(bad, torch.full_like(err, float("inf")), torch.nan_to_num(err, nan=0.0))

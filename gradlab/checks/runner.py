@@ -84,7 +84,7 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
     for r in ctx.rows:
         if not r.seconds:
             r.seconds = time.perf_counter() - t0
-    if got.error is None and grad_outs is not None:
+    if got.error is None and want.error is None and grad_outs is not None:
         # The variants' expectation on the base values: the reference run, or without a
         # reference the Function's own contiguous run.
         variant_rows(ctx, inputs, grad_outs, want, checks, gen)

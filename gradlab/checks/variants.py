@@ -22,6 +22,7 @@ from gradlab.checks.compare import compare_runs
 from gradlab.checks.context import CaseContext, first_line
 from gradlab.checks.contract import contract_row
 from gradlab.checks.execute import Run, run_once, run_undefined
+from gradlab.checks.sizes import magnitude_inputs, ragged_inputs, ragged_size, ragged_sizes
 from gradlab.model import VARIANT_FAMILIES, TensorArg
 from gradlab.results import SKIP
 
@@ -35,7 +36,13 @@ ONLY_HINT = {
     "requires_grad": "requires_grad_subset",
     "undefined_grad": "undefined_grad",
     "size1": "size1_only",
+    "magnitude": "magnitude_only",
+    "ragged": "ragged_only",
 }
+
+
+#: Variant families whose inputs have other shapes than the case's.
+NEW_SHAPES = ("size1", "ragged")
 
 
 @dataclass
@@ -88,6 +95,19 @@ def layout_variants(fams: set[str], base: Inputs) -> Iterator[Variant]:
             yield Variant(f"{family}[{i}]", family, inputs, new_values=family == "expanded")
 
 
+def value_variants(ctx: CaseContext, fams: set[str], base: Inputs) -> Iterator[Variant]:
+    """Large magnitudes and ragged sizes (gradlab.checks.sizes)."""
+    if "magnitude" in fams:
+        big = magnitude_inputs(base, ctx.dtype)
+        if big is not None:
+            yield Variant("magnitude", "magnitude", big, new_values=True)
+    if "ragged" in fams:
+        for size in ragged_sizes(ctx.case.args):
+            inputs = ragged_inputs(ctx.case, size, ctx.dtype, ctx.device)
+            yield Variant(f"ragged[{size}->{ragged_size(size)}]", "ragged", inputs,
+                          new_values=True)
+
+
 def generate(ctx: CaseContext, base: Inputs, n_outputs: int) -> Iterator[Variant]:
     """Every variant of `base` the target allows."""
     fams = families(ctx)
@@ -105,6 +125,7 @@ def generate(ctx: CaseContext, base: Inputs, n_outputs: int) -> Iterator[Variant
         for k in range(n_outputs):
             yield Variant(f"undefined_grad[out{k}]", "undefined_grad", base.clone(),
                           new_values=True, undefined=(k,))
+    yield from value_variants(ctx, fams, base)
     if "size1" in fams:
         for group in ctx.case.size1:
             args = list(ctx.case.args)
@@ -133,7 +154,8 @@ def expected(ctx: CaseContext, v: Variant, base_want: Run, grad_outs64: list[Ten
         inputs = Inputs([copy_like(a.contiguous(), dtype=dtype, requires_grad=a.requires_grad)
                          if isinstance(a, Tensor) else a for a in v.inputs.args],
                         dict(v.inputs.kwargs))
-        return run_once(fn, inputs, None if v.family == "size1" else grad_outs64, gen)
+        # other shapes (size-1, ragged) need grad_outputs of their own
+        return run_once(fn, inputs, None if v.family in NEW_SHAPES else grad_outs64, gen)
     return base_want
 
 
@@ -153,9 +175,10 @@ def run_variant(ctx: CaseContext, v: Variant, base: Inputs, grad_outs64: list[Te
     """The Function's run of the variant and what it must match."""
     gos64 = variant_grad_outputs(v, grad_outs64)
     want = expected(ctx, v, base_want, gos64, gen)
-    gos = want.grad_outs64 if v.family == "size1" else gos64
+    # other shapes: the expectation's own grad_outputs (random ones when it has none)
+    gos = (want.grad_outs64 or None) if v.family in NEW_SHAPES else gos64
     if v.undefined:
-        got = run_undefined(ctx.op.function, v.inputs, gos, v.undefined)
+        got = run_undefined(ctx.op.function, v.inputs, gos64, v.undefined)
     else:
         got = run_once(ctx.op.function, v.inputs, gos, gen, go_layout=v.go_layout,
                        check_contract=True)
@@ -207,6 +230,12 @@ def variant_rows(ctx: CaseContext, base: Inputs, grad_outs64: list[Tensor], base
         got, want = run_variant(ctx, v, base, grad_outs64, base_want, gen)
         if v.family == "expanded" and got.error is not None and got.stage == "forward":
             expanded_refused(ctx, v, got, time.perf_counter() - t0)
+            continue
+        if v.family == "ragged" and got.error is not None and got.stage == "forward":
+            # a Function may require sizes the case implies (a kernel size that must match):
+            # refusing the grown shapes is a stated limit, not a wrong gradient
+            ctx.row(v.name, "forward", SKIP, seconds=time.perf_counter() - t0, declared=True,
+                    reason="ragged_refused", note=first_line(got.error))
             continue
         rows = compare_runs(ctx, v.name, got, want, v.inputs, tol,
                             checks=checks & {"forward", "gradient"})

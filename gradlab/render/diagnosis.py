@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from gradlab.render.words import HINTS, REASONS, location, message
+from gradlab.render.words import HINTS, REASONS, message
 from gradlab.results import ERROR, FAIL, PASS, SKIP, WARN, CheckRow
 
 #: Worst first: a group takes the status of its worst row.
@@ -78,8 +78,11 @@ def row_text(row: CheckRow, indent: str = "  ") -> list[str]:
         lines.append(f"{indent}likely cause: {row.hint}: {hint_words(row)}")
     if message(row):
         lines.append(f"{indent}{message(row)}")
-    if location(row):
-        lines.append(f"{indent}worst: {location(row)}")
+    worst = "; ".join(str(e) for e in row.worst)
+    if worst:
+        lines.append(f"{indent}worst elements: {worst}")
+    elif row.crash_location:
+        lines.append(f"{indent}raised at: {row.crash_location}")
     if row.repro_command:
         lines.append(f"{indent}repro: {row.repro_command}")
     return lines
@@ -87,7 +90,8 @@ def row_text(row: CheckRow, indent: str = "  ") -> list[str]:
 
 def group_text(group: CheckGroup, shown: int = ROWS_SHOWN) -> str:
     """A failing group's diagnosis: a head line, then each failing row (the first `shown`)."""
-    bad = group.failures
+    # the base rows (one per dtype and device) first: they say most, variants repeat them
+    bad = sorted(group.failures, key=lambda r: r.variant != "base")
     lines = [f"{group.name}: {len(bad)} of {len(group.rows)} rows failed"]
     for r in bad[:shown]:
         lines += ["  " + line for line in row_text(r)]

@@ -46,6 +46,11 @@ HINTS: dict[str, str] = {
     "timeout": "the case ran past --timeout (a hang, or a case too big for the limit)",
     "worker_died": "the process running the case died (segfault, os._exit, out of memory?)",
     "size1_only": "fails only for size-1 dimensions (a squeeze() shape edge case?)",
+    "magnitude_only": "fails only at large input magnitudes, where the reference is finite "
+                      "(an overflow or cancellation: exp(x) / (1 + exp(x)), a logsumexp "
+                      "without the max shift?)",
+    "ragged_only": "fails only for sizes that are no multiple of a tile (a launch grid of "
+                   "n // BLOCK instead of cdiv(n, BLOCK), a remainder loop dropped?)",
     "border_band": "wrong only near the borders (padding or boundary handling?)",
     "tail_tile": "wrong only in the last partial tile along a dim (a launch grid of n // BLOCK "
                  "instead of cdiv(n, BLOCK), or a loop that drops the remainder?)",
@@ -73,6 +78,7 @@ REASONS: dict[str, str] = {
     "cuda_unavailable": "CUDA is not available on this machine",
     "reference_failed": "the reference failed on this case (nothing to compare with)",
     "expanded_refused": "forward does not accept an expanded input",
+    "ragged_refused": "forward does not accept the grown (ragged) sizes",
     "expanded_refused_by_reference": "neither the Function nor the reference accepts an "
                                      "expanded input",
     "second_order_unsupported": "double backward not supported (and no reference supports it "

@@ -138,3 +138,77 @@ class ClampInPlaceNotMarked(Function):
     def backward(ctx: Any, g: Tensor) -> Tensor:
         (y,) = ctx.saved_tensors
         return g * (y > 0).to(g.dtype)
+
+
+class SoftplusNaive(Function):
+    """BROKEN at large inputs: backward is exp(x) / (1 + exp(x)), inf / inf = NaN at x = 100 in
+    float32 where the derivative is 1."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.save_for_backward(x)
+        return torch.nn.functional.softplus(x)
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        e = x.exp()
+        return g * e / (1 + e)
+
+
+class Softplus(Function):
+    """Correct twin: the derivative as sigmoid(x), stable at any magnitude."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.save_for_backward(x)
+        return torch.nn.functional.softplus(x)
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return g * torch.sigmoid(x)
+
+
+def softplus_reference(x: Tensor) -> Tensor:
+    return torch.nn.functional.softplus(x)
+
+
+TILE = 8
+
+
+class DoubleTiledFloor(Function):
+    """BROKEN for sizes that are no multiple of the tile: backward walks n // TILE tiles of the
+    last dim and never writes the remainder."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        return x * 2
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        gx = torch.zeros_like(g)
+        n = g.shape[-1]
+        for t in range(n // TILE):
+            gx[..., t * TILE:(t + 1) * TILE] = 2 * g[..., t * TILE:(t + 1) * TILE]
+        return gx
+
+
+class DoubleTiled(Function):
+    """Correct twin: cdiv(n, TILE) tiles, the last one partial."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        return x * 2
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        gx = torch.zeros_like(g)
+        n = g.shape[-1]
+        for t in range(-(-n // TILE)):
+            gx[..., t * TILE:(t + 1) * TILE] = 2 * g[..., t * TILE:(t + 1) * TILE]
+        return gx
+
+
+def double_reference(x: Tensor) -> Tensor:
+    return x * 2

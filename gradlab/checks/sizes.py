@@ -1,0 +1,88 @@
+"""Variants that change values or sizes: large magnitudes and ragged sizes.
+
+- magnitude: every differentiable input scaled to a range where naive formulas overflow or
+  cancel in the run's dtype (a softplus backward written exp(x) / (1 + exp(x)) is NaN at x = 100
+  in float32; a logsumexp without the max shift overflows).  The float64 reference on the same
+  values decides what is expected: where it is NaN or infinite too, that is the math's domain.
+- ragged: dims grown to sizes that are no multiple of 2, 8 or 16, every dim of one size in every
+  tensor argument together (the sizes that must agree, such as a conv's out channels in weight
+  and bias, stay in agreement).  Kernels written and tried at power-of-two sizes drop the last
+  partial tile (a launch grid of n // BLOCK instead of cdiv(n, BLOCK)).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from gradlab.cases import Inputs, copy_like, materialize
+from gradlab.model import Case, TensorArg
+
+#: Scale of the magnitude variant per dtype: large enough that exp(x) overflows in that dtype
+#: (float32 and bfloat16 at x ~ 89, float16 at ~ 11, float64 at ~ 710) for inputs drawn in
+#: [-1, 1], so a formula that needs the max-shift or a stable form shows it.
+MAGNITUDE = {"float64": 1000.0, "float32": 100.0, "bfloat16": 100.0, "float16": 20.0}
+#: How many distinct sizes the ragged variant grows (the largest ones: the tiled dims).
+RAGGED_SIZES = 2
+#: Seed of the ragged variant's values (its sizes differ from the case's: new values).
+RAGGED_SEED = 4321
+
+
+def magnitude_inputs(base: Inputs, dtype: str) -> Inputs | None:
+    """The base inputs with every differentiable tensor scaled so that its largest magnitude is
+    MAGNITUDE[dtype] (so the overflow point is reached whatever values were drawn)."""
+    scale = MAGNITUDE.get(dtype)
+    if scale is None or not base.diff_index:
+        return None
+    inputs = base.clone()
+    for i in base.diff_index:
+        t = inputs.args[i].detach()
+        top = float(t.abs().max()) if t.numel() else 0.0
+        if top > 0:
+            inputs.args[i] = copy_like(t * (scale / top), requires_grad=True)
+    return inputs
+
+
+def ragged_size(n: int) -> int:
+    """A size above `n` that is odd, so no multiple of 2, 8 or 16: 2n + 1."""
+    return 2 * n + 1
+
+
+def _shapes(args: Sequence[Any]) -> list[tuple[int, ...]]:
+    return [tuple(a.shape) for a in args if isinstance(a, (TensorArg, Tensor))]
+
+
+def ragged_sizes(args: Sequence[Any]) -> list[int]:
+    """The sizes the ragged variant grows: the largest distinct dims above 1."""
+    sizes = sorted({n for shape in _shapes(args) for n in shape if n > 1}, reverse=True)
+    return sizes[:RAGGED_SIZES]
+
+
+def _grown(shape: Sequence[int], size: int) -> tuple[int, ...]:
+    return tuple(ragged_size(n) if n == size else n for n in shape)
+
+
+def ragged_case(case: Case, size: int) -> Case:
+    """`case` with every dim of `size` grown to ragged_size(size), in every tensor argument."""
+    args: list[Any] = []
+    for a in case.args:
+        if isinstance(a, TensorArg):
+            shape = _grown(a.shape, size)
+            # explicit strides were written for the old shape: the grown one is contiguous
+            a = replace(a, shape=shape, layout="contiguous" if a.layout == "strided" else
+                        a.layout, strides=None)
+        elif isinstance(a, Tensor) and a.is_floating_point():
+            gen = torch.Generator().manual_seed(RAGGED_SEED)
+            values = torch.rand(_grown(a.shape, size), generator=gen, dtype=torch.float64)
+            a = (2 * values - 1).to(a.dtype).requires_grad_(a.requires_grad)
+        args.append(a)
+    return replace(case, args=tuple(args))
+
+
+def ragged_inputs(case: Case, size: int, dtype: str, device: str) -> Inputs:
+    """Concrete inputs of the ragged case for one grown size."""
+    return materialize(ragged_case(case, size), dtype, device, seed=RAGGED_SEED)
