@@ -78,6 +78,11 @@ def _check_options(what: list[str], dtype: list[str] | None, device: list[str] |
                    repro_command=ReproCommand(tuple(what), seed))
 
 
+VARIANT_HELP = ("only these variant families (repeatable): noncontiguous, transposed, "
+                "channels_last, expanded, grad_output, requires_grad, undefined_grad, size1, "
+                "magnitude, ragged")
+
+
 @app.command()
 def check(
     what: What,
@@ -90,11 +95,7 @@ def check(
     variants: Annotated[bool, typer.Option("--variants/--no-variants",
                                            help="layout / grad_output / requires_grad / size-1 "
                                                 "variants")] = True,
-    variant: Annotated[list[str] | None, typer.Option("--variant", help="only these variant "
-                                                      "families (repeatable): noncontiguous, "
-                                                      "transposed, channels_last, expanded, "
-                                                      "grad_output, requires_grad, "
-                                                      "undefined_grad, size1")] = None,
+    variant: Annotated[list[str] | None, typer.Option("--variant", help=VARIANT_HELP)] = None,
     only: Annotated[list[str] | None, typer.Option("--check", help="only these checks: forward, "
                                                    "gradient, contract, jacobian, "
                                                    "second_order")] = None,
