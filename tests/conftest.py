@@ -13,6 +13,14 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """One intra-op thread, as gradlab's own runs use: tiny tensors gain nothing from more,
+    and two OpenMP threads on a loaded 2-core machine made a float64 conv 700x slower."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip `cuda`-marked tests cleanly when no CUDA device is present."""
     import torch

@@ -11,6 +11,7 @@ isolated, which `picklable` tells beforehand.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import pickle
 import signal
@@ -31,6 +32,8 @@ from gradlab.torchstate import intra_op_threads
 START_TIMEOUT_S = 300.0
 #: How often the parent wakes while waiting (to notice a dead worker and report progress).
 POLL_S = 0.5
+#: prctl option: the signal the kernel sends this process when its parent dies.
+PR_SET_PDEATHSIG = 1
 #: A crash note with any of these leaves the process's CUDA context unusable: fresh worker.
 POISONED = ("CUDA error", "device-side assert", "CUBLAS_STATUS", "cuDNN error")
 
@@ -47,8 +50,22 @@ def picklable(targets: Sequence[Target], options: Options) -> str:
     return ""
 
 
-def child_main(read_fd: int, write_fd: int) -> None:
+def die_with_parent(parent: int) -> None:
+    """Have the kernel kill this worker when its parent dies (Linux's PR_SET_PDEATHSIG): a
+    parent killed outright must not leave a worker hung in a Function running for ever."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass  # not Linux: the pipe's end still stops a worker that is not hung
+    if os.getppid() != parent:  # the parent died before the line above
+        os._exit(1)
+
+
+def child_main(read_fd: int, write_fd: int, parent: int = 0) -> None:
     """Entry point of a worker process (see Worker.start): serve until told to stop."""
+    if parent:
+        die_with_parent(parent)
     # Ctrl-C reaches the whole process group: the parent decides, the worker just goes on
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     inbox, outbox = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
@@ -85,8 +102,9 @@ def spawn() -> tuple[subprocess.Popen[bytes], Connection, Connection]:
     to_child, from_parent = os.pipe()
     to_parent, from_child = os.pipe()
     code = ("import sys; from gradlab.checks.isolate import child_main; "
-            "child_main(int(sys.argv[1]), int(sys.argv[2]))")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(to_child), str(from_child)],
+            "child_main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(to_child), str(from_child),
+                             str(os.getpid())],
                             pass_fds=(to_child, from_child), stdin=subprocess.DEVNULL)
     os.close(to_child)
     os.close(from_child)

@@ -199,8 +199,13 @@ def _run_check(targets: list[Any], options: Any, writer: Any, quiet: bool = Fals
             if log is not None:
                 log.rows_done(rows)
 
-        report = run(targets, options, on_rows=on_rows,
-                     on_wait=log.waiting if log is not None else None)
+        def on_wait(label: str, seconds: float) -> None:
+            # rows finished before a long (or hung) case reach the disk while it runs
+            writer.write(partial)
+            if log is not None:
+                log.waiting(label, seconds)
+
+        report = run(targets, options, on_rows=on_rows, on_wait=on_wait)
     if log is not None:
         log.flush()
     return report
