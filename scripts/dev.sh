@@ -39,6 +39,8 @@ cmd=${1:-check}
 case "$cmd" in
     check) [ $# -eq 0 ] && set -- specs/; exec "$VENV/bin/gradlab" check "$@" ;;
     bench) [ $# -eq 0 ] && set -- specs/; exec "$VENV/bin/gradlab" bench "$@" ;;
-    test) exec "$VPY" -m pytest "$@" ;;
+    # two workers (pytest-xdist): the suite is CPU-bound and this machine has two cores;
+    # GRADLAB_TEST_WORKERS=0 runs it in one process
+    test) exec "$VPY" -m pytest -n "${GRADLAB_TEST_WORKERS:-2}" "$@" ;;
     *) echo "usage: bash scripts/dev.sh check|test|bench [ARGS...]" >&2; exit 2 ;;
 esac
