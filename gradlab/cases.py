@@ -8,19 +8,25 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from gradlab.model import Case, TensorArg, non_overlapping
+from gradlab.model import Case, FixedValues, TensorArg, is_integer_dtype, non_overlapping
 
 _TORCH_DTYPES = {
     "float64": torch.float64,
     "float32": torch.float32,
     "float16": torch.float16,
     "bfloat16": torch.bfloat16,
+    "int64": torch.int64,
+    "int32": torch.int32,
+    "int16": torch.int16,
+    "int8": torch.int8,
+    "uint8": torch.uint8,
+    "bool": torch.bool,
 }
 
 
@@ -67,7 +73,10 @@ class Inputs:
                 args.append(copy_like(a, dtype=dtype, device=device, requires_grad=want))
             else:
                 args.append(a)
-        return Inputs(args, dict(self.kwargs))
+        # keyword tensors are copied (and cast) too, never differentiated (see diff_index)
+        kwargs = {k: copy_like(v, dtype=dtype, device=device, requires_grad=False)
+                  if isinstance(v, Tensor) else v for k, v in self.kwargs.items()}
+        return Inputs(args, kwargs)
 
 
 def copy_like(t: Tensor, *, dtype: torch.dtype | None = None, device: str | None = None,
@@ -92,18 +101,64 @@ def _expanded_copy(t: Tensor) -> Tensor:
     return t[index].clone().expand(t.shape)
 
 
-def make_tensor(spec: TensorArg, dtype: str, device: str, gen: torch.Generator) -> Tensor:
-    """A tensor for `spec`: values drawn in float64 (so every dtype sees the same numbers)."""
-    want = torch_dtype(spec.dtype or dtype)
+#: The torch dtype each kind of fixed values is stored in (gradlab.model.FixedValues).
+_VALUE_DTYPES = {"float64": torch.float64, "int64": torch.int64, "bool": torch.bool}
+
+
+def fixed_tensor(values: FixedValues, shape: tuple[int, ...]) -> Tensor:
+    """Fixed values as a CPU tensor of `shape`, in the dtype they are stored in."""
+    # bytearray: frombuffer warns on read-only buffers (and the tensor must own its memory)
+    flat = torch.frombuffer(bytearray(values.data), dtype=_VALUE_DTYPES[values.kind])
+    return flat.reshape(shape)
+
+
+def fixed_values(t: Tensor) -> FixedValues:
+    """A tensor's values as FixedValues: floats in float64, integers in int64, bool as bool."""
+    t = t.detach().cpu()
+    kind = ("bool" if t.dtype == torch.bool else "float64" if t.is_floating_point()
+            else "int64")
+    flat = t.to(_VALUE_DTYPES[kind]).contiguous().reshape(-1)
+    # clone: a storage of exactly these elements (a view's storage may hold more)
+    return FixedValues(kind, bytes(flat.clone().untyped_storage()))
+
+
+def drawn_values(spec: TensorArg, gen: torch.Generator) -> Tensor:
+    """A spec's random values: floats in float64 (so every dtype sees the same numbers),
+    integers in int64 in [low, high), bool as a mask of fair coin flips."""
+    if spec.dtype == "bool":
+        return torch.rand(spec.shape, generator=gen, dtype=torch.float64) < 0.5
+    if is_integer_dtype(spec.dtype):
+        return torch.randint(int(spec.low), int(spec.high), spec.shape, generator=gen,
+                             dtype=torch.int64)
     values = torch.rand(spec.shape, generator=gen, dtype=torch.float64)
     values = spec.low + (spec.high - spec.low) * values
     if spec.min_abs > 0:
         # Push |v| up to min_abs keeping the sign, so no value sits on a kink at zero.
         sign = torch.where(values >= 0, 1.0, -1.0).to(torch.float64)
         values = sign * values.abs().clamp(min=spec.min_abs)
+    return values
+
+
+def make_tensor(spec: TensorArg, dtype: str, device: str, gen: torch.Generator) -> Tensor:
+    """A tensor for `spec` in its own dtype, else `dtype`: its fixed values, or values drawn
+    from `gen` (fixed values draw nothing, so they leave the other arguments' values alone)."""
+    want = torch_dtype(spec.dtype or dtype)
+    values = (fixed_tensor(spec.values, spec.shape) if spec.values is not None
+              else drawn_values(spec, gen))
     values = values.to(want).to(device)
     out = apply_layout(values, spec.layout, transpose=spec.transpose, strides=spec.strides)
     return out.requires_grad_(spec.requires_grad and out.is_floating_point())
+
+
+def narrowed(spec: TensorArg, dim: int) -> TensorArg:
+    """`spec` with dim `dim` shrunk to 1 (a size-1 variant); fixed values keep their first
+    slice along it."""
+    shape = list(spec.shape)
+    shape[dim] = 1
+    values = spec.values
+    if values is not None:
+        values = fixed_values(fixed_tensor(values, spec.shape).narrow(dim, 0, 1))
+    return replace(spec, shape=tuple(shape), values=values)
 
 
 def apply_layout(values: Tensor, layout: str, *, transpose: tuple[int, int] = (-2, -1),
@@ -198,8 +253,11 @@ def materialize(case: Case, dtype: str, device: str, seed: int) -> Inputs:
     args = [make_tensor(a, dtype, device, gen) if isinstance(a, TensorArg)
             else copy_like(a, dtype=torch_dtype(dtype), device=device) if isinstance(a, Tensor)
             else a for a in case.args]
-    kwargs = {k: make_tensor(v, dtype, device, gen) if isinstance(v, TensorArg) else v
-              for k, v in case.kwargs.items()}
+    # keyword tensors are passed, never differentiated (Inputs.diff_index counts args only)
+    kwargs = {k: make_tensor(v, dtype, device, gen).requires_grad_(False)
+              if isinstance(v, TensorArg)
+              else copy_like(v, dtype=torch_dtype(dtype), device=device, requires_grad=False)
+              if isinstance(v, Tensor) else v for k, v in case.kwargs.items()}
     return Inputs(args, kwargs)
 
 

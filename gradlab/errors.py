@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 import reprlib
+from collections.abc import Sequence
 from enum import IntEnum
 from typing import Any
 
@@ -81,3 +83,26 @@ def shown(v: Any) -> str:
     """`v` as an error message quotes it: its repr, cut to MAX_SHOWN characters."""
     text = _REPR.repr(v)
     return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 3] + "..."
+
+
+#: Names listed at most after an unknown one (a folder of specs can hold hundreds of cases).
+MAX_LISTED = 30
+
+
+def did_you_mean(name: Any, choices: Sequence[str]) -> str:
+    """'did you mean conv2d? ' when one of `choices` is close to `name`, else ''."""
+    close = difflib.get_close_matches(str(name), list(choices), n=1, cutoff=0.6)
+    return f"did you mean {close[0]}? " if close else ""
+
+
+def unknown_name(kind: str, name: Any, choices: Sequence[str], listed: str = "") -> str:
+    """"unknown op 'conv2' (did you mean conv2d? bundled ops: conv2d, exp, ...)": an unknown
+    name with the closest valid one and the valid ones (`listed` names them: `kind`'s plural
+    by default).  An empty `kind` gives the part in brackets alone."""
+    if not listed:
+        listed = kind[:-1] + "ies" if kind.endswith("y") else kind + "s"
+    shown_choices = list(dict.fromkeys(choices))
+    more = len(shown_choices) - MAX_LISTED
+    names = ", ".join(shown_choices[:MAX_LISTED]) + (f", ... ({more} more)" if more > 0 else "")
+    head = f"unknown {kind} {shown(name)} " if kind else ""
+    return f"{head}({did_you_mean(name, shown_choices)}{listed}: {names})"

@@ -9,10 +9,23 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-#: The dtypes gradlab knows by name; "double"/"float"/"half" are accepted as aliases.
+from gradlab.errors import unknown_name
+
+#: The dtypes a run is in (the case's floating tensors take the run's dtype); "double",
+#: "float", "half" and a few more are accepted as aliases.
 DTYPES = ("float64", "float32", "float16", "bfloat16")
+#: Dtypes a tensor argument can have besides those: targets, indices, masks.  Such a tensor
+#: keeps its dtype whatever dtype the run is in, and never requires grad.
+INTEGER_DTYPES = ("int64", "int32", "int16", "int8", "uint8", "bool")
+#: Every dtype a tensor argument can name.
+TENSOR_DTYPES = DTYPES + INTEGER_DTYPES
 DTYPE_ALIASES = {"double": "float64", "float": "float32", "half": "float16", "bf16": "bfloat16",
-                 "fp64": "float64", "fp32": "float32", "fp16": "float16"}
+                 "fp64": "float64", "fp32": "float32", "fp16": "float16", "long": "int64",
+                 "int": "int32", "short": "int16", "byte": "uint8"}
+#: The value range of each integer dtype, [low, high).
+INTEGER_RANGES = {"int64": (-(2**63), 2**63), "int32": (-(2**31), 2**31),
+                  "int16": (-(2**15), 2**15), "int8": (-128, 128), "uint8": (0, 256),
+                  "bool": (0, 2)}
 
 #: Layouts a tensor argument can be created in.
 LAYOUTS = ("contiguous", "channels_last", "transposed", "strided")
@@ -40,20 +53,26 @@ VARIANT_FAMILIES = ("noncontiguous", "transposed", "channels_last", "expanded", 
                     "requires_grad", "undefined_grad", "size1", "magnitude", "ragged")
 
 
-def canonical_dtype(name: str) -> str:
-    """Map a dtype name or alias ('double') to its canonical name ('float64')."""
+def canonical_dtype(name: str, allowed: Sequence[str] = DTYPES) -> str:
+    """Map a dtype name or alias ('double') to its canonical name ('float64'), one of `allowed`
+    (the run's dtypes by default; TENSOR_DTYPES for a tensor argument)."""
     key = str(name).lower().removeprefix("torch.")
     key = DTYPE_ALIASES.get(key, key)
-    if key not in DTYPES:
-        raise ValueError(f"unknown dtype {name!r} (expected one of {', '.join(DTYPES)} or double)")
+    if key not in allowed:
+        raise ValueError(unknown_name("dtype", name, allowed))
     return key
+
+
+def is_integer_dtype(name: str | None) -> bool:
+    """True for the integer and bool dtypes (tensors that never require grad)."""
+    return name in INTEGER_DTYPES
 
 
 def canonical_check(name: str) -> str:
     """A check name or former alias ('gradcheck') as its current name ('jacobian')."""
     name = CHECK_ALIASES.get(name, name)
     if name not in CHECKS:
-        raise ValueError(f"unknown check {name!r} (expected one of {', '.join(CHECKS)})")
+        raise ValueError(unknown_name("check", name, CHECKS))
     return name
 
 
@@ -90,11 +109,30 @@ DEFAULT_TOLERANCES: Mapping[str, Tolerance] = {
 GRADCHECK_TOLERANCE = Tolerance(atol=1e-5, rtol=1e-3)
 
 
+#: The kinds of fixed values: floating values are kept in float64 (exact for every float dtype),
+#: integers in int64, masks as bool.
+VALUE_KINDS = ("float64", "int64", "bool")
+
+
+@dataclass(frozen=True)
+class FixedValues:
+    """A tensor's fixed values (inline in a spec or read from a file), row-major.
+
+    Raw bytes of `kind` (one of VALUE_KINDS) rather than a tensor: plain data that pickles to a
+    worker, compares by value, and keeps this module free of torch.
+    """
+
+    kind: str
+    data: bytes = field(repr=False)
+
+
 @dataclass(frozen=True)
 class TensorArg:
     """How to make one tensor argument of a case.
 
     dtype None means "the dtype the case is run in"; a fixed dtype (e.g. an index tensor) stays.
+    An integer or bool dtype draws integers in [low, high) (bool: random masks) and never
+    requires grad.  `values`, when given, replaces the random draw (cast to the dtype).
     layout: contiguous | channels_last (4-D) | transposed (`transpose` dims swapped in memory) |
     strided (explicit `strides`, in elements, over a buffer large enough for them).
     """
@@ -110,6 +148,7 @@ class TensorArg:
     layout: str = "contiguous"
     transpose: tuple[int, int] = (-2, -1)
     strides: tuple[int, ...] | None = None
+    values: FixedValues | None = None
 
 
 @dataclass(frozen=True)

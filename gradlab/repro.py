@@ -62,10 +62,13 @@ class ReproCommand:
 
     what: tuple[str, ...]
     seed: int
+    #: the run's --path folders (its Functions may only import from there).
+    paths: tuple[str, ...] = ()
 
     def __call__(self, case: str, dtype: str, device: str) -> str:
         head = "gradlab check " + " ".join(shlex.quote(w) for w in self.what)
         tail = f" --seed {self.seed}" if self.seed else ""
+        tail += "".join(f" --path {shlex.quote(p)}" for p in self.paths)
         return f"{head} --case {shlex.quote(case)} --dtype {dtype} --device {device}{tail}"
 
 

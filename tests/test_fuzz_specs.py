@@ -9,6 +9,7 @@ Deterministic (derandomize=True, no example database) and bounded: about 10 s on
 import copy
 import io
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +35,13 @@ FUZZ = settings(deadline=None, derandomize=True, database=None, print_blob=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.large_base_example])
 
-#: Valid spec files to mutate: the bundled specs and the tests' user-function specs.
+#: Valid spec files to mutate: the bundled specs, the tests' user-function specs, and the
+#: feature specs (integer and bool tensors, fixed values from a file, keyword tensors, `set`;
+#: their taps.pt and module are copied next to the fuzzed file).
+FEATURES = DATA / "specs_features"
 SPEC_TEXTS = [p.read_text() for p in sorted((ROOT / "specs").glob("*.yaml"))] + [
-    (DATA / "user_ok.yaml").read_text(), (DATA / "user_broken.yaml").read_text()]
+    (DATA / "user_ok.yaml").read_text(), (DATA / "user_broken.yaml").read_text(),
+    (FEATURES / "features.yaml").read_text(), (FEATURES / "features_broken.yaml").read_text()]
 SPEC_DOCS = [yaml.safe_load(t) for t in SPEC_TEXTS]
 
 #: Strings worth trying anywhere: names the loader knows, near misses, markup, long ones.
@@ -45,7 +50,9 @@ STRINGS = st.sampled_from(["", "float64", "double", "int7", "cpu", "cuda", "tpu"
                            "strided", "auto", "jacobian", "gradcheck", "exp", "conv2d",
                            "not_an_op", "shape", "args", "ops", "[", "{", "*a", "&a", "~",
                            "no_such_module_xyz:f", "user_functions:nope", "x" * 300,
-                           "line\nbreak", "é∂ƒ", "1e999"])
+                           "line\nbreak", "é∂ƒ", "1e999", "int64", "uint8", "bool", "values",
+                           "file", "key", "set", "const", "kwargs", "taps.pt", "db2", "haar",
+                           "missing.npy", "x.txt", "../taps.pt", "/dev/zero.pt"])
 SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-5, 5),
                     st.integers(-(10**30), 10**30), st.floats(allow_nan=True),
                     STRINGS, st.text(alphabet=st.characters(blacklist_characters=":"),
@@ -55,6 +62,11 @@ VALUES = st.recursive(SCALARS, lambda inner: st.one_of(
     st.lists(inner, max_size=4), st.dictionaries(st.one_of(STRINGS, st.integers(0, 3)),
                                                  inner, max_size=3)), max_leaves=8)
 SHAPES = st.lists(st.one_of(st.integers(-2, 4), st.integers(10**4, 10**12)), max_size=4)
+#: Values for tensor keys: nested (and ragged) number lists, booleans, file names, positions.
+TENSORISH = st.one_of(
+    VALUES, SHAPES, st.lists(st.lists(st.one_of(st.floats(), st.integers(-300, 300),
+                                                st.booleans()), max_size=3), max_size=3),
+    st.dictionaries(st.one_of(st.integers(-1, 4), STRINGS), VALUES, max_size=2))
 
 
 def paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -85,7 +97,7 @@ def mutated_doc(draw: st.DrawFn, docs: list[Any]) -> Any:
             doc = draw(VALUES) if draw(st.integers(0, 9)) == 0 else doc
             continue
         parent, last = at(doc, path[:-1]), path[-1]
-        how = draw(st.sampled_from(["replace", "drop", "add_key", "wrap", "shape"]))
+        how = draw(st.sampled_from(["replace", "drop", "add_key", "wrap", "shape", "tensor"]))
         if how == "replace":
             parent[last] = draw(VALUES)
         elif how == "drop":
@@ -96,6 +108,10 @@ def mutated_doc(draw: st.DrawFn, docs: list[Any]) -> Any:
             parent[last] = [parent[last]] if draw(st.booleans()) else {"value": parent[last]}
         elif how == "shape" and isinstance(parent[last], dict):
             parent[last]["shape"] = draw(SHAPES)
+        elif how == "tensor" and isinstance(parent[last], dict):
+            # the tensor keys this loader grew: fixed values, files, dtypes, `set` positions
+            parent[last][draw(st.sampled_from(["values", "file", "key", "dtype", "const",
+                                               "set", "high", "low"]))] = draw(TENSORISH)
     return doc
 
 
@@ -149,6 +165,8 @@ def test_fuzzed_spec_files_load_or_fail_in_one_line(tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     canary = tmp_path / "CANARY"
     spec = tmp_path / "fuzz.yaml"
+    for name in ("taps.pt", "features_functions.py"):
+        shutil.copy(FEATURES / name, tmp_path / name)
     seen = {"examples": 0, "errors": 0, "loaded": 0, "cli": 0}
 
     @settings(FUZZ, max_examples=SPEC_EXAMPLES)

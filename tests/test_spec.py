@@ -24,7 +24,8 @@ from gradlab.spec import load_file, parse_document, resolve
         ("bad_dtype.yaml", "dtypes[1]: unknown dtype 'int7'"),
         ("bad_function.yaml", "function: cannot import 'no_such_module_xyz'"),
         ("overlap_strides.yaml", "cases[0].args[0].strides: strides [1, 1] make elements overlap"),
-        ("bad_case.yaml", "cases[0].args[1].layout: expected one of contiguous, channels_last"),
+        ("bad_case.yaml", "cases[0].args[1].layout: unknown layout 'diagonal' (layouts: "
+                          "contiguous, channels_last"),
     ],
 )
 def test_invalid_spec_names_file_and_key(name: str, expected: str) -> None:

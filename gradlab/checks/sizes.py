@@ -56,9 +56,19 @@ def _shapes(args: Sequence[Any]) -> list[tuple[int, ...]]:
     return [tuple(a.shape) for a in args if isinstance(a, (TensorArg, Tensor))]
 
 
+def _fixed(a: Any) -> bool:
+    """A tensor whose values are given (taps, a target) or not floating: it keeps its shape."""
+    if isinstance(a, TensorArg):
+        return a.values is not None or (a.dtype is not None and not a.dtype.startswith(
+            ("float", "bfloat")))
+    return isinstance(a, Tensor) and not a.is_floating_point()
+
+
 def ragged_sizes(args: Sequence[Any]) -> list[int]:
-    """The sizes the ragged variant grows: the largest distinct dims above 1."""
-    sizes = sorted({n for shape in _shapes(args) for n in shape if n > 1}, reverse=True)
+    """The sizes the ragged variant grows: the largest distinct dims above 1 that no fixed
+    tensor (given values, integer or bool) has, since those cannot grow with the others."""
+    fixed = {n for a in args if _fixed(a) for n in tuple(a.shape)}
+    sizes = sorted({n for shape in _shapes(args) for n in shape if n > 1} - fixed, reverse=True)
     return sizes[:RAGGED_SIZES]
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gradlab.cases import Inputs, copy_like, materialize, relayout
+from gradlab.cases import Inputs, copy_like, materialize, narrowed, relayout
 from gradlab.checks.compare import compare_runs
 from gradlab.checks.context import CaseContext, first_line
 from gradlab.checks.contract import contract_row
@@ -73,6 +73,9 @@ def families(ctx: CaseContext) -> set[str]:
 
 
 def _layout_applies(family: str, t: Tensor) -> bool:
+    if family == "expanded" and not t.is_floating_point():
+        # repeating an index or a mask's first slice makes another input, not another layout
+        return False
     if family == "channels_last":
         return t.dim() == 4 and not t.is_contiguous(memory_format=torch.channels_last)
     if family == "transposed":
@@ -132,9 +135,7 @@ def generate(ctx: CaseContext, base: Inputs, n_outputs: int) -> Iterator[Variant
             for pos, dim in group:
                 a = args[pos]
                 if isinstance(a, TensorArg):
-                    shape = list(a.shape)
-                    shape[dim] = 1
-                    args[pos] = replace(a, shape=tuple(shape))
+                    args[pos] = narrowed(a, dim)
                 elif isinstance(a, Tensor):  # an example tensor from the Python API
                     args[pos] = copy_like(a.detach().narrow(dim, 0, 1).contiguous(),
                                           requires_grad=a.requires_grad)
@@ -153,7 +154,8 @@ def expected(ctx: CaseContext, v: Variant, base_want: Run, grad_outs64: list[Ten
         # contiguous copies of the variant's own values
         inputs = Inputs([copy_like(a.contiguous(), dtype=dtype, requires_grad=a.requires_grad)
                          if isinstance(a, Tensor) else a for a in v.inputs.args],
-                        dict(v.inputs.kwargs))
+                        {k: copy_like(a.contiguous(), dtype=dtype, requires_grad=False)
+                         if isinstance(a, Tensor) else a for k, a in v.inputs.kwargs.items()})
         # other shapes (size-1, ragged) need grad_outputs of their own
         return run_once(fn, inputs, None if v.family in NEW_SHAPES else grad_outs64, gen)
     return base_want

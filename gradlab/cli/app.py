@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from gradlab.errors import ExitCode, GradlabError
+from gradlab.errors import ExitCode, GradlabError, unknown_name
 from gradlab.render.console import make_console
 
 # rich_markup_mode=None: plain click help (the rich panels label every flag `<bool>`)
@@ -54,7 +54,7 @@ def parse_devices(values: list[str] | None, available: bool = True) -> tuple[str
         return None
     for v in values:
         if v not in ("cpu", "cuda"):
-            raise fail(f"--device: expected cpu or cuda, got {v!r}")
+            raise fail(f"--device: {unknown_name('device', v, ('cpu', 'cuda'))}")
     if "cuda" in values and available:
         import torch
 
@@ -100,23 +100,32 @@ def check_report_folder(folder: Path) -> None:
         raise fail(f"--report-dir: {exc}", exc.exit_code) from None
 
 
-def load_targets(what: list[str], cases: list[str] | None,
-             max_memory: int | None = None) -> list[Any]:
+def load_targets(what: list[str], cases: list[str] | None, max_memory: int | None = None,
+                 paths: list[Path] | None = None) -> list[Any]:
+    """The targets of the ops, spec files and folders named (`paths`: --path folders to import
+    from), narrowed to the `cases` named (check cases; bench picks its own)."""
     from dataclasses import replace
 
-    from gradlab.spec import resolve
+    from gradlab.spec import add_import_paths, resolve
 
+    for folder in paths or ():
+        if not folder.is_dir():
+            raise GradlabError(f"--path: {folder}: no such folder")
+    add_import_paths(paths or ())
     targets = [t for w in what for t in resolve(w, max_memory)]
     if cases:
-        picked = []
-        for t in targets:
-            keep = tuple(c for c in t.op.cases if c.name in cases)
-            if keep:
-                picked.append(replace(t, op=replace(t.op, cases=keep)))
-        if not picked:
-            raise GradlabError(f"--case: no case named {', '.join(cases)}")
-        targets = picked
+        require_cases(cases, [c.name for t in targets for c in t.op.cases])
+        targets = [replace(t, op=replace(t.op, cases=keep)) for t in targets
+                   if (keep := tuple(c for c in t.op.cases if c.name in cases))]
     return targets
+
+
+def require_cases(asked: list[str], known: list[str], what: str = "case") -> None:
+    """GradlabError (exit 2) for a --case name no loaded op has, with the closest one."""
+    for name in asked:
+        if name not in known:
+            hint = unknown_name("", name, known, f"{what}s") if known else "(none loaded)"
+            raise GradlabError(f"--case: no {what} named {name!r} {hint}")
 
 
 @app.command("list")
@@ -152,6 +161,9 @@ FailFast = Annotated[bool, typer.Option("--fail-fast", help="stop after the firs
 Match = Annotated[list[str] | None, typer.Option("-k", "--match", help="only cases whose "
                                                  "'op/case' contains this (or matches this "
                                                  "glob); repeatable")]
+ImportPaths = Annotated[list[Path] | None, typer.Option(
+    "--path", help="a folder to import function:/reference: modules from (repeatable; after "
+                   "the spec file's own folder, before sys.path and the current directory)")]
 MaxMemory = Annotated[str | None, typer.Option(
     "--max-memory", help="refuse a case whose tensors need more memory than this, e.g. 8GiB "
                          "(default: a quarter of the available memory)")]

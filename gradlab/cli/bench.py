@@ -10,6 +10,7 @@ import typer
 
 from gradlab.cli.app import (
     DEFAULT_REPORT_DIR,
+    ImportPaths,
     Junit,
     MaxMemory,
     Plots,
@@ -23,6 +24,7 @@ from gradlab.cli.app import (
     parse_devices,
     parse_dtypes,
     parse_max_memory,
+    require_cases,
     sigterm_as_interrupt,
 )
 from gradlab.errors import ExitCode, GradlabError
@@ -64,7 +66,7 @@ def bench(
     threads: Annotated[int | None, typer.Option("--threads", help="torch intra-op threads "
                                                 "(default: the current count)")] = None,
     max_memory: MaxMemory = None, junit: Junit = None, plots: Plots = False,
-    wide: Wide = False,
+    wide: Wide = False, path: ImportPaths = None,
 ) -> None:
     """Time forward / backward phases and memory of each Function against its reference."""
     # The option defaults repeat gradlab.bench's DEFAULT_* constants (importing it here would
@@ -82,10 +84,10 @@ def bench(
     try:
         require_plots(plots)  # before the run: a missing matplotlib is exit 2, not lost time
         # bench cases (--case included) are picked by the core
-        targets = load_targets(what, None, parse_max_memory(max_memory))
+        targets = load_targets(what, None, parse_max_memory(max_memory), path)
+        require_cases(case or [], [c.name for t in targets for c in core.bench_cases(t.op)],
+                      "bench case")
         total = core.total_steps(targets, options)
-        if options.cases and not total:
-            raise fail(f"--case: no bench case named {', '.join(options.cases)}")
         with sigterm_as_interrupt(), progress("benchmarking", total, err) as step:
             report = core.run(targets, options, on_step=step)
     except GradlabError as exc:

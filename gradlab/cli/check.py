@@ -13,6 +13,7 @@ from gradlab.cli.app import (
     DEFAULT_REPORT_DIR,
     DEFAULT_TIMEOUT_S,
     FailFast,
+    ImportPaths,
     Junit,
     Match,
     MaxMemory,
@@ -37,14 +38,15 @@ from gradlab.cli.app import (
     sigterm_as_interrupt,
 )
 from gradlab.cli.ci import pick_targets, write_extras
-from gradlab.errors import GradlabError
+from gradlab.errors import GradlabError, unknown_name
 
 
 def _check_options(what: list[str], dtype: list[str] | None, device: list[str] | None,
                    report_dir: Path, seed: int, variants: bool, variant: list[str] | None,
                    only: list[str] | None, mode: str, budget: float | None,
                    strict: bool = False, skip_unavailable: bool = False,
-                   isolate: bool = False, timeout: float = 0.0) -> Any:
+                   isolate: bool = False, timeout: float = 0.0,
+                   paths: list[Path] | None = None) -> Any:
     """Validate check's options (exit 2 naming the option) and build the run's Options."""
     import math
 
@@ -62,8 +64,8 @@ def _check_options(what: list[str], dtype: list[str] | None, device: list[str] |
     if variant and variants:
         bad = [v for v in variant if v not in VARIANT_FAMILIES]
         if bad:
-            raise fail(f"--variant: unknown family {bad[0]!r} (expected one of "
-                        f"{', '.join(VARIANT_FAMILIES)})")
+            raise fail("--variant: " + unknown_name("variant family", bad[0],
+                                                    VARIANT_FAMILIES))
         chosen_variants = frozenset(variant)
     if budget is not None and not (math.isfinite(budget) and budget > 0):
         raise fail("--budget: expected a positive number of seconds")
@@ -75,7 +77,8 @@ def _check_options(what: list[str], dtype: list[str] | None, device: list[str] |
                    timeout=timeout or None,
                    checks=chosen_checks, variants=chosen_variants, mode=mode, budget=budget,
                    repro_dir=str(report_dir / "repro"),
-                   repro_command=ReproCommand(tuple(what), seed))
+                   repro_command=ReproCommand(tuple(what), seed,
+                                              tuple(str(p) for p in paths or ())))
 
 
 VARIANT_HELP = ("only these variant families (repeatable): noncontiguous, transposed, "
@@ -115,21 +118,21 @@ def check(
     timeout: Annotated[float, typer.Option("--timeout", help="seconds one case may run "
                                            "(isolated runs only; 0: no limit)")
                        ] = DEFAULT_TIMEOUT_S,
-    wide: Wide = False, max_memory: MaxMemory = None,
+    wide: Wide = False, max_memory: MaxMemory = None, path: ImportPaths = None,
     match: Match = None, shard: Shard = None, fail_fast: FailFast = False, quiet: Quiet = False,
     junit: Junit = None, summary_md: SummaryMd = None, plots: Plots = False,
 ) -> None:
     """Check gradients: reference comparison, contract, variants, Jacobians, second order."""
     options = replace(_check_options(what, dtype, device, report_dir, seed, variants, variant,
                                      only, mode, budget, strict, skip_unavailable, isolate,
-                                     timeout), error_maps=plots, fail_fast=fail_fast)
+                                     timeout, path), error_maps=plots, fail_fast=fail_fast)
     if isolate:
         from gradlab.checks.isolate import warm_up
 
         warm_up()
     check_report_folder(report_dir)
     try:
-        targets = load_targets(what, case, parse_max_memory(max_memory))
+        targets = load_targets(what, case, parse_max_memory(max_memory), path)
     except GradlabError as exc:
         raise fail(str(exc), exc.exit_code) from None
     targets = pick_targets(targets, match, shard, plots)
@@ -215,13 +218,15 @@ def _run_check(targets: list[Any], options: Any, writer: Any, quiet: bool = Fals
 def repro(
     file: Annotated[Path, typer.Argument(help="a repro file (reports/repro/*.pt)")],
     report_dir: ReportDir = Path(DEFAULT_REPORT_DIR),
-    wide: Wide = False,
+    wide: Wide = False, path: ImportPaths = None,
 ) -> None:
     """Re-run one failing case on the inputs saved in its repro file."""
     from gradlab.checks.context import Options
     from gradlab.checks.runner import run
     from gradlab.repro import load_repro
+    from gradlab.spec import add_import_paths
 
+    add_import_paths(path or ())
     try:
         target, dtype, device, seed = load_repro(file)
     except GradlabError as exc:

@@ -70,9 +70,9 @@ def known(name: str) -> OpEntry:
     """The registry entry called `name`; UnknownOpError when there is none."""
     e = entry(name)
     if e is None:
-        from gradlab.errors import UnknownOpError
+        from gradlab.errors import UnknownOpError, unknown_name
 
-        raise UnknownOpError(f"unknown op {name!r}; bundled ops: {', '.join(names())}")
+        raise UnknownOpError(unknown_name("op", name, names(), "bundled ops"))
     return e
 
 

@@ -160,6 +160,10 @@ def describe(f: Finding) -> str:
     words = HINTS.get(f.hint, "")
     if f.hint == "constant_factor" and f.stats is not None:
         words = f"off by a constant factor {f.stats.ratio:.4g}"
+    if f.hint == "missing" and f.subject == "input":
+        # the usual cause: a constant (filter taps, a mask) the spec left requiring grad
+        words = (f"gradient missing (None) for an input that requires grad (if input {f.index} "
+                 "is a constant, mark it requires_grad: false)")
     where = pattern_words(f.pattern) if f.pattern is not None else ""
     body = "; ".join(p for p in (words, _fact(f), where, _stats(f)) if p)
     return f"{_subject(f)}: {body}" if body else _subject(f)

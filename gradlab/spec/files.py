@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from gradlab import ops
-from gradlab.errors import LoadError, SpecError, UnknownOpError, shown
+from gradlab.errors import LoadError, SpecError, UnknownOpError, unknown_name
 from gradlab.guard import default_limit
 from gradlab.model import Case, OpDef, Target
+from gradlab.spec.arguments import parse_base
 from gradlab.spec.document import OpLookup, Start, check_memory, module_start, parse_targets
 from gradlab.spec.reader import read_document, read_yaml
-from gradlab.spec.values import parse_base
 
 
 def bundled_source(name: str) -> str:
@@ -27,13 +27,14 @@ def bundled_source(name: str) -> str:
     return f"gradlab/{ops.SPEC_FOLDER}/{name}.yaml"
 
 
-def parse_spec(doc: Any, source: str, lookup: OpLookup,
-               max_memory: int | None = None) -> list[Target]:
+def parse_spec(doc: Any, source: str, lookup: OpLookup, max_memory: int | None = None,
+               folder: Path | None = None) -> list[Target]:
     """Validate the YAML document read from `source` (errors and targets name it); a case
     whose tensors need more than `max_memory` bytes (default: gradlab.guard.default_limit())
-    is an error too."""
+    is an error too.  `folder`: the spec file's (modules and tensor files are looked for there
+    first)."""
     try:
-        targets = parse_targets(doc, lookup)
+        targets = parse_targets(doc, lookup, folder)
         check_memory(doc, default_limit() if max_memory is None else max_memory)
     except SpecError as exc:
         # An error in an inherited bundled spec already names its own file.
@@ -89,7 +90,8 @@ def load_file(path: str | Path, max_memory: int | None = None) -> list[Target]:
     """Load and validate one YAML spec file (within the limits of gradlab.spec.reader; a case
     needing more than `max_memory` bytes is refused, see parse_spec)."""
     p = Path(path)
-    return parse_spec(read_document(p, str(p)), str(p), bundled_start, max_memory)
+    return parse_spec(read_document(p, str(p)), str(p), bundled_start, max_memory,
+                      p.resolve().parent)
 
 
 def resolve(what: str, max_memory: int | None = None) -> list[Target]:
@@ -110,5 +112,5 @@ def resolve(what: str, max_memory: int | None = None) -> list[Target]:
         if not p.exists():
             raise SpecError("no such file", source=str(p))
         return load_file(p, max_memory)
-    raise UnknownOpError(f"{shown(what)} is neither a bundled op ({', '.join(ops.names())}) nor "
-                         f"a spec file or folder")
+    raise UnknownOpError(unknown_name("op", what, ops.names(), "bundled ops") +
+                         ", and no spec file or folder of that name")

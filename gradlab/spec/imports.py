@@ -1,11 +1,18 @@
-"""The Python objects a spec names: `package.module:attr`, and Functions as callables."""
+"""The Python objects a spec names: `package.module:attr`, and Functions as callables.
+
+Where `package` is looked for, in order: the spec file's own folder (when `package` is there),
+the folders given with `--path` (add_import_paths), sys.path (PYTHONPATH, installed packages),
+then the current directory.  Folders are put on sys.path itself, not searched on the side: an
+isolated run's worker gets the parent's sys.path and must import the same modules.
+"""
 
 from __future__ import annotations
 
 import importlib
 import inspect
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from importlib.machinery import PathFinder
 from pathlib import Path
 from typing import Any
 
@@ -13,16 +20,48 @@ from gradlab.errors import LoadError, one_line, shown
 from gradlab.spec.values import fail
 
 
-def load_object(ref: str, key: str) -> Any:
-    """Import `package.module:attr` (attr may be dotted)."""
+def put_first(folder: str | Path) -> None:
+    """`folder` (absolute) at the front of sys.path, moved there if it is already on it."""
+    entry = str(Path(folder).resolve())
+    if sys.path[:1] == [entry]:
+        return
+    if entry in sys.path:
+        sys.path.remove(entry)
+    sys.path.insert(0, entry)
+    importlib.invalidate_caches()  # a finder may have cached this folder's listing before
+
+
+def add_import_paths(folders: Iterable[str | Path]) -> None:
+    """`--path` folders ahead of sys.path, in the order given (a spec's own folder still comes
+    first for the modules it holds)."""
+    for folder in reversed(list(folders)):
+        put_first(folder)
+
+
+def _import(module_name: str, folder: Path | None) -> Any:
+    """Import `module_name` with the spec folder first (only when the top-level package is in
+    it: a spec folder must not shadow other modules by accident) and the cwd last."""
+    top = module_name.partition(".")[0]
+    if folder is not None and top not in sys.modules:
+        try:
+            here = PathFinder.find_spec(top, [str(folder)]) is not None
+        except Exception:  # a name find_spec cannot take: import_module says why below
+            here = False
+        if here:
+            put_first(folder)
+    if "" not in sys.path and str(Path.cwd()) not in sys.path:
+        # last resort: specs often sit next to the user's code in the working directory
+        sys.path.append(str(Path.cwd()))
+    return importlib.import_module(module_name)
+
+
+def load_object(ref: str, key: str, folder: Path | None = None) -> Any:
+    """Import `package.module:attr` (attr may be dotted); `folder`: the spec file's."""
     if not isinstance(ref, str) or ":" not in ref:
         raise fail(key, f"expected 'package.module:attr', got {shown(ref)}")
     module_name, _, attr = ref.partition(":")
-    # Specs usually sit next to the user's code: let `module:attr` find it from the cwd.
-    if "" not in sys.path and str(Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(Path.cwd()))
     try:
-        obj: Any = importlib.import_module(module_name)
+        obj: Any = _import(module_name, folder)
     except (Exception, SystemExit) as exc:
         # a module that calls sys.exit() on import is a bad reference, not the end of gradlab
         raise fail(key, f"cannot import {shown(module_name)}: {type(exc).__name__}: "
@@ -46,6 +85,6 @@ def as_callable(obj: Any) -> Callable[..., Any]:
     return obj  # type: ignore[no-any-return]
 
 
-def load_callable(ref: Any, key: str) -> Callable[..., Any]:
+def load_callable(ref: Any, key: str, folder: Path | None = None) -> Callable[..., Any]:
     """`package.module:attr` imported and made callable (a Function becomes its apply)."""
-    return as_callable(load_object(ref, key))
+    return as_callable(load_object(ref, key, folder))

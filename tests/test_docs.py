@@ -1,0 +1,168 @@
+"""The docs as a newcomer uses them: every spec key is shown in a docs/specs.md example that
+gradlab's own loader accepts, and the README's commands run and pass.
+
+Examples name a placeholder package (`mypkg.layers:MyConv`); the test swaps in a real Function,
+since the loader imports what `function:` names.  Keys are collected from the parsed examples,
+not from the text, so a key mentioned only in a comment does not count and a misspelled one
+fails the load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import DATA, ROOT, run_cli
+
+from gradlab.spec import load_file
+from gradlab.spec.arguments import CASE_KEYS
+from gradlab.spec.document import OP_KEYS
+from gradlab.spec.tensors import TENSOR_KEYS
+
+SPECS_MD = ROOT / "docs" / "specs.md"
+README = ROOT / "README.md"
+#: A placeholder `package.module:Attr` in the docs, and what the test imports instead.
+PLACEHOLDER = re.compile(r"\bmypkg(\.\w+)*:\w+")
+STAND_IN = "user_functions:Square"
+#: README commands that name a file a reader has to write first.
+PLACEHOLDER_FILES = ("my_spec.yaml",)
+#: Seconds `bash scripts/dev.sh check` may take (about 10 s on the 2-core project machine).
+DEV_CHECK_TIMEOUT_S = 120
+
+
+def fenced_blocks(text: str, lang: str) -> list[str]:
+    """The bodies of the ```lang blocks of a Markdown text."""
+    return re.findall(rf"^```{lang}\n(.*?)^```", text, flags=re.S | re.M)
+
+
+def yaml_keys(node: Any, parent: str = "") -> set[tuple[str, str]]:
+    """(mapping kind, key) pairs of a spec document: op, case and tensor mappings told apart by
+    where they sit."""
+    found: set[tuple[str, str]] = set()
+    if isinstance(node, list):
+        for item in node:
+            found |= yaml_keys(item, parent)
+        return found
+    if not isinstance(node, dict):
+        return found
+    kind = ("op" if parent in ("", "ops") else "case" if parent in ("cases", "bench")
+            else "tensor" if any(k in node for k in ("shape", "values", "file")) else "other")
+    for key, value in node.items():
+        found.add((kind, str(key)))
+        child = key if kind == "op" and key in ("ops", "cases", "bench") else (
+            "args" if key in ("args", "kwargs", "set") or parent == "args" else "other")
+        found |= yaml_keys(value, child)
+    return found
+
+
+def test_every_yaml_example_in_specs_md_loads(tmp_path: Path) -> None:
+    blocks = fenced_blocks(SPECS_MD.read_text(encoding="utf-8"), "yaml")
+    assert len(blocks) >= 4
+    shutil.copy(DATA / "specs_features" / "taps.pt", tmp_path / "taps.pt")
+    for n, block in enumerate(blocks):
+        path = tmp_path / f"example{n}.yaml"
+        path.write_text(PLACEHOLDER.sub(STAND_IN, block), encoding="utf-8")
+        assert load_file(path), block
+
+
+def test_every_spec_key_is_in_a_specs_md_example() -> None:
+    shown: set[tuple[str, str]] = set()
+    for block in fenced_blocks(SPECS_MD.read_text(encoding="utf-8"), "yaml"):
+        shown |= yaml_keys(yaml.safe_load(block))
+    wanted = ({("op", k) for k in OP_KEYS} | {("case", k) for k in CASE_KEYS}
+              | {("tensor", k) for k in TENSOR_KEYS})
+    assert not wanted - shown, f"spec keys no docs/specs.md example shows: {wanted - shown}"
+
+
+def test_the_key_collector_tells_mappings_apart() -> None:
+    doc = yaml.safe_load("ops:\n  - op: exp\n    args: [{shape: [2], low: 0}]\n"
+                         "    cases: [{name: a, set: {0: {values: [1.0]}}}]\n")
+    assert yaml_keys(doc) >= {("op", "op"), ("op", "args"), ("tensor", "shape"),
+                              ("tensor", "low"), ("case", "name"), ("case", "set"),
+                              ("tensor", "values")}
+    assert ("op", "shape") not in yaml_keys(doc)
+
+
+def test_a_misspelled_documented_key_fails_the_load(tmp_path: Path) -> None:
+    block = next(b for b in fenced_blocks(SPECS_MD.read_text(encoding="utf-8"), "yaml")
+                 if "const: true" in b)
+    path = tmp_path / "typo.yaml"
+    shutil.copy(DATA / "specs_features" / "taps.pt", tmp_path / "taps.pt")
+    path.write_text(PLACEHOLDER.sub(STAND_IN, block).replace("const:", "konst:", 1))
+    with pytest.raises(Exception, match=r"konst: unknown key \(did you mean const\?"):
+        load_file(path)
+
+
+def readme_commands() -> list[str]:
+    """The `gradlab ...` lines of the README's "Command line" block (comments dropped)."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## Command line", 1)[1]
+    block = fenced_blocks(section, "bash")[0]
+    return [line.split("#", 1)[0].strip() for line in block.splitlines()
+            if line.startswith("gradlab ")]
+
+
+def test_readme_command_line_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    commands = readme_commands()
+    assert len(commands) >= 4
+    # in a scratch folder holding the checkout's specs/, so reports land there
+    (tmp_path / "specs").symlink_to(ROOT / "specs")
+    monkeypatch.chdir(tmp_path)
+    ran = 0
+    for line in commands:
+        words = line.split()[1:]
+        if any(w in PLACEHOLDER_FILES for w in words):
+            continue
+        code, out, err = run_cli(words, capsys)
+        assert code == 0, (line, out[-2000:], err[-2000:])
+        ran += 1
+    assert ran >= 4
+
+
+def _venv_for_dev_sh() -> Path | None:
+    """The venv `scripts/dev.sh` should use: the checkout's own, else the one running these
+    tests when it is set up for this pyproject.toml (dev.sh would reinstall otherwise, into a
+    venv that may belong to another checkout)."""
+    if (ROOT / ".venv" / "bin" / "python").exists():
+        return ROOT / ".venv"
+    venv = Path(sys.prefix)
+    stamp = venv / ".gradlab-installed"
+    want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if (venv / "bin" / "gradlab").exists() and stamp.exists() and \
+            stamp.read_text().strip() == want:
+        return venv
+    return None
+
+
+def test_readme_quick_start_check_passes() -> None:
+    quick = fenced_blocks(README.read_text(encoding="utf-8").split("## Quick start", 1)[1],
+                          "bash")[0]
+    assert "bash scripts/dev.sh check" in quick
+    venv = _venv_for_dev_sh()
+    if venv is None:
+        pytest.skip("no set-up venv for scripts/dev.sh (run it once to make .venv)")
+    env = {**os.environ, "GRADLAB_VENV": str(venv),
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    reports = ROOT / "reports"
+    before = set(reports.iterdir()) if reports.exists() else set()
+    try:
+        proc = subprocess.run(["bash", "scripts/dev.sh", "check"], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=DEV_CHECK_TIMEOUT_S)
+    finally:
+        # the quick start writes into the checkout's reports/: leave it as it was
+        for new in (set(reports.iterdir()) - before) if reports.exists() else set():
+            if new.is_dir():
+                shutil.rmtree(new)
+            else:
+                new.unlink()
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    assert "PASSED" in proc.stdout
