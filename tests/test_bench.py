@@ -510,9 +510,9 @@ def test_version_1_file_reads_ok_as_pass(tmp_path: Path) -> None:
                                "rows": rows}))
     back = read_bench_json(old)
     assert [r.status for r in back.rows] == [PASS, ERROR]
-    # and it compares with a version-2 file like any other
+    # and it compares with a file of the current version like any other
     new = bench_file(tmp_path / "new", JITTER, JITTER)
-    assert json.loads(new.read_text())["version"] == 2
+    assert json.loads(new.read_text())["version"] == 3
     result = runner.invoke(app, ["compare", str(old), str(new)])
     assert result.exit_code == 0, result.output
     assert "not comparable (old pass" not in result.output
