@@ -108,3 +108,15 @@ def median_ratio(num: Sequence[float], den: Sequence[float], *, paired: bool,
     # Fewer than MIN_SAMPLES_FLOOR samples: the interval is a couple of values, claim nothing.
     enough = min(len(num), len(den)) >= MIN_SAMPLES_FLOOR
     return Ratio(mn / md, lo, hi, enough and (lo > 1.0 or hi < 1.0))
+
+
+#: A phase that is part of another (backward of forward_backward) may read up to this much above
+#: the whole before it counts as a contradiction: an op whose forward is negligible has backward
+#: and forward_backward medians a few percent apart either way.  The same 10% as NOISY_IQR_RATIO.
+CONTRADICTION_SLACK = 0.10
+
+
+def exceeds_whole(part_median: float, whole_median: float) -> bool:
+    """A part of a measurement (backward) slower than the whole (forward_backward) beyond
+    CONTRADICTION_SLACK: impossible without a burst of load in the part's samples."""
+    return part_median > whole_median * (1.0 + CONTRADICTION_SLACK)
