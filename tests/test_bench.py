@@ -471,7 +471,7 @@ def test_compare_noise_level_change_passes(tmp_path: Path) -> None:
     new = bench_file(tmp_path / "new", [v * 1.01 for v in reversed(JITTER)], JITTER)
     result = runner.invoke(app, ["compare", str(old), str(new)])
     assert result.exit_code == 0, result.output
-    # a 3% slowdown that is significant still passes a 5% threshold, and fails a 2% one
+    # a 3% slowdown that is significant still passes the default threshold, and fails a 2% one
     new3 = bench_file(tmp_path / "new3", [1.03 + 0.001 * i for i in range(10)], JITTER)
     old3 = bench_file(tmp_path / "old3", [1.0 + 0.001 * i for i in range(10)], JITTER)
     assert runner.invoke(app, ["compare", str(old3), str(new3)]).exit_code == 0

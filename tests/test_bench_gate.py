@@ -1,17 +1,136 @@
-"""The resampling of a phase that contradicts forward_backward: fake clocks only."""
+"""The compare gate (custom/reference ratio of alternated samples, old run against new) and the
+resampling of a phase that contradicts forward_backward: fake samples and fake clocks only."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
+from typer.testing import CliRunner
 
-from gradlab.bench import BenchOptions, bench_case
+from gradlab.bench import BenchOptions, bench_case, compare, regressions
+from gradlab.bench.compare import ABSOLUTE, DEFAULT_THRESHOLD, RATIO
 from gradlab.bench.runner import CUSTOM, MAX_RESAMPLES, REFERENCE
+from gradlab.bench.stats import paired_ratio, ratio_change, summarize
 from gradlab.bench.timing import WARMUP_MIN_CALLS
+from gradlab.cli import app
 from gradlab.model import Case, OpDef, TensorArg
-from gradlab.results.bench import BenchRow
+from gradlab.render.benchfile import VERSION, read_bench_json, write_bench_reports
+from gradlab.results.bench import BenchReport, BenchRow
 from gradlab.results.status import PASS
+
+runner = CliRunner()
+
+#: Per-pair scatter of a quiet machine: custom and reference of a pair move together.
+WOBBLE = [1.0, 1.02, 0.98, 1.01, 0.99, 1.03, 0.97, 1.0, 1.01, 0.99, 1.02, 0.98]
+#: Alternation jitter between the two samples of a pair (what pairing cannot cancel).
+JITTER = [1.0, 1.005, 0.995, 1.0, 1.01, 0.99, 1.0, 1.005, 0.995, 1.0, 1.01, 0.99]
+
+
+def run_of(custom: list[float], reference: list[float], phase: str = "forward",
+           resampled: int = 0) -> BenchReport:
+    rows = [BenchRow("exp", "4M", "float32", "cpu", impl, phase, samples_s=s,
+                     median_s=summarize(s).median, n=len(s), resampled=resampled)
+            for impl, s in ((CUSTOM, custom), (REFERENCE, reference))]
+    return BenchReport(rows=rows)
+
+
+def quiet(scale: float, cost: float = 1.0) -> tuple[list[float], list[float]]:
+    """(custom, reference) samples: reference `scale`, custom `cost` times it, per pair."""
+    ref = [scale * 2e-3 * w for w in WOBBLE]
+    return [r * cost * j for r, j in zip(ref, JITTER, strict=True)], ref
+
+
+def test_paired_ratio_is_the_median_of_pair_ratios() -> None:
+    assert paired_ratio([2.0, 9.0, 3.0], [1.0, 3.0, 3.0]) == 2.0  # ratios 2, 3, 1
+    assert paired_ratio([1.0, 2.0], [1.0]) is None  # samples that do not pair
+    assert paired_ratio([1.0, 0.0], [1.0, 1.0]) is None and paired_ratio([], []) is None
+
+
+def test_same_code_with_a_burst_in_absolute_time_is_no_regression() -> None:
+    old = run_of(*quiet(1.0))
+    # The new run: the machine three times slower, and a burst (x10) on a third of the pairs
+    # (both samples of a pair: they are taken back to back).
+    custom, ref = quiet(3.0)
+    burst = [10.0 if i % 3 == 0 else 1.0 for i in range(len(ref))]
+    new = run_of([c * b for c, b in zip(custom, burst, strict=True)],
+                 [r * b for r, b in zip(ref, burst, strict=True)])
+    (row,) = compare(old, new)
+    assert row.basis == RATIO and row.change_pct == pytest.approx(0.0, abs=1e-9)
+    assert not row.regression and not row.significant
+    assert row.absolute_change_pct is not None and row.absolute_change_pct > 150
+    assert row.old_custom_s is not None and row.new_custom_s is not None  # shown beside
+    # a burst hitting one sample of a few pairs is outvoted by the median of the pairs
+    lone = [c * (10.0 if i in (1, 6) else 1.0) for i, c in enumerate(custom)]
+    (row,) = compare(old, run_of(lone, ref))
+    assert not row.regression and abs(row.change_pct or 0) < 1.0
+
+
+def test_a_20_percent_ratio_change_is_a_regression() -> None:
+    old = run_of(*quiet(1.0))
+    new = run_of(*quiet(0.7, cost=1.2))  # the machine got faster; custom lost 20% on reference
+    (row,) = compare(old, new)
+    assert row.change_pct == pytest.approx(20.0)
+    assert row.ratio_low is not None and row.ratio_low > 1.0 and row.significant
+    assert row.regression and row.note == "REGRESSION" and regressions([row]) == [row]
+    assert row.absolute_change_pct is not None and row.absolute_change_pct < 0  # though faster
+    (row,) = compare(old, new, threshold=25.0)  # significant, but under the threshold
+    assert row.significant and not row.regression
+
+
+def test_default_threshold_and_cli_exit_codes(tmp_path: Path) -> None:
+    assert DEFAULT_THRESHOLD == 10.0
+    paths = []
+    for name, run in (("old", run_of(*quiet(1.0))), ("new", run_of(*quiet(1.0, cost=1.07)))):
+        paths.append(str(write_bench_reports(run, tmp_path / name)[1]))
+    result = runner.invoke(app, ["compare", *paths])
+    assert result.exit_code == 0, result.output  # +7%: significant, under 10%
+    assert "+7.0%" in result.output and "OK: no significant regression beyond 10%" in (
+        result.output)
+    result = runner.invoke(app, ["compare", *paths, "--threshold", "5"])
+    assert result.exit_code == 1 and "REGRESSION: 1 of 1 phases" in result.output
+
+
+def test_ratio_change_interval_carries_both_runs_scatter() -> None:
+    old, new = quiet(1.0), quiet(1.0, cost=1.2)
+    change = ratio_change(old, new, seed=1)
+    assert change is not None and change.value == pytest.approx(1.2)
+    assert change.old == pytest.approx(paired_ratio(*old)) and change.low < 1.2 < change.high
+    assert ratio_change(old, new, seed=1) == change  # seeded
+    assert ratio_change(old, (new[0], new[1][:-1])) is None
+    few = ratio_change(([2.0, 2.0], [1.0, 1.0]), ([4.0, 4.0], [1.0, 1.0]))
+    assert few is not None and few.value == 2.0 and not few.significant  # 2 pairs: no claim
+
+
+def test_without_a_reference_the_custom_medians_are_compared() -> None:
+    old, new = run_of(*quiet(1.0)), run_of(*quiet(1.3))
+    for run in (old, new):
+        run.rows = [r for r in run.rows if r.impl == CUSTOM]
+    (row,) = compare(old, new)
+    assert row.basis == ABSOLUTE and row.regression and row.old_ratio is None
+    assert row.change_pct == pytest.approx(30.0) and "no reference" in row.note
+
+
+def test_a_resampled_phase_is_noted_in_compare() -> None:
+    (row,) = compare(run_of(*quiet(1.0), phase="backward"),
+                     run_of(*quiet(1.0), phase="backward", resampled=1))
+    assert "resampled in new run" in row.note and not row.regression
+
+
+def test_resampled_round_trips_and_older_files_read_as_zero(tmp_path: Path) -> None:
+    path = write_bench_reports(run_of(*quiet(1.0), resampled=2), tmp_path)[1]
+    doc = json.loads(path.read_text())
+    assert doc["version"] == VERSION == 3
+    assert [r.resampled for r in read_bench_json(path).rows] == [2, 2]
+    for row in doc["rows"]:
+        del row["resampled"]
+    doc["version"] = 2
+    path.write_text(json.dumps(doc))
+    assert [r.resampled for r in read_bench_json(path).rows] == [0, 0]
+
 
 # -- a phase that contradicts forward_backward ---------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 #: The fewest samples a phase ever stops at: a median of 3 still ignores one outlier.
 MIN_SAMPLES_FLOOR = 3
@@ -120,3 +121,64 @@ def exceeds_whole(part_median: float, whole_median: float) -> bool:
     """A part of a measurement (backward) slower than the whole (forward_backward) beyond
     CONTRADICTION_SLACK: impossible without a burst of load in the part's samples."""
     return part_median > whole_median * (1.0 + CONTRADICTION_SLACK)
+
+
+def paired_ratio(num: Sequence[float], den: Sequence[float]) -> float | None:
+    """The median of num[i] / den[i]: the ratio of samples taken alternately (A B A B), pair by
+    pair, so a burst of load that hits both of a pair cancels; None when the samples do not pair
+    (lengths differ, none, or a sample that is not positive)."""
+    if not num or len(num) != len(den) or min(*num, *den) <= 0:
+        return None
+    return summarize([a / b for a, b in zip(num, den, strict=True)]).median
+
+
+@dataclass(frozen=True)
+class RatioChange:
+    """A paired ratio (custom / reference) in two runs: old, new, new / old and its interval."""
+
+    old: float
+    new: float
+    value: float
+    low: float
+    high: float
+    #: the interval excludes 1 (and both runs have MIN_SAMPLES_FLOOR pairs at least).
+    significant: bool
+
+
+def ratio_change(old: tuple[Sequence[float], Sequence[float]],
+                 new: tuple[Sequence[float], Sequence[float]], *,
+                 resamples: int = BOOTSTRAP_RESAMPLES, confidence: float = CONFIDENCE,
+                 seed: int = 0) -> RatioChange | None:
+    """paired_ratio(*new) / paired_ratio(*old) with a percentile bootstrap interval.
+
+    Each run's pairs are resampled on their own (the runs are independent; the two samples of a
+    pair stay together), so the interval carries both runs' scatter.  None when a run's samples
+    do not pair.
+    """
+    import numpy as np
+
+    r_old, r_new = paired_ratio(*old), paired_ratio(*new)
+    if r_old is None or r_new is None:
+        return None
+    rng = np.random.default_rng(seed)
+    medians = []
+    for num, den in (old, new):
+        pairs = np.asarray(num, dtype=np.float64) / np.asarray(den, dtype=np.float64)
+        medians.append(_resampled_medians(pairs, resamples, rng))
+    tail = (1.0 - confidence) / 2 * 100
+    lo, hi = np.percentile(medians[1] / medians[0], [tail, 100 - tail])
+    enough = min(len(old[0]), len(new[0])) >= MIN_SAMPLES_FLOOR
+    return RatioChange(r_old, r_new, r_new / r_old, float(lo), float(hi),
+                       enough and (lo > 1.0 or hi < 1.0))
+
+
+def _resampled_medians(values: Any, resamples: int, rng: Any) -> Any:
+    """The medians of `resamples` bootstrap resamples of a 1-D array."""
+    import numpy as np
+
+    chunk = max(1, 4_000_000 // max(len(values), 1))  # bounds the index matrix, as above
+    out = []
+    for start in range(0, resamples, chunk):
+        idx = rng.integers(0, len(values), size=(min(chunk, resamples - start), len(values)))
+        out.append(np.median(values[idx], axis=1))
+    return np.concatenate(out)
