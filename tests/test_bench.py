@@ -127,6 +127,22 @@ def test_interleaved_order_and_exact_stopping() -> None:
     assert clock.log[:4] == ["setup A", "clock", "run A", "clock"]
 
 
+def test_shuffled_rounds_keep_one_sample_of_each_a_round_and_are_seeded() -> None:
+    def log_of(seed: int) -> tuple[list[str], list[list[float]]]:
+        clock = FakeClock()
+        samples = sample_interleaved([fake_task(clock, "A", 0.01), fake_task(clock, "B", 0.02)],
+                                     [1, 1], min_time=0.2, min_samples=10, max_time=0,
+                                     clock=clock, order_seed=seed)
+        return [e for e in clock.log if e.startswith("run")], samples
+
+    runs, samples = log_of(7)
+    rounds = [tuple(runs[i:i + 2]) for i in range(0, len(runs), 2)]
+    assert len(rounds) == 20 and all(sorted(r) == ["run A", "run B"] for r in rounds)
+    assert {r[0] for r in rounds} == {"run A", "run B"}  # both orders occur
+    assert samples[0] == pytest.approx([0.01] * 20) and samples[1] == pytest.approx([0.02] * 20)
+    assert log_of(7)[0] == runs and log_of(8)[0] != runs
+
+
 def test_min_samples_rule_and_max_time_cap() -> None:
     clock = FakeClock()
     fast = sample_interleaved([fake_task(clock, "A", 1e-4)], [1], min_time=1e-3,

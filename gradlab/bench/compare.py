@@ -1,9 +1,10 @@
 """Comparing two bench runs phase by phase, and the environment fields that make them incomparable.
 
 The gate is the custom/reference ratio, not the absolute median.  Within one run the custom
-Function and its reference are sampled alternately (A B A B), so a burst of load from other jobs
-slows both of a pair alike and their ratio holds, while absolute medians of two runs minutes
-apart can differ by several times on a shared machine.  The absolute medians are still shown.
+Function and its reference are sampled in rounds (one sample of each, in random order), so load
+from other jobs hits both alike and their ratio (of low quantiles, stats.low_ratio) holds, while
+absolute medians of two runs minutes apart differ by several times on a shared machine.  The
+absolute medians are still shown.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from gradlab.results.bench import BenchReport, BenchRow
 from gradlab.results.status import PASS
 
 #: Default regression threshold of `compare`, in percent of the custom/reference ratio.
-#: Measured with benchmarks/bench_gate.py on a 2-core machine shared with two other jobs (exp,
-#: 2048x2048 float32, one thread, --min-time 0.2): between two benches of the same code the
-#: ratio moved by at most 8% on a phase (most phases under 3%), while a Function slowed by 20%
-#: moved it by 12-23%.  10% sits between the two; 5% (the former default, on absolute medians)
-#: failed same-code pairs.  A slowdown under 10% needs a quieter machine or longer runs.
+#: Measured with benchmarks/bench_gate.py on a 2-core machine shared with other jobs (exp,
+#: 2048x2048 float32, one thread, --min-time 0.2; three runs of 10 same-code and 10 pairs with
+#: the custom Function 20% slower): same-code ratio changes whose interval excluded 1 stayed
+#: within 5% (a few up to +16% under load spikes had intervals spanning 1, so were not flagged);
+#: the slowed pairs' phases read +11% to +35%, median +20%.  10% sits between the two: 5% left
+#: one point of margin over the same-code changes, 15% missed slowed phases reading +11-15%.
 DEFAULT_THRESHOLD = 10.0
 
 #: Environment fields that make two runs' timings incomparable when they differ.
@@ -48,7 +50,7 @@ class CompareRow:
     new_custom_s: float | None = None
     old_reference_s: float | None = None
     new_reference_s: float | None = None
-    #: the median of custom / reference over the alternated pairs of each run.
+    #: custom / reference in each run (their 10th percentiles: stats.low_ratio).
     old_ratio: float | None = None
     new_ratio: float | None = None
     #: (new ratio / old ratio - 1) * 100 (basis absolute: new / old custom median): + is slower.
@@ -85,7 +87,7 @@ def compare(old: BenchReport, new: BenchReport, threshold: float = DEFAULT_THRES
     """Match phases by (op, case, dtype, device, phase) and judge each change.
 
     A regression is a rise of the custom/reference ratio beyond `threshold` percent whose
-    bootstrap interval (each run's pairs resampled on their own) excludes 1.  Without a
+    bootstrap interval (each run's rounds resampled on their own) excludes 1.  Without a
     reference the custom medians are compared instead (each run resampled on its own).
     """
     old_rows, new_rows = _by_phase(old), _by_phase(new)

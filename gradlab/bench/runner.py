@@ -1,8 +1,9 @@
 """The bench run: which cases, dtypes and devices, and each phase warmed up, sampled, summarised.
 
-The custom Function and its reference are sampled alternately (A B A B ...) so slow drift of
-the machine hits both alike, and the speedup (reference median / custom median) gets a paired
-bootstrap confidence interval.  Everything here returns data; gradlab.render shows it.
+The custom Function and its reference are sampled alternately, in rounds of one sample each in
+a seeded random order (A B, B A, ...), so slow drift and other jobs' time slices hit both alike,
+and the speedup (reference median / custom median) gets a paired bootstrap confidence interval.
+Everything here returns data; gradlab.render shows it.
 """
 
 from __future__ import annotations
@@ -192,6 +193,8 @@ class _CaseBench:
     row: Callable[[str, str], BenchRow]
     #: saved bytes per implementation: one forward with grad tells all three grad phases.
     saved: dict[str, int] = field(default_factory=dict)
+    #: samplings so far: each draws its rounds' order from its own seed.
+    samplings: int = 0
     #: per phase measured: its rows and the live tasks that sampled them (to sample again).
     measured: dict[str, tuple[dict[str, BenchRow], dict[str, tuple[Task, int]]]] = field(
         default_factory=dict)
@@ -283,7 +286,9 @@ def _sample(bench: _CaseBench, rows: Mapping[str, BenchRow],
                                      [n for _, n in live.values()],
                                      min_time=options.min_time, min_samples=options.min_samples,
                                      max_time=options.max_time, clock=bench.clock,
-                                     sync=bench.sync)
+                                     sync=bench.sync,
+                                     order_seed=options.seed * 1_000_003 + bench.samplings)
+        bench.samplings += 1
     except Exception as exc:
         # Which implementation raised is not known here: both rows carry the error.
         for name in live:

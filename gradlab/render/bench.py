@@ -157,9 +157,10 @@ COMPARE_DROP = ("device", "dtype", "ref old", "ref new", "95% CI", "c/r old", "c
 def compare_table(rows: Sequence[CompareRow], threshold: float,
                   title: str = "gradlab compare", width: int | None = None) -> Table:
     """The compare table fitted to `width`."""
-    caption = (f"change: of the custom/reference ratio (c/r, median over alternated pairs), "
-               f"new/old; regression: above +{threshold:g}% with a 95% interval excluding 1. "
-               "Absolute medians are shown, not gated on: other jobs' load moves them.")
+    caption = (f"change: of the custom/reference ratio (c/r, of 10th percentiles of samples "
+               f"taken in alternation), new/old; regression: above +{threshold:g}% with a 95% "
+               "interval excluding 1. Absolute medians are shown, not gated on: other jobs' "
+               "load moves them.")
     return fit(COMPARE_TABLE, rows, width, title, COMPARE_DROP, caption=caption,
                identity=("device", "dtype"))
 
