@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from gradlab.bench import BenchOptions, bench_case, compare, regressions
 from gradlab.bench.compare import ABSOLUTE, DEFAULT_THRESHOLD, RATIO
 from gradlab.bench.runner import CUSTOM, MAX_RESAMPLES, REFERENCE
-from gradlab.bench.stats import low_ratio, ratio_change, summarize
+from gradlab.bench.stats import low_ratio, outside_range, ratio_change, summarize
 from gradlab.bench.timing import WARMUP_MIN_CALLS
 from gradlab.cli import app
 from gradlab.model import Case, OpDef, TensorArg
@@ -31,9 +31,10 @@ JITTER = [1.0, 1.005, 0.995, 1.0, 1.01, 0.99, 1.0, 1.005, 0.995, 1.0, 1.01, 0.99
 
 
 def run_of(custom: list[float], reference: list[float], phase: str = "forward",
-           resampled: int = 0) -> BenchReport:
+           resampled: int = 0, contradicted: bool = False) -> BenchReport:
     rows = [BenchRow("exp", "4M", "float32", "cpu", impl, phase, samples_s=s,
-                     median_s=summarize(s).median, n=len(s), resampled=resampled)
+                     median_s=summarize(s).median, n=len(s), resampled=resampled,
+                     contradicted=contradicted)
             for impl, s in ((CUSTOM, custom), (REFERENCE, reference))]
     return BenchReport(rows=rows)
 
@@ -136,16 +137,31 @@ def test_a_resampled_phase_is_noted_in_compare() -> None:
     assert "resampled in new run" in row.note and not row.regression
 
 
+def test_a_phase_still_contradicting_is_shown_not_judged() -> None:
+    old = run_of(*quiet(1.0))
+    (row,) = compare(old, run_of(*quiet(1.0, cost=1.5), resampled=2, contradicted=True))
+    assert row.change_pct == pytest.approx(50.0) and row.significant and not row.regression
+    assert row.note.startswith("not judged: contradicts the other phases of the new run")
+
+
+def test_outside_range_beyond_the_slack() -> None:
+    assert outside_range(1.5, [1.0, 1.2]) == 1.25 and outside_range(0.5, [1.0, 1.2]) == 2.0
+    assert outside_range(1.25, [1.0, 1.2]) is None and outside_range(1.1, [1.0, 1.2]) is None
+
+
 def test_resampled_round_trips_and_older_files_read_as_zero(tmp_path: Path) -> None:
-    path = write_bench_reports(run_of(*quiet(1.0), resampled=2), tmp_path)[1]
+    path = write_bench_reports(run_of(*quiet(1.0), resampled=2, contradicted=True),
+                               tmp_path)[1]
     doc = json.loads(path.read_text())
     assert doc["version"] == VERSION == 3
-    assert [r.resampled for r in read_bench_json(path).rows] == [2, 2]
+    back = read_bench_json(path).rows
+    assert [(r.resampled, r.contradicted) for r in back] == [(2, True), (2, True)]
     for row in doc["rows"]:
-        del row["resampled"]
+        del row["resampled"], row["contradicted"]
     doc["version"] = 2
     path.write_text(json.dumps(doc))
-    assert [r.resampled for r in read_bench_json(path).rows] == [0, 0]
+    back = read_bench_json(path).rows
+    assert [(r.resampled, r.contradicted) for r in back] == [(0, False), (0, False)]
 
 
 # -- a phase that contradicts forward_backward ---------------------------------------------------
@@ -221,7 +237,21 @@ def test_a_phase_that_keeps_contradicting_stops_at_the_bound_and_says_so() -> No
     bwd = bench_with_burst(burst)[CUSTOM, "backward"]
     assert bwd.resampled == MAX_RESAMPLES and bwd.median_s == 100.0
     assert bwd.note.endswith(f"resampled {MAX_RESAMPLES}x: its median was 50.00x "
-                             "forward_backward's, still 50.00x")
+                             "forward_backward's; still 50.00x")
+    assert bwd.contradicted  # compare will not judge it
+
+
+def test_a_whole_whose_ratio_lies_outside_its_parts_is_resampled() -> None:
+    # the custom backward read 100 s in forward_backward's first sampling only: the whole's
+    # custom/reference ratio (101 / 2) lies far outside forward_grad's and backward's (1 and 1)
+    fb_sampling = FIRST_RESAMPLE - SAMPLED
+    rows = bench_with_burst(set(range(fb_sampling, FIRST_RESAMPLE)))
+    fb = rows[CUSTOM, "forward_backward"]
+    assert fb.resampled == 1 and fb.median_s == 2.0 and not fb.contradicted
+    assert "resampled 1x: its custom/reference ratio was 50.50x outside those of " \
+           "forward_grad and backward" in fb.note
+    assert rows[REFERENCE, "forward_backward"].resampled == 1
+    assert all(r.resampled == 0 for (_, p), r in rows.items() if p != "forward_backward")
 
 
 def test_no_contradiction_no_resampling() -> None:

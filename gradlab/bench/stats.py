@@ -196,3 +196,18 @@ def _resampled_low_ratios(num: Any, den: Any, resamples: int, rng: Any) -> Any:
         out.append(np.quantile(num[idx], GATE_QUANTILE, axis=1)
                    / np.quantile(den[idx], GATE_QUANTILE, axis=1))
     return np.concatenate(out)
+
+
+def outside_range(value: float, bounds: Sequence[float]) -> float | None:
+    """How many times `value` lies above max(bounds) or below min(bounds), when beyond
+    CONTRADICTION_SLACK; None when inside (a ratio of sums lies between the parts' ratios).
+
+    >>> outside_range(1.5, [1.0, 1.2]), outside_range(1.25, [1.0, 1.2])
+    (1.25, None)
+    """
+    lo, hi = min(bounds), max(bounds)
+    if value > hi * (1.0 + CONTRADICTION_SLACK):
+        return value / hi
+    if value * (1.0 + CONTRADICTION_SLACK) < lo:
+        return lo / value
+    return None

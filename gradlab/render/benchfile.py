@@ -1,8 +1,8 @@
 """The bench report files: CSV for people and spreadsheets, JSON (with raw samples) for compare.
 
 Version history of the JSON: 1 wrote a passing row's status as "ok"; 2 writes "pass", the word
-check rows use; 3 adds `resampled` to each row (absent: 0).  All are read; a version-1 "ok" comes
-back as "pass".
+check rows use; 3 adds `resampled` and `contradicted` to each row (absent: 0 and false).  All
+are read; a version-1 "ok" comes back as "pass".
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ _FIELD_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "resampled": (lambda v: type(v) is int and v >= 0, "an integer >= 0"),
     **dict.fromkeys(("saved_bytes", "peak_mem_bytes"),
                     (lambda v: v is None or type(v) is int, "an integer or null")),
-    "noisy": (lambda v: isinstance(v, bool), "true or false"),
+    **dict.fromkeys(("noisy", "contradicted"), (lambda v: isinstance(v, bool), "true or false")),
     "significant": (lambda v: v is None or isinstance(v, bool), "true, false or null"),
 }
 
