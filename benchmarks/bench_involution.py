@@ -6,7 +6,10 @@ For a RedNet-like layer and a stride-2 layer it prints
   * the median forward+backward time of each implementation, measured alternately;
   * on CUDA, the forward kernel's achieved bandwidth at a bandwidth-bound size.
 
-    python3 benchmarks/bench_involution.py --device cpu --dtype float32 --batch 2
+Every Timer gets --threads (torch.utils.benchmark.Timer runs with 1 thread unless told), and the
+thread count printed is the one the measurements report they ran with.
+
+    python3 benchmarks/bench_involution.py --device cpu --dtype float32 --batch 2 --threads 2
 """
 
 from __future__ import annotations
@@ -85,8 +88,9 @@ def saved_bytes(fn: Callable[..., torch.Tensor], *args: object) -> int:
 
 
 def fwd_bwd_medians(layer: Layer, batch: int, dtype: torch.dtype, device: str, repeats: int,
-                    min_run_time: float) -> dict[str, float]:
-    """Median seconds of forward+backward per implementation, alternating which runs first."""
+                    min_run_time: float, threads: int) -> tuple[dict[str, float], set[int]]:
+    """Median seconds of forward+backward per implementation, alternating which runs first, and
+    the thread counts the measurements ran with."""
     x, w = layer.inputs(batch, dtype, device)
     geo = layer.geometry()
     go = torch.randn(batch, layer.channels, layer.out_size, layer.out_size, dtype=dtype,
@@ -98,14 +102,17 @@ def fwd_bwd_medians(layer: Layer, batch: int, dtype: torch.dtype, device: str, r
 
         step()  # warm-up: Triton compilation, allocator
         timers[name] = Timer(stmt="step()", globals={"step": step}, label=layer.name,
-                             description=name)
+                             description=name, num_threads=threads)
     samples: dict[str, list[float]] = {name: [] for name in IMPLS}
+    used: set[int] = set()
     names = list(IMPLS)
     for r in range(repeats):
         # Alternate the order so drift (thermal, other load) does not favour one side.
         for name in names if r % 2 == 0 else names[::-1]:
-            samples[name].append(timers[name].blocked_autorange(min_run_time=min_run_time).median)
-    return {name: statistics.median(v) for name, v in samples.items()}
+            m = timers[name].blocked_autorange(min_run_time=min_run_time)
+            samples[name].append(m.median)
+            used.add(m.num_threads)
+    return {name: statistics.median(v) for name, v in samples.items()}, used
 
 
 def peak_gbps(device_name: str) -> tuple[float | None, str]:
@@ -124,7 +131,7 @@ BANDWIDTH_LAYER = Layer("bandwidth_c256_g16_k7", channels=256, size=56, groups=1
 BANDWIDTH_BATCH = 32
 
 
-def forward_bandwidth(dtype: torch.dtype, device: str, min_run_time: float,
+def forward_bandwidth(dtype: torch.dtype, device: str, min_run_time: float, threads: int,
                       layer: Layer = BANDWIDTH_LAYER,
                       batch: int = BANDWIDTH_BATCH) -> dict[str, float]:
     """GB/s of the Triton forward kernel alone, counting x + w read and out written once."""
@@ -135,7 +142,7 @@ def forward_bandwidth(dtype: torch.dtype, device: str, min_run_time: float,
     out = involution_forward(x, w, *layer.geometry())
     moved = x.nbytes + w.nbytes + out.nbytes
     t = Timer(stmt="f(x, w, *g)", globals={"f": involution_forward, "x": x, "w": w,
-                                           "g": layer.geometry()})
+                                           "g": layer.geometry()}, num_threads=threads)
     seconds = t.blocked_autorange(min_run_time=min_run_time).median
     return {"batch": batch, "channels": layer.channels, "groups": layer.groups, "k": layer.k,
             "size": layer.size, "bytes": moved, "seconds": seconds, "gbps": moved / seconds / 1e9}
@@ -152,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-run-time", type=float, default=1.0,
                         help="seconds per blocked_autorange")
     parser.add_argument("--no-timing", action="store_true", help="saved bytes only")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch intra-op threads for every measurement (default: the "
+                        "current count)")
     parser.add_argument("--peak-gbps", type=float, default=None,
                         help="device peak DRAM bandwidth, GB/s (CUDA; default: by device name)")
     args = parser.parse_args(argv)
@@ -159,9 +169,14 @@ def main(argv: list[str] | None = None) -> int:
     device = args.device
     if device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device")
-    where = (torch.cuda.get_device_name() if device == "cuda"
-             else f"{torch.get_num_threads()} threads")
-    print(f"torch {torch.__version__}, device {device} ({where}), dtype {args.dtype}")
+    if args.threads is not None and args.threads < 1:
+        parser.error("--threads: expected at least 1")
+    threads = args.threads or torch.get_num_threads()
+    torch.set_num_threads(threads)  # the saved-bytes forwards and the warm-up calls too
+    where = f"{torch.cuda.get_device_name()}, " if device == "cuda" else ""
+    n = torch.get_num_threads()
+    print(f"torch {torch.__version__}, device {device} ({where}{n} thread{'s' * (n != 1)}), "
+          f"dtype {args.dtype}")
 
     print(f"\nbytes saved for backward at batch {SAVED_BYTES_BATCH} (each storage once)")
     for layer in LAYERS:
@@ -176,14 +191,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"\nforward+backward median at batch {args.batch} ({args.repeats} alternating rounds, "
           f"blocked_autorange min_run_time={args.min_run_time}s)")
+    used: set[int] = set()
     for layer in LAYERS:
-        med = fwd_bwd_medians(layer, args.batch, dtype, device, args.repeats, args.min_run_time)
+        med, threads_used = fwd_bwd_medians(layer, args.batch, dtype, device, args.repeats,
+                                            args.min_run_time, threads)
+        used |= threads_used
         print(f"  {layer.name:15s} custom {med['custom'] * 1e3:9.2f} ms   reference "
               f"{med['reference'] * 1e3:9.2f} ms   reference/custom "
               f"{med['reference'] / med['custom']:6.2f}x")
+    print(f"  timed with {' and '.join(map(str, sorted(used)))} thread{'s' * (used != {1})} "
+          "(the count the measurements report)")
 
     if device == "cuda":
-        bw = forward_bandwidth(dtype, device, args.min_run_time)
+        bw = forward_bandwidth(dtype, device, args.min_run_time, threads)
         print(f"\nforward kernel bandwidth: x [{bw['batch']}, {bw['channels']}, {bw['size']}, "
               f"{bw['size']}], G={bw['groups']}, K={bw['k']}, stride 1, padding "
               f"{BANDWIDTH_LAYER.padding}")

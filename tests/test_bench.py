@@ -127,6 +127,22 @@ def test_interleaved_order_and_exact_stopping() -> None:
     assert clock.log[:4] == ["setup A", "clock", "run A", "clock"]
 
 
+def test_shuffled_rounds_keep_one_sample_of_each_a_round_and_are_seeded() -> None:
+    def log_of(seed: int) -> tuple[list[str], list[list[float]]]:
+        clock = FakeClock()
+        samples = sample_interleaved([fake_task(clock, "A", 0.01), fake_task(clock, "B", 0.02)],
+                                     [1, 1], min_time=0.2, min_samples=10, max_time=0,
+                                     clock=clock, order_seed=seed)
+        return [e for e in clock.log if e.startswith("run")], samples
+
+    runs, samples = log_of(7)
+    rounds = [tuple(runs[i:i + 2]) for i in range(0, len(runs), 2)]
+    assert len(rounds) == 20 and all(sorted(r) == ["run A", "run B"] for r in rounds)
+    assert {r[0] for r in rounds} == {"run A", "run B"}  # both orders occur
+    assert samples[0] == pytest.approx([0.01] * 20) and samples[1] == pytest.approx([0.02] * 20)
+    assert log_of(7)[0] == runs and log_of(8)[0] != runs
+
+
 def test_min_samples_rule_and_max_time_cap() -> None:
     clock = FakeClock()
     fast = sample_interleaved([fake_task(clock, "A", 1e-4)], [1], min_time=1e-3,
@@ -471,7 +487,7 @@ def test_compare_noise_level_change_passes(tmp_path: Path) -> None:
     new = bench_file(tmp_path / "new", [v * 1.01 for v in reversed(JITTER)], JITTER)
     result = runner.invoke(app, ["compare", str(old), str(new)])
     assert result.exit_code == 0, result.output
-    # a 3% slowdown that is significant still passes a 5% threshold, and fails a 2% one
+    # a 3% slowdown that is significant still passes the default threshold, and fails a 2% one
     new3 = bench_file(tmp_path / "new3", [1.03 + 0.001 * i for i in range(10)], JITTER)
     old3 = bench_file(tmp_path / "old3", [1.0 + 0.001 * i for i in range(10)], JITTER)
     assert runner.invoke(app, ["compare", str(old3), str(new3)]).exit_code == 0
@@ -510,9 +526,9 @@ def test_version_1_file_reads_ok_as_pass(tmp_path: Path) -> None:
                                "rows": rows}))
     back = read_bench_json(old)
     assert [r.status for r in back.rows] == [PASS, ERROR]
-    # and it compares with a version-2 file like any other
+    # and it compares with a file of the current version like any other
     new = bench_file(tmp_path / "new", JITTER, JITTER)
-    assert json.loads(new.read_text())["version"] == 2
+    assert json.loads(new.read_text())["version"] == 3
     result = runner.invoke(app, ["compare", str(old), str(new)])
     assert result.exit_code == 0, result.output
     assert "not comparable (old pass" not in result.output

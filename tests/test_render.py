@@ -117,12 +117,14 @@ def test_bench_screen_fits_and_keeps_numbers_whole(width: int) -> None:
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_compare_screen_fits_and_keeps_numbers_whole(width: int) -> None:
-    rows = [CompareRow("involution", "stride2_layer_long_name", "float32", "cpu", impl, phase,
-                       old_median_s=0.0412, new_median_s=0.0493, change_pct=19.66,
-                       ratio_low=1.153, ratio_high=1.241, significant=True, regression=True,
-                       note="slower")
-            for impl in ("custom", "reference") for phase in ("forward", "forward_backward")]
-    lines = screen(lambda c: render_compare(rows, 5.0, c), width)
+    rows = [CompareRow(op, "stride2_layer_long_name", "float32", "cpu", phase,
+                       old_custom_s=0.0412, new_custom_s=0.0493, old_reference_s=0.302,
+                       new_reference_s=0.3011, old_ratio=0.1364, new_ratio=0.1637,
+                       change_pct=19.66, ratio_low=1.153, ratio_high=1.241, significant=True,
+                       regression=True, note="REGRESSION; resampled in new run")
+            for op in ("involution", "modconv") for phase in ("forward", "forward_backward")]
+    lines = screen(lambda c: render_compare(rows, 10.0, c), width)
     assert not too_long(lines, width), too_long(lines, width)
     text = "\n".join(lines)
     assert "+19.7%" in text and "49.3 ms" in text and "…" not in text
+    assert "REGRESSION: 4 of 4 phases" in text and "custom medians moved +19.7%" in text

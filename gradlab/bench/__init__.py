@@ -7,7 +7,13 @@ compare: two runs row by row.  Results are gradlab.results.bench; gradlab.render
 
 # After this line `gradlab.bench.compare` is the function, not the module: take the module's
 # names with `from gradlab.bench.compare import ...` (which finds the module, not the function).
-from gradlab.bench.compare import DEFAULT_THRESHOLD, CompareRow, compare, env_differences
+from gradlab.bench.compare import (
+    DEFAULT_THRESHOLD,
+    CompareRow,
+    compare,
+    env_differences,
+    regressions,
+)
 from gradlab.bench.impl import PHASES
 from gradlab.bench.memory import saved_bytes
 from gradlab.bench.runner import BenchOptions, bench_case, bench_cases, run, total_steps
@@ -24,5 +30,5 @@ from gradlab.results.bench import BenchError, BenchReport, BenchRow
 __all__ = ["DEFAULT_MAX_TIME", "DEFAULT_MIN_SAMPLES", "DEFAULT_MIN_TIME", "DEFAULT_THRESHOLD",
            "DEFAULT_WARMUP_TIME", "PHASES", "BenchError", "BenchOptions", "BenchReport",
            "BenchRow", "CompareRow", "bench_case", "bench_cases", "bootstrap_ratio", "compare",
-           "env_differences", "run", "sample_interleaved", "saved_bytes", "summarize",
-           "total_steps"]
+           "env_differences", "regressions", "run", "sample_interleaved", "saved_bytes",
+           "summarize", "total_steps"]

@@ -1,70 +1,45 @@
 """The bench run: which cases, dtypes and devices, and each phase warmed up, sampled, summarised.
 
-The custom Function and its reference are sampled alternately (A B A B ...) so slow drift of
-the machine hits both alike, and the speedup (reference median / custom median) gets a paired
-bootstrap confidence interval.  Everything here returns data; gradlab.render shows it.
+The custom Function and its reference are sampled alternately, in rounds of one sample each in
+a seeded random order (A B, B A, ...), so slow drift and other jobs' time slices hit both alike,
+and the speedup (reference median / custom median) gets a paired bootstrap confidence interval.
+Everything here returns data; gradlab.render shows it.
 """
 
 from __future__ import annotations
 
-import gc
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict
 from typing import Any
 
 import torch
 
-from gradlab.bench.impl import BACKWARD_PHASES, PHASES, Impl
-from gradlab.bench.memory import cuda_peak, input_bytes, saved_bytes
+from gradlab.bench.impl import Impl
+from gradlab.bench.options import BenchOptions
+from gradlab.bench.phase import (
+    CUSTOM,
+    MAX_RESAMPLES,
+    REFERENCE,
+    CaseBench,
+    bench_phase,
+    first_line,
+    release,
+    settle,
+)
 from gradlab.bench.stats import (
-    BOOTSTRAP_RESAMPLES,
     CONFIDENCE,
+    CONTRADICTION_SLACK,
+    GATE_QUANTILE,
     MIN_SAMPLES_FLOOR,
     NOISY_IQR_RATIO,
-    median_ratio,
-    summarize,
 )
-from gradlab.bench.timing import (
-    BLOCK_TIME,
-    DEFAULT_MAX_TIME,
-    DEFAULT_MIN_SAMPLES,
-    DEFAULT_MIN_TIME,
-    DEFAULT_WARMUP_TIME,
-    Clock,
-    Sync,
-    Task,
-    graph_block_cap,
-    sample_interleaved,
-    warm_up,
-)
+from gradlab.bench.timing import BLOCK_TIME, Clock, Sync
 from gradlab.cases import case_seed, materialize
 from gradlab.model import Case, OpDef, Target
 from gradlab.results.bench import BenchError, BenchReport, BenchRow
-from gradlab.results.status import ERROR, PASS, SKIP
+from gradlab.results.status import ERROR, SKIP
 from gradlab.torchstate import intra_op_threads
-
-#: The two implementations of a bench case (the `impl` column).
-CUSTOM, REFERENCE = "custom", "reference"
-
-
-@dataclass(frozen=True)
-class BenchOptions:
-    """Run-wide settings; dtypes/devices None fall back to the spec's (see bench_dtypes)."""
-
-    dtypes: tuple[str, ...] | None = None
-    devices: tuple[str, ...] | None = None
-    #: only the bench cases with these names.
-    cases: tuple[str, ...] | None = None
-    min_time: float = DEFAULT_MIN_TIME
-    min_samples: int = DEFAULT_MIN_SAMPLES
-    max_time: float = DEFAULT_MAX_TIME
-    warmup_time: float = DEFAULT_WARMUP_TIME
-    #: torch.set_num_threads for the run (None: leave as it is); recorded in the environment.
-    threads: int | None = None
-    seed: int = 0
-    resamples: int = BOOTSTRAP_RESAMPLES
-    phases: tuple[str, ...] = PHASES
 
 
 def bench_cases(op: OpDef, names: Sequence[str] | None = None) -> tuple[Case, ...]:
@@ -108,11 +83,6 @@ def default_sync(device: str) -> Sync:
     return lambda: None
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
-
-
 def bench_case(op: OpDef, case: Case, dtype: str, device: str, options: BenchOptions, *,
                clock: Clock = time.perf_counter, sync: Sync | None = None) -> list[BenchRow]:
     """Every phase of the custom Function and its reference on one case, dtype and device.
@@ -151,7 +121,7 @@ def iter_bench_case(op: OpDef, case: Case, dtype: str, device: str, options: Ben
         base = materialize(case, dtype, device, seed)
     except Exception as exc:
         for p in options.phases:
-            yield [row(i, p, status=ERROR, note=f"cannot make inputs: {_first_line(exc)}")
+            yield [row(i, p, status=ERROR, note=f"cannot make inputs: {first_line(exc)}")
                    for i in names]
         return
     impls = {}
@@ -160,108 +130,12 @@ def iter_bench_case(op: OpDef, case: Case, dtype: str, device: str, options: Ben
         assert fn is not None
         # The reference gets its own leaf copy with the same values: grads never mix.
         impls[name] = Impl(fn, base if name == CUSTOM else base.clone(), grad_seed=seed + 1)
-    bench = _CaseBench(impls, device, options, clock, sync or default_sync(device), row)
+    bench = CaseBench(impls, device, options, clock, sync or default_sync(device), row)
     for phase in options.phases:
-        yield _bench_phase(bench, phase)
-
-
-@dataclass
-class _CaseBench:
-    """What the phases of one case, dtype and device share."""
-
-    impls: dict[str, Impl]
-    device: str
-    options: BenchOptions
-    clock: Clock
-    sync: Sync
-    row: Callable[[str, str], BenchRow]
-    #: saved bytes per implementation: one forward with grad tells all three grad phases.
-    saved: dict[str, int] = field(default_factory=dict)
-
-
-def _bench_phase(bench: _CaseBench, phase: str) -> list[BenchRow]:
-    """Warm up, measure memory, sample alternately and summarise one phase."""
-    rows = {name: bench.row(name, phase) for name in bench.impls}
-    live: dict[str, tuple[Task, int]] = {}
-    for name in bench.impls:
-        prepared = _prepare(bench, name, phase, rows[name])
-        if prepared is not None:
-            live[name] = prepared
-    if live:
-        _sample(bench, rows, live)
-    _speedup(rows, bench.options)
-    return list(rows.values())
-
-
-def _prepare(bench: _CaseBench, name: str, phase: str, r: BenchRow) -> tuple[Task, int] | None:
-    """The phase's Task and block size, after warm-up and memory; None when it crashed."""
-    impl = bench.impls[name]
-    try:
-        task = impl.task(phase)
-        r.first_call_s, number = warm_up(task, bench.clock, bench.sync,
-                                         bench.options.warmup_time)
-        if phase == "forward":
-            r.saved_bytes = 0  # nothing is saved under no_grad
-        else:
-            if name not in bench.saved:
-                bench.saved[name] = saved_bytes(impl.call)
-            r.saved_bytes = bench.saved[name]
-        if phase in BACKWARD_PHASES:
-            number = min(number, graph_block_cap((r.saved_bytes or 0)
-                                                 + input_bytes(impl.pool[0])))
-        if bench.device.startswith("cuda"):
-            r.peak_mem_bytes = cuda_peak(task, bench.device, bench.sync)
-        return task, number
-    except Exception as exc:
-        r.status, r.note = ERROR, _first_line(exc)
-        _release(bench.device)
-        return None
-
-
-def _sample(bench: _CaseBench, rows: Mapping[str, BenchRow],
-            live: Mapping[str, tuple[Task, int]]) -> None:
-    """Sample the live implementations alternately and fill their rows."""
-    options = bench.options
-    try:
-        samples = sample_interleaved([t for t, _ in live.values()],
-                                     [n for _, n in live.values()],
-                                     min_time=options.min_time, min_samples=options.min_samples,
-                                     max_time=options.max_time, clock=bench.clock,
-                                     sync=bench.sync)
-    except Exception as exc:
-        # Which implementation raised is not known here: both rows carry the error.
-        for name in live:
-            rows[name].status, rows[name].note = ERROR, f"while sampling: {_first_line(exc)}"
-        _release(bench.device)
-        return
-    for (name, (_, number)), s in zip(live.items(), samples, strict=True):
-        r, st = rows[name], summarize(s)
-        r.median_s, r.iqr_s, r.min_s, r.n = st.median, st.iqr, st.min, st.n
-        r.number, r.noisy, r.samples_s = number, st.noisy, list(s)
-        if st.n < options.min_samples:
-            r.note = f"only {st.n} samples (--max-time {options.max_time:g} s reached)"
-
-
-def _speedup(rows: Mapping[str, BenchRow], options: BenchOptions) -> None:
-    """Set the custom row's speedup (reference / custom medians) and its paired interval."""
-    c, r = rows.get(CUSTOM), rows.get(REFERENCE)
-    if c is None or r is None or c.status != PASS or r.status != PASS:
-        return
-    ratio = median_ratio(r.samples_s, c.samples_s, paired=True, resamples=options.resamples,
-                         seed=options.seed)
-    if ratio is None:
-        return
-    c.speedup, c.speedup_low, c.speedup_high = ratio.value, ratio.low, ratio.high
-    c.significant = ratio.significant
-    if not ratio.significant:
-        c.note = "; ".join(filter(None, [c.note, "no significant difference"]))
-
-
-def _release(device: str) -> None:
-    """Free what a crashed call left behind (an OOM must not fail the next case too)."""
-    gc.collect()
-    if device.startswith("cuda") and torch.cuda.is_available():
-        torch.cuda.empty_cache()
+        rows = bench_phase(bench, phase)
+        # A phase resampled here may be one already yielded: its rows change in place.
+        settle(bench, phase)
+        yield rows
 
 
 def run(targets: Sequence[Target], options: BenchOptions | None = None, *,
@@ -291,7 +165,7 @@ def run(targets: Sequence[Target], options: BenchOptions | None = None, *,
                     report.rows.extend(rows)
                     if on_step is not None:
                         on_step(f"{label} {rows[0].phase}")
-                _release(device)
+                release(device)
         except KeyboardInterrupt:
             report.interrupted = True
     return report
@@ -306,5 +180,6 @@ def settings_dict(options: BenchOptions) -> dict[str, Any]:
     """The options that shape the numbers, as recorded in every report."""
     d = asdict(options)
     d.update(noisy_iqr_ratio=NOISY_IQR_RATIO, confidence=CONFIDENCE, block_time=BLOCK_TIME,
-             min_samples_floor=MIN_SAMPLES_FLOOR)
+             min_samples_floor=MIN_SAMPLES_FLOOR, contradiction_slack=CONTRADICTION_SLACK,
+             max_resamples=MAX_RESAMPLES, gate_quantile=GATE_QUANTILE)
     return d

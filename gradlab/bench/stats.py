@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 #: The fewest samples a phase ever stops at: a median of 3 still ignores one outlier.
 MIN_SAMPLES_FLOOR = 3
@@ -64,7 +65,7 @@ def bootstrap_ratio(num: Sequence[float], den: Sequence[float], *, paired: bool,
                     seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap interval of median(num) / median(den).
 
-    paired: resample the same positions of both (samples taken alternately, A B A B, pair up
+    paired: resample the same positions of both (samples taken in rounds, one of each, pair up
     so slow drift cancels); otherwise each side is resampled on its own (two separate runs).
     """
     import numpy as np
@@ -108,3 +109,105 @@ def median_ratio(num: Sequence[float], den: Sequence[float], *, paired: bool,
     # Fewer than MIN_SAMPLES_FLOOR samples: the interval is a couple of values, claim nothing.
     enough = min(len(num), len(den)) >= MIN_SAMPLES_FLOOR
     return Ratio(mn / md, lo, hi, enough and (lo > 1.0 or hi < 1.0))
+
+
+#: A phase that is part of another (backward of forward_backward) may read up to this much above
+#: the whole before it counts as a contradiction: an op whose forward is negligible has backward
+#: and forward_backward medians a few percent apart either way.  The same 10% as NOISY_IQR_RATIO.
+CONTRADICTION_SLACK = 0.10
+
+
+def exceeds_whole(part_median: float, whole_median: float) -> bool:
+    """A part of a measurement (backward) slower than the whole (forward_backward) beyond
+    CONTRADICTION_SLACK: impossible without a burst of load in the part's samples."""
+    return part_median > whole_median * (1.0 + CONTRADICTION_SLACK)
+
+
+#: The gate's ratio compares this quantile of each implementation's samples.  Noise on a shared
+#: machine only adds time (another job's time slice, a page fault), so the low tail is the
+#: code's own cost.  With one thread on a 2-core machine also running two other jobs, one
+#: sample of most rounds took a 4 ms time slice: the median of per-round ratios then read 1.9
+#: or 0.53 by chance while the 10th percentiles held.  Share of phases whose ratio moved more
+#: than 10% between consecutive same-code benches (three sets of 12-25 benches): 10th
+#: percentile 0-3%, median of per-round ratios 0-15%, ratio of medians 5-30%, minimum 2-18%
+#: (the minimum is one lucky sample).
+GATE_QUANTILE = 0.10
+
+
+def low_ratio(num: Sequence[float], den: Sequence[float]) -> float | None:
+    """The GATE_QUANTILE of num over that of den, for samples taken in rounds (num[i] and den[i]
+    in round i); None when they do not pair (lengths differ, none, or a sample not positive).
+
+    >>> low_ratio([2.0, 2.0, 9.0], [1.0, 5.0, 1.0])
+    2.0
+    """
+    if not num or len(num) != len(den) or min(*num, *den) <= 0:
+        return None
+    return quantile(sorted(num), GATE_QUANTILE) / quantile(sorted(den), GATE_QUANTILE)
+
+
+@dataclass(frozen=True)
+class RatioChange:
+    """A ratio (custom / reference, low_ratio) in two runs: old, new, new / old, its interval."""
+
+    old: float
+    new: float
+    value: float
+    low: float
+    high: float
+    #: the interval excludes 1 (and both runs have MIN_SAMPLES_FLOOR rounds at least).
+    significant: bool
+
+
+def ratio_change(old: tuple[Sequence[float], Sequence[float]],
+                 new: tuple[Sequence[float], Sequence[float]], *,
+                 resamples: int = BOOTSTRAP_RESAMPLES, confidence: float = CONFIDENCE,
+                 seed: int = 0) -> RatioChange | None:
+    """low_ratio(*new) / low_ratio(*old) with a percentile bootstrap interval.
+
+    Each run's rounds are resampled on their own (the runs are independent; the two samples of
+    a round stay together, so the drift they share cancels), so the interval carries both runs'
+    scatter.  None when a run's samples do not pair.
+    """
+    import numpy as np
+
+    r_old, r_new = low_ratio(*old), low_ratio(*new)
+    if r_old is None or r_new is None:
+        return None
+    rng = np.random.default_rng(seed)
+    ratios = [_resampled_low_ratios(np.asarray(num, dtype=np.float64),
+                                    np.asarray(den, dtype=np.float64), resamples, rng)
+              for num, den in (old, new)]
+    tail = (1.0 - confidence) / 2 * 100
+    lo, hi = np.percentile(ratios[1] / ratios[0], [tail, 100 - tail])
+    enough = min(len(old[0]), len(new[0])) >= MIN_SAMPLES_FLOOR
+    return RatioChange(r_old, r_new, r_new / r_old, float(lo), float(hi),
+                       enough and (lo > 1.0 or hi < 1.0))
+
+
+def _resampled_low_ratios(num: Any, den: Any, resamples: int, rng: Any) -> Any:
+    """low_ratio of `resamples` bootstrap resamples of the rounds (both arrays indexed alike)."""
+    import numpy as np
+
+    chunk = max(1, 4_000_000 // max(len(num), 1))  # bounds the index matrix, as above
+    out = []
+    for start in range(0, resamples, chunk):
+        idx = rng.integers(0, len(num), size=(min(chunk, resamples - start), len(num)))
+        out.append(np.quantile(num[idx], GATE_QUANTILE, axis=1)
+                   / np.quantile(den[idx], GATE_QUANTILE, axis=1))
+    return np.concatenate(out)
+
+
+def outside_range(value: float, bounds: Sequence[float]) -> float | None:
+    """How many times `value` lies above max(bounds) or below min(bounds), when beyond
+    CONTRADICTION_SLACK; None when inside (a ratio of sums lies between the parts' ratios).
+
+    >>> outside_range(1.5, [1.0, 1.2]), outside_range(1.25, [1.0, 1.2])
+    (1.25, None)
+    """
+    lo, hi = min(bounds), max(bounds)
+    if value > hi * (1.0 + CONTRADICTION_SLACK):
+        return value / hi
+    if value * (1.0 + CONTRADICTION_SLACK) < lo:
+        return lo / value
+    return None

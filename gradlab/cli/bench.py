@@ -115,10 +115,12 @@ def _finish_bench(report: Any, report_dir: Path, junit: Path | None, plots: bool
 def compare(
     old: Annotated[Path, typer.Argument(help="the baseline bench-*.json")],
     new: Annotated[Path, typer.Argument(help="the bench-*.json to judge")],
-    threshold: Annotated[float, typer.Option("--threshold", help="percent slower that counts "
-                                             "as a regression (when significant)")] = 5.0,
+    threshold: Annotated[float, typer.Option("--threshold", help="percent rise of the "
+                                             "custom/reference time ratio that counts as a "
+                                             "regression (when significant)")] = 10.0,
 ) -> None:
-    """Compare two bench runs; exit 1 on a significant regression beyond --threshold."""
+    """Compare two bench runs phase by phase on the custom/reference ratio; exit 1 on a
+    significant regression beyond --threshold."""
 
     from gradlab import bench as core
     from gradlab.render.bench import render_compare

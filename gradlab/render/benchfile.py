@@ -1,7 +1,8 @@
 """The bench report files: CSV for people and spreadsheets, JSON (with raw samples) for compare.
 
 Version history of the JSON: 1 wrote a passing row's status as "ok"; 2 writes "pass", the word
-check rows use.  Both are read; a version-1 "ok" comes back as "pass".
+check rows use; 3 adds `resampled` and `contradicted` to each row (absent: 0 and false).  All
+are read; a version-1 "ok" comes back as "pass".
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from gradlab.results.status import PASS
 
 #: Marks a bench JSON file (compare refuses anything else); bump VERSION on incompatible change.
 FORMAT = "gradlab-bench"
-VERSION = 2
+VERSION = 3
 #: The versions read_bench_json understands.
-READABLE_VERSIONS = (1, 2)
+READABLE_VERSIONS = (1, 2, 3)
 #: Version 1's status words that changed since.
 _V1_STATUS = {"ok": PASS}
 _KEYS = {"op", "case", "dtype", "device", "impl", "phase"}
@@ -102,9 +103,10 @@ _FIELD_KINDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     **dict.fromkeys(("median_s", "iqr_s", "min_s", "speedup", "speedup_low", "speedup_high",
                      "first_call_s"), (lambda v: v is None or _is_number(v), "a number or null")),
     **dict.fromkeys(("n", "number"), (lambda v: type(v) is int, "an integer")),
+    "resampled": (lambda v: type(v) is int and v >= 0, "an integer >= 0"),
     **dict.fromkeys(("saved_bytes", "peak_mem_bytes"),
                     (lambda v: v is None or type(v) is int, "an integer or null")),
-    "noisy": (lambda v: isinstance(v, bool), "true or false"),
+    **dict.fromkeys(("noisy", "contradicted"), (lambda v: isinstance(v, bool), "true or false")),
     "significant": (lambda v: v is None or isinstance(v, bool), "true, false or null"),
 }
 

@@ -15,7 +15,8 @@ from gradlab.results.status import ERROR, PASS
 #: samples go to the JSON only).
 COLUMNS = ("op", "case", "dtype", "device", "impl", "phase", "status", "median_s", "iqr_s",
            "min_s", "n", "number", "noisy", "speedup", "speedup_low", "speedup_high",
-           "significant", "saved_bytes", "peak_mem_bytes", "first_call_s", "note")
+           "significant", "saved_bytes", "peak_mem_bytes", "first_call_s", "resampled",
+           "contradicted", "note")
 
 
 class BenchError(GradlabError):
@@ -50,6 +51,11 @@ class BenchRow:
     #: CUDA only: peak allocated by one call beyond what was allocated before it.
     peak_mem_bytes: int | None = None
     first_call_s: float | None = None
+    #: times the phase was sampled again because its median contradicted forward_backward's (a
+    #: part slower than the whole); its samples are the last sampling's.
+    resampled: int = 0
+    #: still contradicting after the last resampling: compare does not judge this phase.
+    contradicted: bool = False
     note: str = ""
     #: seconds per call, in the order taken (JSON only).
     samples_s: list[float] = field(default_factory=list)
