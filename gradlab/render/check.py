@@ -19,10 +19,10 @@ from gradlab.render.findings import FailureGroup, failing_cases, group_failures,
 from gradlab.render.tables import Column, fit
 from gradlab.render.words import HINTS, message
 from gradlab.results import ERROR, FAIL, PASS, SKIP, WARN, CheckRow, Report, exit_code
+from gradlab.results.status import SEVERITY
 
 _STYLE = {PASS: "green", FAIL: "bold red", ERROR: "bold magenta", SKIP: "yellow",
           WARN: "yellow"}
-_RANK = {ERROR: 4, FAIL: 3, WARN: 2, SKIP: 1, PASS: 0}
 
 #: Dropped in this order when the table does not fit (a column of one value is named in the
 #: title instead).
@@ -52,7 +52,7 @@ def group_rows(rows: Sequence[CheckRow]) -> list[dict[str, Any]]:
         g["variants"] += 1
         g["failed_variants"] += r.failed
         g["seconds"] += r.seconds
-        if _RANK[r.status] > _RANK[g["status"]]:
+        if SEVERITY[r.status] > SEVERITY[g["status"]]:
             g["status"], g["reason"], g["declared"] = r.status, r.reason, r.declared
         for col in ("max_abs_err", "max_rel_err"):
             v = getattr(r, col)

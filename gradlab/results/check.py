@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gradlab.errors import ExitCode
-from gradlab.results.status import ERROR, FAIL, PASS, SKIP, WARN
+from gradlab.results.status import ERROR, FAIL, PASS, SEVERITY, SKIP, WARN
 
 #: The columns of `Report.to_frame()`, in order (the environment columns follow).
 COLUMNS = ("op", "case", "dtype", "device", "variant", "check", "status", "max_abs_err",
@@ -250,11 +250,10 @@ class Report:
 
     def summary(self) -> list[tuple[str, str, str, int, int]]:
         """(op, case, worst status, rows, failing rows) per op and case, in order."""
-        rank = {ERROR: 4, FAIL: 3, WARN: 2, SKIP: 1, PASS: 0}
         out: dict[tuple[str, str], list[Any]] = {}
         for r in self.rows:
             s = out.setdefault((r.op, r.case), [PASS, 0, 0])
-            if rank[r.status] > rank[s[0]] or (r.unverified and s[0] == PASS):
+            if SEVERITY[r.status] > SEVERITY[s[0]] or (r.unverified and s[0] == PASS):
                 s[0] = FAIL if r.unverified else r.status
             s[1] += 1
             s[2] += r.failed or r.unverified

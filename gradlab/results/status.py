@@ -4,3 +4,6 @@
 #: capability the reference has and the Function lacks; "skip": not run, with a reason.
 PASS, FAIL, ERROR, SKIP, WARN = "pass", "fail", "error", "skip", "warn"
 STATUSES = (PASS, FAIL, ERROR, SKIP, WARN)
+#: How bad a status is, for the worst of several rows (a skip outranks a pass: something in
+#: the group went unchecked).
+SEVERITY = {ERROR: 4, FAIL: 3, WARN: 2, SKIP: 1, PASS: 0}
