@@ -122,6 +122,14 @@ def fixed_values(t: Tensor) -> FixedValues:
     return FixedValues(kind, bytes(flat.clone().untyped_storage()))
 
 
+def standard_normal(shape: int | tuple[int, ...] | torch.Size, gen: torch.Generator) -> Tensor:
+    """Gaussian float64 values (probes, random grad_outputs), drawn in float32: torch's CPU
+    float64 normal sampler is 5x slower (36 ms against 7 ms for 1e6 values, one thread), and
+    a probe needs no more than float32's resolution."""
+    size = (shape,) if isinstance(shape, int) else tuple(shape)
+    return torch.randn(size, generator=gen, dtype=torch.float32).double()
+
+
 def drawn_values(spec: TensorArg, gen: torch.Generator) -> Tensor:
     """A spec's random values: floats in float64 (so every dtype sees the same numbers),
     integers in int64 in [low, high), bool as a mask of fair coin flips."""

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import subprocess
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from gradlab.version import __version__
 
 
+@lru_cache(maxsize=1)
 def git_commit() -> str:
-    """The gradlab checkout's commit, or '' when not in a git checkout."""
+    """The gradlab checkout's commit, or '' when not in a git checkout (asked once per process:
+    a git subprocess costs more than a small check)."""
     root = Path(__file__).resolve().parent.parent
     try:
         out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
@@ -20,6 +23,7 @@ def git_commit() -> str:
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
+@lru_cache(maxsize=1)
 def cpu_name() -> str:
     """The CPU model ('AMD EPYC 7B13'); platform.processor() is often empty or just the arch."""
     import platform

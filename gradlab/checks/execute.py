@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gradlab.cases import Inputs, flat_outputs
+from gradlab.cases import Inputs, flat_outputs, standard_normal
 from gradlab.checks import contract
 from gradlab.checks.rawbackward import grad_output_as, raw_backward
 from gradlab.results import Finding
@@ -40,7 +40,7 @@ class Run:
 
 def random_grad_outputs(outs: Sequence[Tensor], gen: torch.Generator) -> list[Tensor]:
     """One random float64 grad_output per output (the same for the Function and the reference)."""
-    return [torch.randn(o.shape, generator=gen, dtype=torch.float64) for o in outs]
+    return [standard_normal(o.shape, gen) for o in outs]
 
 
 def run_once(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tensor] | None,

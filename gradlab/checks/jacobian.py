@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gradlab.cases import Inputs, call
+from gradlab.cases import Inputs, call, standard_normal
 from gradlab.checks.diagnose import unravel
 
 #: Finite-difference step in float64, as torch.autograd.gradcheck.
@@ -120,7 +120,7 @@ def analytical_jacobians(bw: Backward) -> tuple[list[Tensor], list[bool]]:
 def unit_probe(shape: torch.Size | int, gen: torch.Generator) -> Tensor:
     """A random signed float64 vector of unit norm (continuous values, so errors rarely cancel)."""
     n = shape if isinstance(shape, int) else math.prod(shape)
-    v = torch.randn(n, generator=gen, dtype=torch.float64)
+    v = standard_normal(n, gen)
     out: Tensor = v / v.norm().clamp(min=1e-12)
     return out
 

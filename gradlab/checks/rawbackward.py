@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gradlab.cases import Inputs, dtype_name, flat_outputs, relayout
+from gradlab.cases import Inputs, dtype_name, flat_outputs, relayout, standard_normal
 from gradlab.results import Finding
 
 #: Graph nodes visited at most when looking for custom Function nodes (a guard, not a limit
@@ -93,7 +93,7 @@ def call_node(node: Any, grads: Sequence[Tensor]) -> tuple[Any, ...]:
 
 def node_grads(node: Any, layout: str, gen: torch.Generator) -> list[Tensor]:
     """Random grad_outputs for every output of `node`, from its metadata."""
-    return [grad_output_as(torch.randn(tuple(m.shape), generator=gen, dtype=torch.float64),
+    return [grad_output_as(standard_normal(tuple(m.shape), gen),
                            m, layout) for m in node._input_metadata]
 
 

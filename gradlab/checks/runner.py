@@ -122,10 +122,13 @@ def numerical_rows(target: Target, case: Case, device: str, options: Options,
 def plan(targets: Sequence[Target], options: Options) -> Iterator[Item]:
     """The work items in order: ("case", t, case, dtype, device) then ("numerical", ...)."""
     for t in targets:
-        numerical = bool(enabled_checks(t, options) & {"jacobian", "second_order"})
+        checks = enabled_checks(t, options)
+        numerical = bool(checks & {"jacobian", "second_order"})
+        # a case item makes only forward, gradient and contract rows (variants included)
+        per_dtype = bool(checks & {"forward", "gradient", "contract"})
         for case in t.op.cases:
             for device in options.devices or t.devices or ("cpu",):
-                for dtype in options.dtypes or t.dtypes or t.op.dtypes:
+                for dtype in (options.dtypes or t.dtypes or t.op.dtypes) if per_dtype else ():
                     yield "case", t, case, dtype, device
                 if numerical:
                     yield "numerical", t, case, t.numerical_dtype, device

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gradlab.cases import Inputs, call, flat_outputs
+from gradlab.cases import Inputs, call, flat_outputs, standard_normal
 from gradlab.checks.context import CaseContext, first_line
 from gradlab.checks.numerical import DENSE_MAX_CALLS_2ND, jacobian_check
 from gradlab.model import GRADCHECK_TOLERANCE, OpDef
@@ -39,7 +39,7 @@ def gradient_inputs(fn: Callable[..., Any], inputs: Inputs,
                     gen: torch.Generator) -> tuple[Callable[..., Any], Inputs]:
     """The first-order gradient function and its inputs (args + random grad_outputs)."""
     outs = call(fn, inputs)
-    gos = [torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o.dtype).to(o.device)
+    gos = [standard_normal(o.shape, gen).to(o.dtype).to(o.device)
            .requires_grad_(o.requires_grad) for o in outs]
     g = gradient_function(fn, len(inputs.args), inputs.diff_index, inputs.kwargs)
     return g, Inputs([*inputs.args, *gos], {})

@@ -114,7 +114,7 @@ def check(
                                                    "lacks, instead of exit 2")] = False,
     isolate: Annotated[bool, typer.Option("--isolate/--no-isolate", help="run cases in a "
                                           "worker process: a segfault, exit or hang fails "
-                                          "that case only")] = True,
+                                          "that case only", envvar="GRADLAB_ISOLATE")] = True,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds one case may run "
                                            "(isolated runs only; 0: no limit)")
                        ] = DEFAULT_TIMEOUT_S,

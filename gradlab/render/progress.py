@@ -69,7 +69,11 @@ class LogProgress:
         self.op, self.rows, self.failed, self.seconds = None, 0, 0, 0.0
 
     def waiting(self, label: str, seconds: float) -> None:
-        """Called while one case runs: a heartbeat every HEARTBEAT_S."""
+        """Called while one case runs: a heartbeat every HEARTBEAT_S.  A case of the next op
+        under way means the op before is done: say so now, not once that case ends (it may
+        hang)."""
+        if self.op is not None and label.split("/", 1)[0] != self.op:
+            self.flush()
         if seconds - self.last_beat >= HEARTBEAT_S:
             self.last_beat = seconds
             self._say(f"still running {label} ({seconds:.0f} s)")

@@ -1,0 +1,167 @@
+"""gradlab.check against torch's gradcheck, side by side: time ratios and a scaling table.
+
+    python benchmarks/bench_check.py [--rounds 5] [--sizes 1e2 1e4 1e5 1e6] [--memory]
+
+Interleaved rounds (every mode once per round, in a seeded random order), medians, one intra-op
+thread for every mode.  Modes per op (exp, conv2d) and input size (total input elements):
+
+- `gradlab`: `gradlab.check(fn, args, reference=ref)` with defaults: forward and gradients
+  against the reference, the contract, every variant, the jacobian and second_order checks.
+- `gradlab probes`: only the jacobian check, in probe (fast) mode, no variants.
+- `torch fast`: `gradcheck(fast_mode=True)` + `gradgradcheck(fast_mode=True)`.
+- `torch fast 1st`: `gradcheck(fast_mode=True)` alone (what probe-only mode is measured against).
+- `torch slow`: `gradcheck` + `gradgradcheck` (slow mode), only where its dense Jacobians fit
+  (`--slow-max` elements: it runs out of memory far earlier than the others).
+
+Targets (issue 13): gradlab / torch fast <= 2 from 1e4 elements, <= 5 at the bundled specs'
+small sizes; gradlab probes / torch fast 1st <= 1.2.  `--memory` adds each mode's peak RSS
+growth, measured in a fresh process per cell (a high-water mark cannot be reset in-process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.autograd import gradcheck, gradgradcheck
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import gradlab  # noqa: E402
+from gradlab.ops.conv2d import Conv2dFunction  # noqa: E402
+from gradlab.ops.exp import Exp  # noqa: E402
+
+MODES = ("gradlab", "gradlab probes", "torch fast", "torch fast 1st", "torch slow")
+#: The bundled specs' small cases are of this size (elements over all inputs).
+SMALL = 100
+
+
+def make_args(op: str, n: int) -> tuple[Callable[..., Any], Callable[..., Any], list[Any]]:
+    """(Function.apply, reference, float64 args) with about n input elements in all."""
+    gen = torch.Generator().manual_seed(0)
+    if op == "exp":
+        x = torch.randn(n, generator=gen, dtype=torch.float64, requires_grad=True)
+        return Exp.apply, torch.exp, [x]
+    # conv2d: C channels, a square image, a CxCx3x3 weight; the image holds most elements
+    c = 4 if n < 1e4 else 8
+    side = max(3, round((max(n - 9 * c * c, 9 * c) / c) ** 0.5))
+    x = torch.randn(1, c, side, side, generator=gen, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(c, c, 3, 3, generator=gen, dtype=torch.float64, requires_grad=True)
+
+    def fn(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return Conv2dFunction.apply(x, w, None, 1, 1, 1, 1)
+
+    def ref(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(x, w, None, 1, 1, 1, 1)
+
+    return fn, ref, [x, w]
+
+
+def run_mode(mode: str, op: str, n: int) -> None:
+    """One run of `mode`; raises if the check itself fails (a benchmark of a failing check
+    would time the wrong thing)."""
+    fn, ref, args = make_args(op, n)
+    if mode == "gradlab":
+        report = gradlab.check(fn, args, reference=ref, name=op)
+        assert report.passed, [r for r in report.rows if r.status != "pass"][:3]
+    elif mode == "gradlab probes":
+        report = gradlab.check(fn, args, reference=ref, name=op, checks=["jacobian"],
+                               variants=False, mode="fast")
+        assert report.passed
+    elif mode == "torch fast":
+        assert gradcheck(fn, args, fast_mode=True) and gradgradcheck(fn, args, fast_mode=True)
+    elif mode == "torch fast 1st":
+        assert gradcheck(fn, args, fast_mode=True)
+    else:
+        assert gradcheck(fn, args) and gradgradcheck(fn, args)
+
+
+def timed(mode: str, op: str, n: int) -> float:
+    t0 = time.perf_counter()
+    run_mode(mode, op, n)
+    return time.perf_counter() - t0
+
+
+def memory_cell(mode: str, op: str, n: int) -> float:
+    """Peak RSS growth (MiB) of one run of `mode`, in a fresh process."""
+    code = (f"import sys; sys.argv=['x']; sys.path.insert(0, {str(ROOT / 'benchmarks')!r})\n"
+            "import bench_check as b, resource, torch\n"
+            "torch.set_num_threads(1)\n"
+            f"b.run_mode('gradlab probes', {op!r}, 16)\n"  # warm: imports, first calls
+            "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+            f"b.run_mode({mode!r}, {op!r}, {n})\n"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    return int(out.stdout.split()[-1]) / 1024  # ru_maxrss is in KiB on Linux
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--sizes", type=float, nargs="+", default=[SMALL, 1e4, 1e5, 1e6])
+    parser.add_argument("--ops", nargs="+", default=["exp", "conv2d"])
+    parser.add_argument("--slow-max", type=float, default=5e3,
+                        help="largest size torch's slow mode is run at")
+    parser.add_argument("--memory", action="store_true")
+    parser.add_argument("--json", type=Path, help="write the medians here too")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    sizes = [int(s) for s in args.sizes]
+    cells = [(op, n, m) for op in args.ops for n in sizes for m in MODES
+             if m != "torch slow" or n <= args.slow_max]
+    for op, n, m in cells:  # warm-up: imports, first-call costs
+        if n == sizes[0]:
+            run_mode(m, op, n)
+    times: dict[tuple[str, int, str], list[float]] = {c: [] for c in cells}
+    rng = random.Random(0)
+    for r in range(args.rounds):
+        order = cells[:]
+        rng.shuffle(order)
+        for c in order:
+            times[c].append(timed(c[2], c[0], c[1]))
+        print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
+    med = {c: statistics.median(v) for c, v in times.items()}
+    print(f"median seconds over {args.rounds} interleaved rounds, 1 thread, "
+          f"torch {torch.__version__}")
+    head = (f"{'op':<7}{'elements':>9}" + "".join(f"{m:>15}" for m in MODES)
+            + f"{'check/fast':>11}{'probes/1st':>11}")
+    print(head)
+    for op in args.ops:
+        for n in sizes:
+            row = f"{op:<7}{n:>9.0e}"
+            for m in MODES:
+                row += f"{med[(op, n, m)]:>15.4f}" if (op, n, m) in med else f"{'-':>15}"
+            ratio = med[(op, n, "gradlab")] / med[(op, n, "torch fast")]
+            probes = med[(op, n, "gradlab probes")] / med[(op, n, "torch fast 1st")]
+            row += f"{ratio:>10.2f}x{probes:>10.2f}x"
+            print(row)
+    if args.memory:
+        print("\npeak RSS growth, MiB (one run per cell, a fresh process each)")
+        print(f"{'op':<7}{'elements':>9}" + "".join(f"{m:>15}" for m in MODES))
+        for op in args.ops:
+            for n in sizes:
+                row = f"{op:<7}{n:>9.0e}"
+                for m in MODES:
+                    row += (f"{memory_cell(m, op, n):>15.1f}" if (op, n, m) in med
+                            else f"{'-':>15}")
+                print(row)
+    if args.json:
+        args.json.write_text(json.dumps({f"{op}/{n}/{m}": v for (op, n, m), v in med.items()},
+                                        indent=1))
+
+
+if __name__ == "__main__":
+    main()
