@@ -21,6 +21,15 @@ def pytest_configure(config: pytest.Config) -> None:
     torch.set_num_threads(1)
 
 
+@pytest.fixture(autouse=True)
+def _no_worker_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`gradlab check` run by a test defaults to --no-isolate (GRADLAB_ISOLATE=0): a worker
+    process imports torch (1.5-2.5 s here) and most tests are about what a run finds, not
+    where it runs.  The isolation tests and the README's quick start take the real default
+    (tests/test_isolation.py, tests/test_docs.py)."""
+    monkeypatch.setenv("GRADLAB_ISOLATE", "0")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip `cuda`-marked tests cleanly when no CUDA device is present."""
     import torch

@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def gradlab_cli(*args: str, cwd: Path, **kw: object) -> subprocess.Popen[str]:
     env = dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="100")
+    env.pop("GRADLAB_ISOLATE", None)  # the real default: isolated (see conftest.py)
     return subprocess.Popen([sys.executable, "-m", "gradlab", *args], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
@@ -71,32 +72,59 @@ def test_sys_exit_in_process_is_the_functions_crash() -> None:
     assert any(r.status == "error" and "SystemExit: 5" in r.note for r in report.rows)
 
 
-def test_sigint_half_way_exits_130_with_a_readable_partial_report(tmp_path: Path) -> None:
-    proc = gradlab_cli("check", "specs/", "--report-dir", str(tmp_path), cwd=REPO)
+#: A passing op, then one that hangs: an interrupt after the first op's progress line lands
+#: while the run is certainly still going (a timing-based wait on the bundled specs once sent
+#: its signal after a loaded machine had already finished the run).
+HALF_WAY = """\
+ops:
+  - function: faulty_functions:Double
+    name: quick
+    reference: faulty_functions:double_reference
+    dtypes: [float64]
+    args: [{shape: [3, 4]}]
+  - function: faulty_functions:Hangs
+    reference: faulty_functions:double_reference
+    variants: false
+    dtypes: [float64]
+    args: [{shape: [3, 4]}]
+"""
+
+
+def interrupted_half_way(tmp_path: Path, sig: signal.Signals) -> tuple[str, str, int]:
+    """Run HALF_WAY, send `sig` once the first op is done: (stdout, stderr, exit code)."""
+    (tmp_path / "half_way.yaml").write_text(HALF_WAY)
+    proc = gradlab_cli("check", str(tmp_path / "half_way.yaml"), "--report-dir", str(tmp_path),
+                       "--path", str(FAULTY), cwd=tmp_path)
     assert proc.stderr is not None
-    # progress lines in a log: wait until the first op is done, then interrupt
-    deadline = time.monotonic() + 120
-    for line in proc.stderr:
-        if line.startswith("checked ") or time.monotonic() > deadline:
+    seen = []
+    for line in proc.stderr:  # progress lines in a log
+        seen.append(line)
+        if line.startswith("checked quick"):
             break
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, out + err
+    assert proc.poll() is None, seen  # Hangs cannot have finished
+    proc.send_signal(sig)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"no exit 60 s after {sig.name}:\n{out[-3000:]}\n{''.join(seen)}{err}")
+    return out, "".join(seen) + err, proc.returncode
+
+
+def test_sigint_half_way_exits_130_with_a_readable_partial_report(tmp_path: Path) -> None:
+    out, err, code = interrupted_half_way(tmp_path, signal.SIGINT)
+    assert code == 130, out + err
     assert "partial report" in err
     frame, doc = report_rows(tmp_path)
-    assert len(frame) > 0 and doc["interrupted"] is True and doc["passed"] is False
+    assert set(frame["op"]) == {"quick"} and doc["interrupted"] is True
+    assert doc["passed"] is False
     assert "INTERRUPTED" in out
 
 
 def test_sigterm_is_an_interrupt_too(tmp_path: Path) -> None:
-    proc = gradlab_cli("check", "specs/", "--report-dir", str(tmp_path), cwd=REPO)
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        if line.startswith("checked "):
-            break
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, out + err
+    out, err, code = interrupted_half_way(tmp_path, signal.SIGTERM)
+    assert code == 130, out + err
     _, doc = report_rows(tmp_path)
     assert doc["interrupted"] is True
 
@@ -148,16 +176,42 @@ def test_the_report_is_on_disk_while_the_run_goes_on(tmp_path: Path) -> None:
     proc = gradlab_cli("check", "faulty.yaml", "--timeout", "60", "--report-dir", str(tmp_path),
                        cwd=FAULTY)
     assert proc.stderr is not None
-    for line in proc.stderr:  # NanForward done: the run is about to hang in Hangs
-        if line.startswith("checked NanForward"):
+    for line in proc.stderr:  # ok_after_NanForward done: the run now hangs in Hangs
+        if line.startswith("checked ok_after_NanForward"):
             break
-    time.sleep(5)  # into the hang, longer than the writer's interval
+    # the rows reach the disk while Hangs runs (the writer waits a while between writes)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if "ok_after_NanForward" in set(report_rows(tmp_path)[0]["op"]):
+                break
+        except (ValueError, KeyError, json.JSONDecodeError, pd.errors.EmptyDataError):
+            pass  # no report yet (a write is atomic: never a half-written one)
+        time.sleep(0.5)
+    assert proc.poll() is None  # still hanging
     proc.kill()
     proc.communicate(timeout=60)
     frame, doc = report_rows(tmp_path)
     assert doc["interrupted"] is True and doc["passed"] is False
     # every case finished before the hang is on disk
     assert {"Raises", "NanForward", "ok_after_NanForward"} <= set(frame["op"])
+
+
+def test_partial_writes_take_a_bounded_share_of_the_run(tmp_path: Path) -> None:
+    from gradlab.render.files import COST_SHARE, CheckReportWriter
+    from gradlab.results import CheckRow, Report
+
+    times = iter([0.0, 0.0, 1.0,  # the first write takes 1 s
+                  5.0,  # 4 s later: under 1 s / COST_SHARE since it, so skipped
+                  1.0 + 1.0 / COST_SHARE, 11.0, 11.0])  # written
+    writer = CheckReportWriter(tmp_path, every=2.0, clock=lambda: next(times))
+    report = Report(rows=[CheckRow("op", "c", "float64", "cpu", "base", "forward", "pass")])
+    paths = writer.write(report)
+    report.rows.append(CheckRow("op", "d", "float64", "cpu", "base", "forward", "pass"))
+    writer.write(report)
+    assert len(pd.read_csv(paths[0])) == 1
+    writer.write(report)
+    assert len(pd.read_csv(paths[0])) == 2
 
 
 def test_the_writer_keeps_one_name_and_marks_writes_before_the_last(tmp_path: Path) -> None:
@@ -177,3 +231,26 @@ def test_the_writer_keeps_one_name_and_marks_writes_before_the_last(tmp_path: Pa
     assert len(pd.read_csv(first[0])) == 2
     assert json.loads(first[1].read_text())["interrupted"] is False
     assert len(list(tmp_path.glob("check-*"))) == 2
+
+
+@pytest.mark.parametrize(("value", "spawns"), [("0", False), ("1", True)])
+def test_gradlab_isolate_sets_the_default(value: str, spawns: bool,
+                                          monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str],
+                                          tmp_path: Path) -> None:
+    from conftest import run_cli
+
+    from gradlab.checks import isolate
+
+    spawned: list[bool] = []
+
+    def no_worker() -> None:
+        spawned.append(True)
+        raise RuntimeError("no worker in this test")
+
+    monkeypatch.setattr(isolate, "spawn", no_worker)
+    monkeypatch.setattr(isolate, "WARM", [])
+    monkeypatch.setenv("GRADLAB_ISOLATE", value)
+    run_cli(["check", "exp", "--case", "vector", "--dtype", "double", "--no-variants",
+             "--report-dir", str(tmp_path)], capsys)
+    assert bool(spawned) == spawns

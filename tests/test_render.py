@@ -128,3 +128,18 @@ def test_compare_screen_fits_and_keeps_numbers_whole(width: int) -> None:
     text = "\n".join(lines)
     assert "+19.7%" in text and "49.3 ms" in text and "…" not in text
     assert "REGRESSION: 4 of 4 phases" in text and "custom medians moved +19.7%" in text
+
+
+def test_log_progress_says_an_op_is_done_when_the_next_one_starts() -> None:
+    from types import SimpleNamespace
+
+    from gradlab.render.progress import LogProgress
+
+    console = gradlab_console(100)
+    log = LogProgress(console, clock=iter(range(100)).__next__)
+    log.rows_done([SimpleNamespace(op="quick", failed=False)] * 3)
+    log.waiting("quick/other float64 cpu", 1.0)  # the same op goes on: nothing yet
+    assert console.file.getvalue() == ""  # type: ignore[attr-defined]
+    log.waiting("hangs/base float64 cpu", 1.0)  # the next op runs (and may never end)
+    assert console.file.getvalue().splitlines() == [  # type: ignore[attr-defined]
+        "checked quick: 3 rows, 0 failed (1.0 s)"]

@@ -325,7 +325,7 @@ def test_function_from_the_spec_folder_then_path_then_cwd(
     monkeypatch.chdir(cwd)
     # the spec folder wins over --path and the cwd; the isolated worker imports it too
     code, out, err = run_cli(["check", str(spec_for(spec_dir, name)), "--path", str(extra),
-                              "--report-dir", str(tmp_path / "r")], capsys)
+                              "--report-dir", str(tmp_path / "r"), "--isolate"], capsys)
     assert code == 0 and "PASSED" in out, (out, err)
     assert sys.modules[name].WHERE == "spec"
     # a spec elsewhere: --path comes before the current directory
