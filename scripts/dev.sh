@@ -40,7 +40,8 @@ case "$cmd" in
     check) [ $# -eq 0 ] && set -- specs/; exec "$VENV/bin/gradlab" check "$@" ;;
     bench) [ $# -eq 0 ] && set -- specs/; exec "$VENV/bin/gradlab" bench "$@" ;;
     # two workers (pytest-xdist): the suite is CPU-bound and this machine has two cores;
-    # GRADLAB_TEST_WORKERS=0 runs it in one process
-    test) exec "$VPY" -m pytest -n "${GRADLAB_TEST_WORKERS:-2}" "$@" ;;
+    # GRADLAB_TEST_WORKERS=0 runs it in one process.  loadgroup: tests marked with one
+    # xdist_group share a worker (and its module-scoped fixture)
+    test) exec "$VPY" -m pytest -n "${GRADLAB_TEST_WORKERS:-2}" --dist loadgroup "$@" ;;
     *) echo "usage: bash scripts/dev.sh check|test|bench [ARGS...]" >&2; exit 2 ;;
 esac

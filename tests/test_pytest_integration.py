@@ -47,61 +47,76 @@ def pytest_run(args: list[str], cwd: Path, *, timeout: int = 300
                           capture_output=True, text=True, timeout=timeout)
 
 
-def collected(proc: subprocess.CompletedProcess[str]) -> list[str]:
-    return sorted(ln for ln in proc.stdout.splitlines() if "::" in ln)
+def collected(proc: subprocess.CompletedProcess[str] | pytest.RunResult) -> list[str]:
+    out = proc.stdout if isinstance(proc, subprocess.CompletedProcess) else proc.stdout.str()
+    return sorted(ln for ln in out.splitlines() if "::" in ln)
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
-    """A repository with specs and other YAML, and its own (empty) pytest config."""
-    (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    specs = tmp_path / "specs"
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A repository with specs and other YAML, and its own (empty) pytest config; pytest runs
+    there in this process (`inprocess`), with only the plugin under test loaded."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    root = pytester.path
+    (root / "pytest.ini").write_text("[pytest]\n")
+    specs = root / "specs"
     (specs / "nested").mkdir(parents=True)
     (specs / "exp.yaml").write_text("op: exp\ndtypes: [float64]\n")
     (specs / "notes.yaml").write_text("name: not a spec\nsteps: [a, b]\n")
     (specs / "list.yml").write_text("- op: exp\n")
     (specs / "nested" / "linear.yaml").write_text("op: linear\n")
-    (tmp_path / "docker-compose.yaml").write_text("services: {web: {image: x}}\n")
-    (tmp_path / "broken.yaml").write_text((DATA / "user_broken.yaml").read_text())
-    return tmp_path
+    (root / "docker-compose.yaml").write_text("services: {web: {image: x}}\n")
+    (root / "broken.yaml").write_text((DATA / "user_broken.yaml").read_text())
+    return root
 
 
-def test_collects_specs_directly_in_a_named_folder_only(project: Path) -> None:
-    proc = pytest_run(["--collect-only", "-q", "specs/"], project)
+def inprocess(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """pytest with the plugin, in this process (a subprocess would import torch again)."""
+    return pytester.runpytest_inprocess("-p", "gradlab.pytest_plugin", "-p", "no:cacheprovider",
+                                        *args)
+
+
+def test_collects_specs_directly_in_a_named_folder_only(project: Path,
+                                                        pytester: pytest.Pytester) -> None:
+    proc = inprocess(pytester, "--collect-only", "-q", "specs/")
     assert collected(proc) == ["specs/exp.yaml::exp/matrix", "specs/exp.yaml::exp/vector"]
 
 
-def test_collects_a_named_spec_file_and_nothing_without_paths(project: Path) -> None:
-    named = pytest_run(["--collect-only", "-q", "specs/nested/linear.yaml"], project)
+def test_collects_a_named_spec_file_and_nothing_without_paths(project: Path,
+                                                              pytester: pytest.Pytester) -> None:
+    named = inprocess(pytester, "--collect-only", "-q", "specs/nested/linear.yaml")
     assert collected(named) and all(i.startswith("specs/nested/linear.yaml::linear/")
                                     for i in collected(named))
     (project / "pytest.ini").write_text("[pytest]\ntestpaths = specs\n")
-    bare = pytest_run(["--collect-only", "-q"], project)
-    assert bare.returncode == 5 and not collected(bare)  # testpaths are not "named"
+    bare = inprocess(pytester, "--collect-only", "-q")
+    assert bare.ret == 5 and not collected(bare)  # testpaths are not "named"
 
 
-def test_ini_globs_select_spec_files(project: Path) -> None:
+def test_ini_globs_select_spec_files(project: Path, pytester: pytest.Pytester) -> None:
     (project / "pytest.ini").write_text("[pytest]\ngradlab_specs = specs/*.yaml\n")
-    proc = pytest_run(["--collect-only", "-q"], project)
+    proc = inprocess(pytester, "--collect-only", "-q")
     files = {i.split("::")[0] for i in collected(proc)}
     assert files == {"specs/exp.yaml", "specs/nested/linear.yaml"}  # notes.yaml is no spec
 
 
-def test_failing_case_prints_the_diagnosis_and_a_rerun_command(project: Path) -> None:
-    proc = pytest_run(["broken.yaml", "-q"], project)
-    assert proc.returncode == 1
-    out = proc.stdout
+def test_failing_case_prints_the_diagnosis_and_a_rerun_command(project: Path,
+                                                               pytester: pytest.Pytester) -> None:
+    proc = inprocess(pytester, "broken.yaml", "-q")
+    assert proc.ret == 1
+    out = proc.stdout.str()
     assert "broken.yaml::SquareNoChainRule/base" in out
     assert "likely cause: no_chain_rule" in out
     assert "re-run: gradlab check broken.yaml --case base" in out
     assert "Traceback" not in out and "gradlab/checks" not in out
 
 
-def test_invalid_spec_is_a_one_line_collection_error(project: Path) -> None:
+def test_invalid_spec_is_a_one_line_collection_error(project: Path,
+                                                     pytester: pytest.Pytester) -> None:
     (project / "bad.yaml").write_text((DATA / "bad_shape.yaml").read_text())
-    proc = pytest_run(["bad.yaml", "-q"], project)
-    assert proc.returncode == 2
-    assert "gradlab: " in proc.stdout and "shape" in proc.stdout
+    proc = inprocess(pytester, "bad.yaml", "-q")
+    assert proc.ret == 2
+    out = proc.stdout.str()
+    assert "gradlab: " in out and "shape" in out
 
 
 def test_runs_under_xdist(project: Path) -> None:
@@ -114,12 +129,11 @@ def test_gradlab_own_suite_collects_no_spec_items() -> None:
     """`pytest` at the repository root (testpaths = tests) and `pytest tests` leave the YAML
     of tests/data and gradlab/specs alone."""
     for args in ([], ["tests"]):
-        # pyproject's addopts has -q already: nodeids, one a line
-        proc = pytest_run(["--collect-only", *args], ROOT)
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-        files = {ln.split("::")[0] for ln in proc.stdout.splitlines() if "::" in ln}
-        assert not [f for f in files if f.endswith((".yaml", ".yml"))]
-        assert "tests/test_cli.py::" in proc.stdout
+        # without pytest's python plugin only non-Python items (the plugin's) are collected,
+        # and the suite's modules are not imported (7 s of collection each time)
+        proc = pytest_run(["--collect-only", "-p", "no:python", *args], ROOT)
+        assert proc.returncode == 5, proc.stdout[-2000:] + proc.stderr[-2000:]  # none at all
+        assert "no tests collected" in proc.stdout and "error" not in proc.stdout.lower()
 
 
 def test_entry_point_and_extras_are_declared() -> None:

@@ -441,6 +441,9 @@ def interpreted_results() -> dict[str, str]:
 
 
 @pytest.mark.triton
+# one xdist worker takes them all (dev.sh runs --dist loadgroup): the module-scoped
+# interpreter subprocess (about 10 s) would otherwise run once per worker
+@pytest.mark.xdist_group("triton_interpreter")
 @pytest.mark.parametrize("name", list(triton_checks()))
 def test_triton_interpreted(interpreted_results: dict[str, str], name: str) -> None:
     result = interpreted_results.get(name, "missing from the subprocess output")
