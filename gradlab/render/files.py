@@ -52,14 +52,16 @@ def write_report_files(folder: str | Path, stem: str, csv_text: str,
 
 def check_report_texts(report: Report) -> tuple[str, str]:
     """The CSV (table columns + environment) and JSON (rows with details) of a check report."""
+    messages = [message(r) for r in report.rows]
     frame = report.to_frame()
-    frame.insert(len(COLUMNS), "message", [message(r) for r in report.rows])
+    frame.insert(len(COLUMNS), "message", messages)
     frame["interrupted"] = report.interrupted
     payload = {"format": FORMAT, "env": report.env, "passed": report.passed,
                "truncated": report.truncated, "interrupted": report.interrupted,
                "stopped": report.stopped,
                "columns": list(COLUMNS),
-               "rows": [r.as_dict() | {"message": message(r)} for r in report.rows]}
+               "rows": [r.as_dict() | {"message": m}
+                        for r, m in zip(report.rows, messages, strict=True)]}
     return frame.to_csv(index=False), json.dumps(payload, indent=1, default=str)
 
 

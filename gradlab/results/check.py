@@ -6,7 +6,7 @@ Nothing here words things for a person: gradlab.render.words turns a row into se
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from gradlab.errors import ExitCode
@@ -182,14 +182,24 @@ class CheckRow:
 
     def as_dict(self) -> dict[str, Any]:
         """The row as nested plain data (findings as dicts, without their error maps)."""
-        maps = [f.error_map for f in self.findings]
-        try:
-            for f in self.findings:  # not copied into the dict: plots only, and large
-                f.error_map = None
-            return asdict(self)
-        finally:
-            for f, m in zip(self.findings, maps, strict=True):
-                f.error_map = m
+        # the row's own fields are plain values: no deep copy for them (dataclasses.asdict
+        # recursing into every field was most of the time of writing a report)
+        return {name: [_finding_dict(f) for f in self.findings] if name == "findings"
+                else getattr(self, name) for name in _ROW_FIELDS}
+
+
+def _finding_dict(f: Finding) -> dict[str, Any]:
+    """A finding as nested plain data, without its error map (plots only, and large)."""
+    m = f.error_map
+    try:
+        f.error_map = None
+        return asdict(f)
+    finally:
+        f.error_map = m
+
+
+#: CheckRow's field names, in order.
+_ROW_FIELDS = tuple(f.name for f in fields(CheckRow))
 
 
 @dataclass(repr=False)
