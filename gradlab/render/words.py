@@ -71,6 +71,30 @@ HINTS: dict[str, str] = {
     "expanded_refused": "forward refuses an expanded (stride-0) input that the reference "
                         "accepts: call .contiguous() in forward, or declare variants: "
                         "{expanded: false}",
+    "autocast_missing": "raises under torch.autocast where the reference runs (a mixed-precision "
+                        "training step will crash; typically backward multiplies a half "
+                        "grad_output by a float saved tensor): decorate forward and backward "
+                        "with torch.amp.custom_fwd(device_type=..., cast_inputs=torch.float32) "
+                        "and torch.amp.custom_bwd(device_type=...), or compute backward in "
+                        "grad_output's dtype; or declare checks: {autocast: false}",
+    "autocast_only": "wrong only under torch.autocast (a low-precision path of its own, or a "
+                     "dtype assumed in forward or backward?)",
+    "compile_wrong": "torch.compile gives other outputs or gradients than eager (Python side "
+                     "effects in forward or backward, state on ctx that tracing freezes?)",
+    "vmap_wrong": "torch.func.vmap gives other outputs than one eager call per sample (a "
+                  "wrong vmap staticmethod, or a batch dim the forward mixes in?)",
+    "func_grad_wrong": "torch.func.grad gives other gradients than autograd",
+    "cuda_wrong": "the Function on CUDA gives other outputs or gradients than on the CPU",
+    "compile_missing": "torch.compile raises on this Function (required by the spec)",
+    "vmap_missing": "torch.func.vmap raises on this Function (required by the spec): it needs "
+                    "setup_context (forward without ctx) and generate_vmap_rule = True or a "
+                    "vmap staticmethod",
+    "func_grad_missing": "torch.func.grad raises on this Function (required by the spec): it "
+                         "needs setup_context (forward without ctx)",
+    "deterministic_missing": "backward is not deterministic: two runs on the same values differ "
+                             "bitwise (required by the spec)",
+    "noncontiguous_missing": "raises on non-contiguous inputs (required by the spec)",
+    "cuda_missing": "raises on CUDA (required by the spec)",
 }
 
 #: Why a row was skipped, or passed with a remark.
@@ -89,6 +113,18 @@ REASONS: dict[str, str] = {
     "no_custom_function": "no custom Function in the graph: only in-place writes were checked",
     "raises_as_declared": "double backward raises as declared",
     "inputs_failed": "could not make inputs",
+    "autocast_missing": "capability missing: torch.autocast",
+    "autocast_unsupported": "the reference does not run under torch.autocast either (nothing to "
+                            "compare with)",
+    "graph_break": "torch.compile: same outputs and gradients as eager, with graph breaks",
+    "compile_missing": "not supported: torch.compile raises",
+    "vmap_missing": "not supported: torch.func.vmap raises (a Function needs "
+                    "setup_context and generate_vmap_rule = True or a vmap staticmethod)",
+    "func_grad_missing": "not supported: torch.func.grad raises (a Function "
+                         "needs setup_context)",
+    "deterministic_missing": "backward not deterministic",
+    "noncontiguous_missing": "not supported: raises on non-contiguous inputs",
+    "cuda_missing": "not supported: raises on CUDA",
     "internal_error": "gradlab itself failed here (a gradlab bug: please report it with the "
                       "traceback from the JSON report)",
 }
