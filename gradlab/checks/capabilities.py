@@ -12,7 +12,8 @@ again here):
 - vmap: `torch.func.vmap` over a batch of two samples (the case's values and each floating input
   flipped along its last dim) against the two eager calls.  A Function needs setup_context and
   generate_vmap_rule (or a vmap staticmethod) for it;
-- func_grad: `torch.func.grad` of sum(output * grad_output) against autograd's gradients;
+- func_grad: `torch.func.grad` of sum(output * grad_output) against autograd's gradients
+  (through torch.func.vjp, which grad is built on: torch.func.grad imports torch._dynamo);
 - deterministic: forward and backward run twice from the same RNG state, gradients compared
   bitwise (atomics in a CUDA kernel differ run to run);
 - noncontiguous: every tensor input non-contiguous at once (each alone is a variant);
@@ -180,12 +181,15 @@ def summed(fn: Callable[..., Any], plain: Inputs, diff: Sequence[int],
 
 
 def probe_func_grad(ctx: CaseContext, inputs: Inputs, base: Run) -> Measured:
+    """torch.func.grad, measured through torch.func.vjp with a cotangent of 1: grad is built
+    on vjp (the same transform of the Function), and torch.func.grad itself imports
+    torch._dynamo (about 2 s, for the wrapper alone)."""
     diff = inputs.diff_index
     plain = detached(inputs)
     f = summed(ctx.op.function, plain, diff, base.grad_outs64)
     try:
-        grads = torch.func.grad(f, argnums=tuple(range(len(diff))))(
-            *[plain.args[i] for i in diff])
+        total, vjp_fn = torch.func.vjp(f, *[plain.args[i] for i in diff])
+        grads = vjp_fn(torch.ones_like(total))
     except Exception as exc:
         return Measured("func_grad", NO, first_line(exc))
     # the same outputs: only the gradients are compared
