@@ -195,6 +195,9 @@ def test_the_reports_and_the_terminal_show_the_matrix(tmp_path: Path,
                                       str(tmp_path / "summary.md")])
     assert result.exit_code == 0, result.output
     assert "capabilities" in result.output and "autocast_missing 1" in result.output
+    # the warning says the fix
+    assert "WARN MatmulNoAmp / base / autocast" in result.output
+    assert "torch.amp.custom_fwd" in result.output
     doc = json.loads(next(tmp_path.glob("check-*.json")).read_text())
     states = doc["capabilities"]["MatmulNoAmp"]
     assert list(states) == list(MATRIX)

@@ -81,9 +81,10 @@ def judged(ctx: CaseContext, capability: str, got: Run, want: Run, inputs: Input
 
 
 def detached(inputs: Inputs) -> Inputs:
-    """The inputs without autograd (torch.func transforms are handed plain tensors)."""
-    return Inputs([a.detach() if isinstance(a, Tensor) else a for a in inputs.args],
-                  dict(inputs.kwargs))
+    """Copies of the inputs without autograd (torch.func transforms are handed plain tensors;
+    copies, so that a Function writing into its inputs leaves the next probe's alone)."""
+    return Inputs([a.detach().clone() if isinstance(a, Tensor) else a for a in inputs.args],
+                  inputs.clone().kwargs)
 
 
 def probe_noncontiguous(ctx: CaseContext, inputs: Inputs, base: Run,

@@ -85,16 +85,17 @@ HINTS: dict[str, str] = {
                   "wrong vmap staticmethod, or a batch dim the forward mixes in?)",
     "func_grad_wrong": "torch.func.grad gives other gradients than autograd",
     "cuda_wrong": "the Function on CUDA gives other outputs or gradients than on the CPU",
-    "compile_missing": "torch.compile raises on this Function (required by the spec)",
-    "vmap_missing": "torch.func.vmap raises on this Function (required by the spec): it needs "
-                    "setup_context (forward without ctx) and generate_vmap_rule = True or a "
-                    "vmap staticmethod",
-    "func_grad_missing": "torch.func.grad raises on this Function (required by the spec): it "
-                         "needs setup_context (forward without ctx)",
-    "deterministic_missing": "backward is not deterministic: two runs on the same values differ "
-                             "bitwise (required by the spec)",
-    "noncontiguous_missing": "raises on non-contiguous inputs (required by the spec)",
-    "cuda_missing": "raises on CUDA (required by the spec)",
+    "compile_missing": "required by the spec (requires: [compile]) and missing",
+    "vmap_missing": "required by the spec (requires: [vmap]) and missing: write forward "
+                    "without ctx, add setup_context, and set generate_vmap_rule = True or write "
+                    "a vmap staticmethod",
+    "func_grad_missing": "required by the spec (requires: [func_grad]) and missing: write "
+                         "forward without ctx and add setup_context",
+    "deterministic_missing": "required by the spec (requires: [deterministic]) and missing: "
+                             "no atomics or other nondeterministic kernels in backward",
+    "noncontiguous_missing": "required by the spec (requires: [noncontiguous]) and missing: "
+                             "call .contiguous() where the code needs it",
+    "cuda_missing": "required by the spec (requires: [cuda]) and missing",
 }
 
 #: Why a row was skipped, or passed with a remark.
@@ -118,10 +119,8 @@ REASONS: dict[str, str] = {
                             "compare with)",
     "graph_break": "torch.compile: same outputs and gradients as eager, with graph breaks",
     "compile_missing": "not supported: torch.compile raises",
-    "vmap_missing": "not supported: torch.func.vmap raises (a Function needs "
-                    "setup_context and generate_vmap_rule = True or a vmap staticmethod)",
-    "func_grad_missing": "not supported: torch.func.grad raises (a Function "
-                         "needs setup_context)",
+    "vmap_missing": "not supported: torch.func.vmap raises",
+    "func_grad_missing": "not supported: torch.func.grad raises",
     "deterministic_missing": "backward not deterministic",
     "noncontiguous_missing": "not supported: raises on non-contiguous inputs",
     "cuda_missing": "not supported: raises on CUDA",
