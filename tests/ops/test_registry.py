@@ -5,6 +5,7 @@ import pkgutil
 from dataclasses import replace
 
 import pytest
+import torch
 import yaml
 
 import gradlab.ops
@@ -58,7 +59,9 @@ def test_bundled_op_passes_every_check_on_cpu(entry: ops.OpEntry) -> None:
             "capabilities"} <= checks
     # what `gradlab list` says, measured again (torch.compile only on request: see below)
     (line,) = capability_matrix(report.rows)
-    assert line.states() == entry.capabilities | {"compile": "-"}
+    # with a GPU, cuda is measured too (the registry's "-" is the CPU-only machine's)
+    measured = {"compile": "-"} | ({"cuda": "yes"} if torch.cuda.is_available() else {})
+    assert line.states() == entry.capabilities | measured
 
 
 @pytest.mark.parametrize("entry", ops.BUNDLED, ids=lambda e: e.name)
