@@ -14,6 +14,7 @@ SPEC`; the matrix in the terminal, the reports and `gradlab list`.
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 import sys
@@ -207,13 +208,16 @@ def test_the_reports_and_the_terminal_show_the_matrix(tmp_path: Path,
     assert "### Capabilities" in (tmp_path / "summary.md").read_text()
 
 
-def test_list_shows_the_bundled_ops_capabilities(capsys: pytest.CaptureFixture[str]) -> None:
+def test_list_shows_the_bundled_ops_capabilities(capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    console = importlib.import_module("gradlab.cli.app").out
+    monkeypatch.setattr(console, "width", 100)  # a 100-column terminal
     code, out, _ = run_cli(["list"], capsys)
     assert code == 0
     assert "autocast" in out and "compile" in out and "grad" in out
     for e in ops.BUNDLED:
-        line = next(ln for ln in out.splitlines() if ln.split()[:1] == [e.name]
-                    and "yes" in ln)
+        line = next((ln for ln in out.splitlines() if ln.split()[:1] == [e.name]
+                     and "yes" in ln), out)
         assert line.split()[1:] == [e.capabilities[c] for c in MATRIX]
 
 

@@ -3,9 +3,9 @@
 Each op lives in its own module and exports `OP` (an `OpDef`: the Function, its reference and
 facts, no cases).  Its cases live only in its spec file, gradlab/specs/NAME.yaml (package data,
 see `spec_file`; gradlab.spec loads it).  The registry below only names the ops, with the few
-facts `gradlab list` shows, so listing ops never imports torch; a test checks that these facts
-match each module's `OP`, that every module in this package is registered and that every op has
-a spec file.
+facts `gradlab list` shows (its capabilities among them), so listing ops never imports torch; a
+test checks that these facts match each module's `OP` (and measures the capabilities again),
+that every module in this package is registered and that every op has a spec file.
 """
 
 from __future__ import annotations
