@@ -35,7 +35,8 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
           seed: int = 0,
           budget: float | None = None,
           requires: Sequence[str] = (),
-          strict: bool = False) -> Report:
+          strict: bool = False,
+          capabilities: str = "default") -> Report:
     """Check a custom Function (or any callable) on example args, as `gradcheck` takes them.
 
     fn: an autograd.Function subclass (its `apply` is called) or a callable.  args: example
@@ -45,12 +46,14 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     reference decide (a `warn` where it supports double backward and the Function does not).
     dtypes default to the examples' dtype; the numerical checks run in float64.  checks: names
     from gradlab.model.CHECKS.  requires: capabilities (gradlab.model.CAPABILITIES) whose
-    absence fails instead of warning; strict: all of them.  Returns a Report: `.passed`
+    absence fails instead of warning (or, for the information ones, instead of passing with a
+    reason); strict: all warn-kind ones.  capabilities: "default" measures all but
+    torch.compile, "all" that too (seconds more).  Returns a Report: `.passed`
     (verified: something ran and everything asked for ran and passed), and `.rows` with
     status, errors, hint and findings per check and variant
     (gradlab.render.words.message(row) says a row in words).
     """
-    from gradlab.checks.context import Options
+    from gradlab.checks.context import Options, measured_capabilities
     from gradlab.checks.runner import run
     from gradlab.model import CAPABILITIES, Target, canonical_check
 
@@ -63,7 +66,8 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
         raise ValueError(f"requires: unknown capability {sorted(unknown)[0]!r} (expected one of "
                          f"{', '.join(CAPABILITIES)})")
     options = Options(seed=seed, variants=opt_variants, mode=mode, budget=budget, strict=strict,
-                      checks=frozenset(canonical_check(c) for c in checks) if checks else None)
+                      checks=frozenset(canonical_check(c) for c in checks) if checks else None,
+                      capabilities=measured_capabilities(capabilities))
     return run([Target(op=op, source="python", requires=frozenset(requires))], options)
 
 

@@ -38,15 +38,36 @@ LAYOUTS = ("contiguous", "channels_last", "transposed", "strided")
 #: - jacobian:     the analytical Jacobian against central finite differences in float64 (the
 #:                 math of torch.autograd.gradcheck, gradlab's own code: dense or random probes);
 #: - second_order: the same for the gradient function (gradgradcheck's math), or, for an op
-#:                 that declares no double backward, that double backward raises.
-CHECKS = ("forward", "gradient", "contract", "jacobian", "second_order")
+#:                 that declares no double backward, that double backward raises;
+#: - autocast:     forward and gradients under torch.autocast against the reference under the
+#:                 same autocast (see gradlab.checks.autocast);
+#: - capabilities: what else the Function supports, measured (see gradlab.checks.capabilities):
+#:                 torch.compile, torch.func vmap and grad, a deterministic backward,
+#:                 non-contiguous inputs, CUDA.
+CHECKS = ("forward", "gradient", "contract", "jacobian", "second_order", "autocast",
+          "capabilities")
 #: Former check names, still accepted in specs and on the command line.
 CHECK_ALIASES = {"gradcheck": "jacobian", "gradgradcheck": "second_order"}
 
 #: Capabilities a Function can lack while its reference has them.  Missing, each is a `warn` row
 #: (a crash waiting in training, e.g. a gradient penalty through a Function without double
-#: backward); `requires: [...]` in a spec, or --strict, makes it a failure.
-CAPABILITIES = ("second_order", "expanded_input")
+#: backward, or a mixed-precision step); `requires: [...]` in a spec, or --strict, makes it a
+#: failure.
+WARN_CAPABILITIES = ("second_order", "autocast", "expanded_input")
+#: Capabilities that are information when missing (many correct Functions lack them): the
+#: capability matrix shows them; `requires: [...]` makes a missing one a failure.
+INFO_CAPABILITIES = ("compile", "vmap", "func_grad", "deterministic", "noncontiguous", "cuda")
+#: Every capability a spec can require.
+CAPABILITIES = WARN_CAPABILITIES + INFO_CAPABILITIES
+#: The columns of the capability matrix (gradlab.results.capabilities), in order.
+MATRIX = ("first_order", "second_order", "autocast", "compile", "vmap", "func_grad",
+          "deterministic", "noncontiguous", "cuda")
+#: Capabilities measured only on request (--capabilities all) or when a spec requires them:
+#: torch.compile costs seconds per op (importing torch._dynamo alone takes about 2 s).
+COSTLY_CAPABILITIES = ("compile",)
+#: The dtype torch.autocast computes in, per device type (CPU autocast supports bfloat16 only
+#: among the 16-bit types most kernels have; CUDA's default is float16).
+AUTOCAST_DTYPES = {"cpu": "bfloat16", "cuda": "float16"}
 
 #: Variant families, as named in specs and options (see gradlab.checks.variants).
 VARIANT_FAMILIES = ("noncontiguous", "transposed", "channels_last", "expanded", "grad_output",

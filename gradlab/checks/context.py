@@ -7,8 +7,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gradlab.model import OpDef, Target
-from gradlab.results import ERROR, FAIL, WARN, CheckRow
+from gradlab.model import CAPABILITIES, COSTLY_CAPABILITIES, INFO_CAPABILITIES, OpDef, Target
+from gradlab.results import ERROR, FAIL, PASS, WARN, CheckRow
+
+#: The capabilities a run measures unless told otherwise: all but the costly ones.
+DEFAULT_MEASURED = frozenset(INFO_CAPABILITIES) - frozenset(COSTLY_CAPABILITIES)
+#: --capabilities all.
+ALL_MEASURED = frozenset(INFO_CAPABILITIES)
+#: The choices of --capabilities (and of gradlab.check's `capabilities`).
+MEASURED_CHOICES = {"default": DEFAULT_MEASURED, "all": ALL_MEASURED}
+
+
+def measured_capabilities(choice: str) -> frozenset[str]:
+    """The capabilities a run measures for --capabilities CHOICE (ValueError naming the
+    choices for another word)."""
+    if choice not in MEASURED_CHOICES:
+        raise ValueError(f"expected one of {', '.join(MEASURED_CHOICES)}, got {choice!r}")
+    return MEASURED_CHOICES[choice]
 
 
 @dataclass(frozen=True)
@@ -44,6 +59,9 @@ class Options:
     error_maps: bool = False
     #: stop after the first case with a failing row (its other dtypes and devices still run).
     fail_fast: bool = False
+    #: the information capabilities measured (see gradlab.checks.capabilities); a spec's
+    #: `requires` adds its own.
+    capabilities: frozenset[str] = DEFAULT_MEASURED
 
 
 @dataclass
@@ -69,10 +87,20 @@ class CaseContext:
         return r
 
     def capability_row(self, variant: str, check: str, capability: str, **kw: Any) -> CheckRow:
-        """A capability the reference has and the Function lacks: `warn`, or a failure when the
-        spec requires it or the run is --strict."""
-        required = capability in self.target.requires or self.options.strict
-        return self.row(variant, check, FAIL if required else WARN, **kw)
+        """A capability the Function lacks.  One the reference has (CAPABILITIES' warn kind):
+        `warn`, or a failure when the spec requires it or the run is --strict.  An information
+        capability: a pass (the reason says what is missing), or a failure when required."""
+        assert capability in CAPABILITIES, capability
+        required = capability in self.target.requires
+        if capability in INFO_CAPABILITIES:
+            if not required:
+                kw.pop("hint", None)  # information, not a likely cause: the reason says it
+            return self.row(variant, check, FAIL if required else PASS, **kw)
+        return self.row(variant, check, FAIL if required or self.options.strict else WARN, **kw)
+
+    def measures(self, capability: str) -> bool:
+        """Whether this run measures an information capability (asked for, or required)."""
+        return capability in self.options.capabilities or capability in self.target.requires
 
     def crash_row(self, variant: str, check: str, exc: BaseException, **kw: Any) -> CheckRow:
         """An error row for an exception raised by the Function (or the reference)."""

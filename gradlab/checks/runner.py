@@ -11,6 +11,8 @@ from dataclasses import replace
 import torch
 
 from gradlab.cases import NonLeafInputs, case_seed, materialize
+from gradlab.checks.autocast import autocast_row
+from gradlab.checks.capabilities import capability_rows
 from gradlab.checks.compare import chain_rule_ignored, compare_runs
 from gradlab.checks.context import (
     CaseContext,
@@ -37,6 +39,8 @@ BUDGET_FAST_FRACTION = 0.5
 
 #: One work item: ("case" | "numerical", target, case, dtype, device).
 Item = tuple[str, Target, Case, str, str]
+#: The checks a "numerical" item makes: once per case and device, whatever the dtypes.
+PER_CASE_CHECKS = frozenset({"jacobian", "second_order", "autocast", "capabilities"})
 
 
 def enabled_checks(target: Target, options: Options) -> frozenset[str]:
@@ -93,7 +97,8 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
 
 def numerical_rows(target: Target, case: Case, device: str, options: Options,
                    seed: int) -> list[CheckRow]:
-    """The jacobian and second_order rows of one case, in the numerical dtype (float64)."""
+    """The rows made once per case and device: jacobian and second_order in the numerical
+    dtype (float64), autocast (float32 inputs), capabilities (the numerical dtype)."""
     checks = enabled_checks(target, options)
     ctx = CaseContext(target, case, target.numerical_dtype, device, options)
     gen = torch.Generator().manual_seed(seed + 7)
@@ -116,14 +121,27 @@ def numerical_rows(target: Target, case: Case, device: str, options: Options,
             ctx.crash_row("base", "jacobian", exc, seconds=time.perf_counter() - t0)
     if "second_order" in checks:
         second_order_row(ctx, target.op, inputs.clone(), gen, first_ok)
+    if "autocast" in checks:
+        guarded_check(ctx, "autocast", lambda: autocast_row(ctx, seed, gen, first_ok))
+    if "capabilities" in checks:
+        guarded_check(ctx, "capabilities", lambda: capability_rows(ctx, inputs.clone(), gen))
     return ctx.rows
+
+
+def guarded_check(ctx: CaseContext, check: str, make_rows: Callable[[], None]) -> None:
+    """Run one check of a case; what escapes it is its error row, the case's other rows stay."""
+    try:
+        make_rows()
+    except Exception as exc:
+        ctx.rows.append(escaped_row(exc, CheckRow(ctx.op.name, ctx.case.name, ctx.dtype,
+                                                  ctx.device, "base", check, ERROR)))
 
 
 def plan(targets: Sequence[Target], options: Options) -> Iterator[Item]:
     """The work items in order: ("case", t, case, dtype, device) then ("numerical", ...)."""
     for t in targets:
         checks = enabled_checks(t, options)
-        numerical = bool(checks & {"jacobian", "second_order"})
+        numerical = bool(checks & PER_CASE_CHECKS)
         # a case item makes only forward, gradient and contract rows (variants included)
         per_dtype = bool(checks & {"forward", "gradient", "contract"})
         for case in t.op.cases:

@@ -129,15 +129,21 @@ def require_cases(asked: list[str], known: list[str], what: str = "case") -> Non
 
 
 @app.command("list")
-def list_ops() -> None:
+def list_ops(wide: Annotated[bool, typer.Option("--wide", help="every column, whatever the "
+                                               "width")] = False) -> None:
     """List the bundled ops and what each supports (does not import torch)."""
     from gradlab import ops
+    from gradlab.render.capabilities import capability_table
+    from gradlab.results.capabilities import from_states
 
     width = max(len(e.name) for e in ops.BUNDLED)
     for e in ops.BUNDLED:
-        order = "2nd order" if e.second_order else "1st order only"
-        out.print(f"{e.name:<{width}}  {order:<14}  {'/'.join(e.devices):<8}  {e.summary}",
-                  markup=False, highlight=False)
+        out.print(f"{e.name:<{width}}  {'/'.join(e.devices):<8}  {e.summary}", markup=False,
+                  highlight=False)
+    matrix = [from_states(e.name, e.capabilities) for e in ops.BUNDLED]
+    out.print(capability_table(matrix, None if wide else out.width,
+                               title="capabilities, measured on the CPU (gradlab check specs/ "
+                                     "--capabilities all)"))
 
 
 #: Arguments and options that check and bench share.

@@ -46,11 +46,11 @@ def _check_options(what: list[str], dtype: list[str] | None, device: list[str] |
                    only: list[str] | None, mode: str, budget: float | None,
                    strict: bool = False, skip_unavailable: bool = False,
                    isolate: bool = False, timeout: float = 0.0,
-                   paths: list[Path] | None = None) -> Any:
+                   paths: list[Path] | None = None, capabilities: str = "default") -> Any:
     """Validate check's options (exit 2 naming the option) and build the run's Options."""
     import math
 
-    from gradlab.checks.context import Options
+    from gradlab.checks.context import Options, measured_capabilities
     from gradlab.model import VARIANT_FAMILIES, canonical_check
     from gradlab.repro import ReproCommand
 
@@ -71,9 +71,13 @@ def _check_options(what: list[str], dtype: list[str] | None, device: list[str] |
         raise fail("--budget: expected a positive number of seconds")
     if not (math.isfinite(timeout) and timeout >= 0):
         raise fail(f"--timeout: expected seconds >= 0 (0: no limit), got {timeout:g}")
+    try:
+        measured = measured_capabilities(capabilities)
+    except ValueError as exc:
+        raise fail(f"--capabilities: {exc}") from None
     devices = parse_devices(device, available=not skip_unavailable)
     return Options(dtypes=parse_dtypes(dtype), devices=devices, seed=seed, strict=strict,
-                   skip_unavailable=skip_unavailable, isolate=isolate,
+                   skip_unavailable=skip_unavailable, isolate=isolate, capabilities=measured,
                    timeout=timeout or None,
                    checks=chosen_checks, variants=chosen_variants, mode=mode, budget=budget,
                    repro_dir=str(report_dir / "repro"),
@@ -84,6 +88,10 @@ def _check_options(what: list[str], dtype: list[str] | None, device: list[str] |
 VARIANT_HELP = ("only these variant families (repeatable): noncontiguous, transposed, "
                 "channels_last, expanded, grad_output, requires_grad, undefined_grad, size1, "
                 "magnitude, ragged")
+
+Capabilities = Annotated[str, typer.Option("--capabilities", help="capabilities measured: "
+                                           "default (all but torch.compile) or all (adds "
+                                           "torch.compile: seconds per op)")]
 
 
 @app.command()
@@ -101,7 +109,9 @@ def check(
     variant: Annotated[list[str] | None, typer.Option("--variant", help=VARIANT_HELP)] = None,
     only: Annotated[list[str] | None, typer.Option("--check", help="only these checks: forward, "
                                                    "gradient, contract, jacobian, "
-                                                   "second_order")] = None,
+                                                   "second_order, autocast, "
+                                                   "capabilities")] = None,
+    capabilities: Capabilities = "default",
     mode: Annotated[str, typer.Option("--mode", help="numerical Jacobians: auto, dense or "
                                       "fast (random probes)")] = "auto",
     budget: Annotated[float | None, typer.Option("--budget", help="stop starting new cases "
@@ -122,10 +132,12 @@ def check(
     match: Match = None, shard: Shard = None, fail_fast: FailFast = False, quiet: Quiet = False,
     junit: Junit = None, summary_md: SummaryMd = None, plots: Plots = False,
 ) -> None:
-    """Check gradients: reference comparison, contract, variants, Jacobians, second order."""
+    """Check gradients: reference comparison, contract, variants, Jacobians, second order,
+    autocast; measure capabilities (torch.compile, torch.func, determinism, ...)."""
     options = replace(_check_options(what, dtype, device, report_dir, seed, variants, variant,
                                      only, mode, budget, strict, skip_unavailable, isolate,
-                                     timeout, path), error_maps=plots, fail_fast=fail_fast)
+                                     timeout, path, capabilities),
+                      error_maps=plots, fail_fast=fail_fast)
     if isolate:
         from gradlab.checks.isolate import warm_up
 

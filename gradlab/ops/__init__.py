@@ -3,15 +3,15 @@
 Each op lives in its own module and exports `OP` (an `OpDef`: the Function, its reference and
 facts, no cases).  Its cases live only in its spec file, gradlab/specs/NAME.yaml (package data,
 see `spec_file`; gradlab.spec loads it).  The registry below only names the ops, with the few
-facts `gradlab list` shows, so listing ops never imports torch; a test checks that these facts
-match each module's `OP`, that every module in this package is registered and that every op has
-a spec file.
+facts `gradlab list` shows (its capabilities among them), so listing ops never imports torch; a
+test checks that these facts match each module's `OP` (and measures the capabilities again),
+that every module in this package is registered and that every op has a spec file.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.resources import files
 from typing import TYPE_CHECKING
 
@@ -24,6 +24,17 @@ if TYPE_CHECKING:
 SPEC_FOLDER = "specs"
 
 
+#: What a bundled op written as a classic Function (forward(ctx, ...), no setup_context)
+#: supports, as `gradlab check specs/ --capabilities all` measured it on a CPU-only machine
+#: (cuda "-": not measured there); the states are gradlab.results.capabilities'.  The README's
+#: op table gives the reasons; tests/ops/test_registry.py measures them again.
+CLASSIC_FUNCTION = {"first_order": "yes", "second_order": "yes", "autocast": "yes",
+                    "compile": "yes", "vmap": "no", "func_grad": "no", "deterministic": "yes",
+                    "noncontiguous": "yes", "cuda": "-"}
+#: The same for an op that declares no double backward (second_order: False; checked to raise).
+FIRST_ORDER_ONLY = CLASSIC_FUNCTION | {"second_order": "no"}
+
+
 @dataclass(frozen=True)
 class OpEntry:
     """A bundled op as `gradlab list` knows it, without importing it."""
@@ -33,6 +44,8 @@ class OpEntry:
     summary: str
     second_order: bool
     devices: tuple[str, ...]
+    #: {capability: state} over gradlab.model.MATRIX, as measured (see CLASSIC_FUNCTION).
+    capabilities: dict[str, str] = field(default_factory=lambda: dict(CLASSIC_FUNCTION))
 
 
 BUNDLED: tuple[OpEntry, ...] = (
@@ -42,7 +55,7 @@ BUNDLED: tuple[OpEntry, ...] = (
             ("cpu", "cuda")),
     OpEntry("exp", "gradlab.ops.exp", "exp, saving its result for backward", True, ("cpu", "cuda")),
     OpEntry("relu", "gradlab.ops.relu", "ReLU that clones grad_output (never writes into it)",
-            False, ("cpu", "cuda")),
+            False, ("cpu", "cuda"), dict(FIRST_ORDER_ONLY)),
     OpEntry("conv2d", "gradlab.ops.conv2d",
             "conv2d, backward via torch.nn.grad.conv2d_input/conv2d_weight", True, ("cpu", "cuda")),
     OpEntry("blur", "gradlab.ops.blur", "depthwise 3x3 blur whose backward is a Function", True,
@@ -52,7 +65,7 @@ BUNDLED: tuple[OpEntry, ...] = (
             ("cpu", "cuda")),
     OpEntry("involution", "gradlab.ops.involution",
             "involution: per-pixel KxK kernels per group; Triton on CUDA, saves only x, w",
-            False, ("cpu", "cuda")),
+            False, ("cpu", "cuda"), dict(FIRST_ORDER_ONLY)),
 )
 
 

@@ -66,8 +66,12 @@ def depthwise_kernels(kernel: Tensor, channels: int) -> tuple[Tensor, Tensor]:
 
 
 def _depthwise(x: Tensor, weight: Tensor) -> Tensor:
-    """Correlate every channel of x with its own 3x3 kernel, keeping H and W."""
-    return F.conv2d(x, weight, padding=1, groups=x.shape[1])
+    """Correlate every channel of x with its own 3x3 kernel, keeping H and W.
+
+    The kernel takes x's dtype: under torch.autocast the forward's conv runs in half precision,
+    so the gradients reaching the backward Functions are half while the kernels are float32
+    (a no-op without autocast)."""
+    return F.conv2d(x, weight.to(x.dtype), padding=1, groups=x.shape[1])
 
 
 class BlurFunctionBackward(torch.autograd.Function):

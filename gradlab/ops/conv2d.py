@@ -28,6 +28,10 @@ class Conv2dFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad_out: Tensor) -> tuple[Tensor | None, ...]:
         x, weight, bias = ctx.saved_tensors
+        # Under torch.autocast the forward's conv ran in half precision, so grad_out comes in
+        # half while x and weight were saved in float32: compute in grad_out's dtype, as
+        # autograd's own conv backward does (a no-op without autocast).
+        x, weight = x.to(grad_out.dtype), weight.to(grad_out.dtype)
         stride, padding, dilation, groups = ctx.conf
         grad_x = grad_w = grad_b = None
         if ctx.needs_input_grad[0]:

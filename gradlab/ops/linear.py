@@ -24,6 +24,10 @@ class LinearFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad_out: Tensor) -> tuple[Tensor | None, ...]:
         x, weight, bias = ctx.saved_tensors
+        # Under torch.autocast the forward's mm ran in half precision, so grad_out comes in
+        # half while x and weight were saved in float32: compute in grad_out's dtype, as
+        # autograd's own mm backward does (a no-op without autocast).
+        x, weight = x.to(grad_out.dtype), weight.to(grad_out.dtype)
         grad_x = grad_w = grad_b = None
         if ctx.needs_input_grad[0]:
             grad_x = grad_out.mm(weight)

@@ -15,10 +15,12 @@ from rich.table import Table
 from rich.text import Text
 
 from gradlab.errors import ExitCode
+from gradlab.render.capabilities import capability_table
 from gradlab.render.findings import FailureGroup, failing_cases, group_failures, where
 from gradlab.render.tables import Column, fit
 from gradlab.render.words import HINTS, message
 from gradlab.results import ERROR, FAIL, PASS, SKIP, WARN, CheckRow, Report, exit_code
+from gradlab.results.capabilities import capability_matrix
 from gradlab.results.status import SEVERITY
 
 _STYLE = {PASS: "green", FAIL: "bold red", ERROR: "bold magenta", SKIP: "yellow",
@@ -134,14 +136,38 @@ def failure_lines(report: Report) -> list[Text]:
     return lines
 
 
+def warning_lines(report: Report) -> list[Text]:
+    """One short block per missing capability (op, check and hint): which cases, and the
+    message of the first (its hint says the fix)."""
+    groups: dict[tuple[str, str, str], list[CheckRow]] = {}
+    for r in report.rows:
+        if r.status == WARN:
+            groups.setdefault((r.op, r.check, r.hint), []).append(r)
+    lines: list[Text] = []
+    for (op, check, _), rows in groups.items():
+        cases = list(dict.fromkeys(r.case for r in rows))
+        more = f" (+{len(cases) - 3})" if len(cases) > 3 else ""
+        head = Text("WARN ", style=_STYLE[WARN])
+        head.append(f"{op} / {', '.join(cases[:3])}{more} / {check}", style="bold")
+        lines += [head, Text(f"  {message(rows[0])}")]
+    return lines
+
+
 def render_check(report: Report, console: Console, *, verdict: bool = True,
                  wide: bool = False, quiet: bool = False, empty_ok: bool = False) -> None:
-    """Print the summary table (not when quiet), the findings and (unless the caller prints it
-    later, once the report is on disk) the one-line verdict.
+    """Print the summary table, the capability matrix and the warnings (not when quiet), the
+    findings and (unless the caller prints it later, once the report is on disk) the one-line
+    verdict.
 
     empty_ok: a run without cases (an empty shard) passes."""
     if not quiet:
-        console.print(check_table(report, None if wide else console.width))
+        width = None if wide else console.width
+        console.print(check_table(report, width))
+        matrix = capability_matrix(report.rows)
+        if matrix:
+            console.print(capability_table(matrix, width))
+        for line in warning_lines(report):
+            console.print(line)
     for line in failure_lines(report):
         # a command stays one copyable line; words wrap at the console's width
         console.print(line, soft_wrap=line.plain.startswith("  gradlab "))

@@ -20,6 +20,7 @@ from gradlab.errors import GradlabError, ReportError
 from gradlab.fileio import atomic_write, ensure_writable, read_limited, reserve_stem
 from gradlab.render.words import message
 from gradlab.results import COLUMNS, CheckRow, Element, ErrorStats, Finding, ProbeStats, Report
+from gradlab.results.capabilities import capability_matrix, matrix_dict
 
 #: Marks a check JSON file (older files without it are read too, by their keys).
 FORMAT = "gradlab-check"
@@ -51,7 +52,8 @@ def write_report_files(folder: str | Path, stem: str, csv_text: str,
 
 
 def check_report_texts(report: Report) -> tuple[str, str]:
-    """The CSV (table columns + environment) and JSON (rows with details) of a check report."""
+    """The CSV (table columns + environment) and JSON (rows with details, and the capability
+    matrix: {op: {capability: state}}) of a check report."""
     messages = [message(r) for r in report.rows]
     frame = report.to_frame()
     frame.insert(len(COLUMNS), "message", messages)
@@ -60,6 +62,7 @@ def check_report_texts(report: Report) -> tuple[str, str]:
                "truncated": report.truncated, "interrupted": report.interrupted,
                "stopped": report.stopped,
                "columns": list(COLUMNS),
+               "capabilities": matrix_dict(capability_matrix(report.rows)),
                "rows": [r.as_dict() | {"message": m}
                         for r, m in zip(report.rows, messages, strict=True)]}
     return frame.to_csv(index=False), json.dumps(payload, indent=1, default=str)

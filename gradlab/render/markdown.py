@@ -1,13 +1,17 @@
 """The check run as Markdown for a CI job summary (GitHub's $GITHUB_STEP_SUMMARY): the verdict,
-totals, and a table row per failing op, case and check with its likely cause and message."""
+totals, a table row per failing op, case and check with its likely cause and message, and the
+capability matrix."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from gradlab.model import MATRIX
+from gradlab.render.capabilities import HEADERS
 from gradlab.render.diagnosis import check_groups, counts, hint_words
 from gradlab.render.words import message
 from gradlab.results import ERROR, FAIL, PASS, SKIP, WARN, Report
+from gradlab.results.capabilities import capability_matrix
 
 #: Failing groups listed in the table (a job summary has a size limit; the files have all).
 TABLE_ROWS = 100
@@ -61,7 +65,18 @@ def summary_markdown(report: Report, title: str = "gradlab check") -> str:
                                     if r.repro_command))
         if repros:
             lines += ["", "Re-run a failing case:", "", "```", *repros[:TABLE_ROWS], "```"]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + capability_lines(report)) + "\n"
+
+
+def capability_lines(report: Report) -> list[str]:
+    """The capability matrix as a Markdown table (none when nothing was measured)."""
+    matrix = capability_matrix(report.rows)
+    if not matrix:
+        return []
+    head = ["op", *(HEADERS[c] for c in MATRIX)]
+    return ["", "### Capabilities", "", table_line(head), table_line(["---"] * len(head)),
+            *(table_line([cell(line.op), *(line.cell(c).state for c in MATRIX)])
+              for line in matrix)]
 
 
 def write_summary_md(report: Report, path: str | Path) -> Path:

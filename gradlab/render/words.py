@@ -71,6 +71,31 @@ HINTS: dict[str, str] = {
     "expanded_refused": "forward refuses an expanded (stride-0) input that the reference "
                         "accepts: call .contiguous() in forward, or declare variants: "
                         "{expanded: false}",
+    "autocast_missing": "raises under torch.autocast where the reference runs (a mixed-precision "
+                        "training step will crash; typically backward multiplies a half "
+                        "grad_output by a float saved tensor): decorate forward and backward "
+                        "with torch.amp.custom_fwd(device_type=..., cast_inputs=torch.float32) "
+                        "and torch.amp.custom_bwd(device_type=...), or compute backward in "
+                        "grad_output's dtype; or declare checks: {autocast: false}",
+    "autocast_only": "wrong only under torch.autocast (a low-precision path of its own, or a "
+                     "dtype assumed in forward or backward?)",
+    "compile_wrong": "torch.compile gives other outputs or gradients than eager (Python side "
+                     "effects in forward or backward, state on ctx that tracing freezes?)",
+    "vmap_wrong": "torch.func.vmap gives other outputs than one eager call per sample (a "
+                  "wrong vmap staticmethod, or a batch dim the forward mixes in?)",
+    "func_grad_wrong": "torch.func.grad gives other gradients than autograd",
+    "cuda_wrong": "the Function on CUDA gives other outputs or gradients than on the CPU",
+    "compile_missing": "required by the spec (requires: [compile]) and missing",
+    "vmap_missing": "required by the spec (requires: [vmap]) and missing: write forward "
+                    "without ctx, add setup_context, and set generate_vmap_rule = True or write "
+                    "a vmap staticmethod",
+    "func_grad_missing": "required by the spec (requires: [func_grad]) and missing: write "
+                         "forward without ctx and add setup_context",
+    "deterministic_missing": "required by the spec (requires: [deterministic]) and missing: "
+                             "no atomics or other nondeterministic kernels in backward",
+    "noncontiguous_missing": "required by the spec (requires: [noncontiguous]) and missing: "
+                             "call .contiguous() where the code needs it",
+    "cuda_missing": "required by the spec (requires: [cuda]) and missing",
 }
 
 #: Why a row was skipped, or passed with a remark.
@@ -89,6 +114,16 @@ REASONS: dict[str, str] = {
     "no_custom_function": "no custom Function in the graph: only in-place writes were checked",
     "raises_as_declared": "double backward raises as declared",
     "inputs_failed": "could not make inputs",
+    "autocast_missing": "capability missing: torch.autocast",
+    "autocast_unsupported": "the reference does not run under torch.autocast either (nothing to "
+                            "compare with)",
+    "graph_break": "torch.compile: same outputs and gradients as eager, with graph breaks",
+    "compile_missing": "not supported: torch.compile raises",
+    "vmap_missing": "not supported: torch.func.vmap raises",
+    "func_grad_missing": "not supported: torch.func.grad raises",
+    "deterministic_missing": "backward not deterministic",
+    "noncontiguous_missing": "not supported: raises on non-contiguous inputs",
+    "cuda_missing": "not supported: raises on CUDA",
     "internal_error": "gradlab itself failed here (a gradlab bug: please report it with the "
                       "traceback from the JSON report)",
 }

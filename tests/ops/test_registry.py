@@ -1,16 +1,19 @@
-"""The registry: every op module registered, its facts true, its spec bundled, every op passing
-on CPU."""
+"""The registry: every op module registered, its facts true (its capabilities measured again),
+its spec bundled, every op passing on CPU."""
 
 import pkgutil
+from dataclasses import replace
 
 import pytest
+import torch
 import yaml
 
 import gradlab.ops
 from gradlab import ops
-from gradlab.checks.context import Options
+from gradlab.checks.context import ALL_MEASURED, Options
 from gradlab.checks.runner import run
 from gradlab.model import OpDef
+from gradlab.results.capabilities import capability_matrix
 from gradlab.spec import resolve
 
 NOT_OPS = {"base"}
@@ -52,4 +55,22 @@ def test_bundled_op_passes_every_check_on_cpu(entry: ops.OpEntry) -> None:
     assert report.passed, [(r.case, r.dtype, r.variant, r.check, r.hint, r.reason)
                            for r in report.failures]
     checks = {r.check for r in report.rows}
-    assert {"forward", "gradient", "contract", "jacobian", "second_order"} <= checks
+    assert {"forward", "gradient", "contract", "jacobian", "second_order", "autocast",
+            "capabilities"} <= checks
+    # what `gradlab list` says, measured again (torch.compile only on request: see below)
+    (line,) = capability_matrix(report.rows)
+    # with a GPU, cuda is measured too (the registry's "-" is the CPU-only machine's)
+    measured = {"compile": "-"} | ({"cuda": "yes"} if torch.cuda.is_available() else {})
+    assert line.states() == entry.capabilities | measured
+
+
+@pytest.mark.parametrize("entry", ops.BUNDLED, ids=lambda e: e.name)
+def test_bundled_op_compiles_as_the_registry_says(entry: ops.OpEntry) -> None:
+    """torch.compile on the first case (the registry's facts come from every case, measured
+    with `gradlab check specs/ --capabilities all`; all of them take seconds per op)."""
+    (target,) = resolve(entry.name)
+    first = replace(target, op=replace(target.op, cases=target.op.cases[:1]))
+    report = run([first], Options(devices=("cpu",), checks=frozenset({"capabilities"}),
+                                  capabilities=ALL_MEASURED))
+    (line,) = capability_matrix(report.rows)
+    assert line.cell("compile").state == entry.capabilities["compile"], line.cell("compile")

@@ -212,3 +212,148 @@ class DoubleTiled(Function):
 
 def double_reference(x: Tensor) -> Tensor:
     return x * 2
+
+
+# --- mixed precision (torch.autocast) ---------------------------------------------------------
+
+
+class MatmulNoAmp(Function):
+    """MISSING autocast: no torch.amp.custom_fwd/custom_bwd, so under autocast the forward's
+    matmul runs in bfloat16 and backward multiplies the bfloat16 grad_output by the float32
+    saved inputs: a dtype mismatch in every mixed-precision step (plain float32 is right)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, w: Tensor) -> Tensor:
+        ctx.save_for_backward(x, w)
+        return x @ w
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+        x, w = ctx.saved_tensors
+        return g @ w.t(), x.t() @ g
+
+
+class MatmulAmp(Function):
+    """Correct twin: under autocast, forward runs in float32 (its inputs cast) and backward
+    under the same autocast state as forward."""
+
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)
+    def forward(ctx: Any, x: Tensor, w: Tensor) -> Tensor:
+        ctx.save_for_backward(x, w)
+        return x @ w
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cpu")
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+        x, w = ctx.saved_tensors
+        return g @ w.t(), x.t() @ g
+
+
+class MatmulAutocastFastPath(Function):
+    """BROKEN under autocast only: a bfloat16 fast path taken when autocast is on, whose
+    backward scales grad_x twice (float32 and float64 runs never take it)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, w: Tensor) -> Tensor:
+        ctx.fast = torch.is_autocast_enabled("cpu")
+        ctx.save_for_backward(x, w)
+        if ctx.fast:
+            return (x.bfloat16() @ w.bfloat16()).float()
+        return x @ w
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+        x, w = ctx.saved_tensors
+        scale = 2.0 if ctx.fast else 1.0  # the bug: a scale meant for a loss-scaled path
+        return scale * (g @ w.t().to(g.dtype)), x.t().to(g.dtype) @ g
+
+
+def matmul_reference(x: Tensor, w: Tensor) -> Tensor:
+    return x @ w
+
+
+# --- capabilities: torch.compile, torch.func, determinism --------------------------------------
+
+
+class ScaleCompileFastPath(Function):
+    """BROKEN under torch.compile only: a path taken while compiling
+    (torch.compiler.is_compiling()) that forgets the factor in backward."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        return x * 3
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        if torch.compiler.is_compiling():
+            return g  # the bug: the "fused" path lost the factor 3
+        return g * 3
+
+
+class ExpFunc(Function):
+    """Correct, and transformable: forward without ctx, setup_context, a generated vmap rule;
+    torch.func.vmap and torch.func.grad work on it."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x: Tensor) -> Tensor:
+        return x.exp()
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Tensor], output: Tensor) -> None:
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        (y,) = ctx.saved_tensors
+        return g * y
+
+
+class ExpBadVmapRule(Function):
+    """BROKEN under vmap only: a hand-written vmap rule that reduces over the batch dim (every
+    sample gets the batch mean's exp)."""
+
+    @staticmethod
+    def forward(x: Tensor) -> Tensor:
+        return x.exp()
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Tensor], output: Tensor) -> None:
+        ctx.save_for_backward(output)
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        (y,) = ctx.saved_tensors
+        return g * y
+
+    @staticmethod
+    def vmap(info: Any, in_dims: tuple[int | None], x: Tensor) -> tuple[Tensor, int]:
+        (dim,) = in_dims
+        x = x.movedim(dim, 0) if dim is not None else x.expand(info.batch_size, *x.shape)
+        return x.mean(0, keepdim=True).exp().expand_as(x), 0
+
+
+class ExpNoisyBackward(Function):
+    """NOT DETERMINISTIC: backward adds rounding-level noise, as atomic adds in a GPU kernel do
+    (right to within any tolerance, bitwise different run to run)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        y = x.exp()
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        (y,) = ctx.saved_tensors
+        grad = g * y
+        noise = torch.randn(grad.shape, dtype=grad.dtype, device=grad.device,
+                            generator=NOISE)
+        return grad * (1 + 1e-14 * noise)
+
+
+#: A generator of its own: gradlab replays the global RNG between runs (dropout-style
+#: randomness is deterministic), not a kernel's scheduling.
+NOISE = torch.Generator().manual_seed(0)

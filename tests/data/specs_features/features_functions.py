@@ -38,6 +38,8 @@ class FilterBank(torch.autograd.Function):
         (weight,) = ctx.saved_tensors
         gx = None
         if ctx.needs_input_grad[0]:
+            # in grad's dtype: under torch.autocast the forward conv ran in bfloat16
+            weight = weight.to(grad.dtype)
             gx = torch.nn.grad.conv1d_input(ctx.shape, weight, grad, stride=ctx.stride,
                                             groups=ctx.shape[1])
         return gx, None, None

@@ -1,0 +1,90 @@
+"""The autocast check: the case under torch.autocast against the reference under the same autocast.
+
+Forward runs inside `torch.autocast(device, dtype)` (bfloat16 on the CPU, float16 on CUDA) on
+float32 inputs, backward after it, as torch's mixed-precision recipe runs a training step.
+Outputs and gradients are compared with the reference's, run the same way, at the tolerance of
+the autocast dtype.  A Function that raises where the reference runs (the classic: a backward
+multiplying a half grad_output by a float saved tensor, with no torch.amp.custom_fwd/custom_bwd)
+lacks a capability: `warn`, or a failure when the spec requires autocast.  A wrong result is a
+failure.  Without a reference, the Function's own float32 run is the expectation.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from gradlab.cases import Inputs, materialize, torch_dtype
+from gradlab.checks.compare import compare_runs
+from gradlab.checks.context import CaseContext, crash_location, first_line
+from gradlab.checks.execute import run_once
+from gradlab.model import AUTOCAST_DTYPES
+from gradlab.results import FAIL, PASS, SKIP
+
+#: The dtype autocast's inputs are in: autocast casts float32 to its low-precision dtype and
+#: leaves float64 alone.
+INPUT_DTYPE = "float32"
+
+
+@dataclass(frozen=True)
+class Autocast:
+    """`fn` called inside torch.autocast (its backward, run later, is outside).  A class, not a
+    closure, so that it pickles like the Function it wraps."""
+
+    fn: Callable[..., Any]
+    device: str
+    dtype: str
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        with torch.autocast(device_type=self.device, dtype=torch_dtype(self.dtype)):
+            return self.fn(*args, **kwargs)
+
+
+def autocast_row(ctx: CaseContext, seed: int, gen: torch.Generator, first_ok: bool) -> None:
+    """The autocast row of one case (appended to ctx.rows); first_ok: first order passed (a
+    wrong result under autocast is then autocast's alone)."""
+    t0 = time.perf_counter()
+    dtype = AUTOCAST_DTYPES.get(ctx.device)
+    if dtype is None:
+        return
+    inputs = materialize(ctx.case, INPUT_DTYPE, ctx.device, seed)
+    op = ctx.op
+    got = run_once(Autocast(op.function, ctx.device, dtype), inputs.clone(), None, gen)
+    gos = got.grad_outs64 or None
+    want = (run_once(Autocast(op.reference, ctx.device, dtype), inputs.clone(), gos, gen)
+            if op.reference is not None else run_once(op.function, inputs.clone(), gos, gen))
+    kw: dict[str, Any] = {"dtype": dtype, "seconds": 0.0}
+    if want.error is not None and op.reference is not None:
+        # nothing to compare with: autocast does not apply to this op
+        ctx.row("base", "autocast", SKIP, declared=True, reason="autocast_unsupported",
+                note=first_line(want.error), **kw)
+    elif want.error is not None or not first_ok:
+        # declared: the first-order rows already fail the run (and say why)
+        ctx.row("base", "autocast", SKIP, declared=True, reason="first_order_failed",
+                note=first_line(want.error) if want.error is not None else "", **kw)
+    elif got.error is not None:
+        ctx.capability_row("base", "autocast", "autocast", hint="autocast_missing",
+                           reason="autocast_missing", note=first_line(got.error),
+                           crash_location=crash_location(got.error), **kw)
+    else:
+        compared_row(ctx, got, want, inputs, dtype, kw)
+    ctx.rows[-1].seconds = time.perf_counter() - t0
+
+
+def compared_row(ctx: CaseContext, got: Any, want: Any, inputs: Inputs, dtype: str,
+                 kw: dict[str, Any]) -> None:
+    """One autocast row from the forward and gradient comparisons (made on the side)."""
+    side = CaseContext(ctx.target, ctx.case, dtype, ctx.device, ctx.options)
+    rows = compare_runs(side, "base", got, want, inputs, ctx.op.tolerance(dtype),
+                        checks=frozenset({"forward", "gradient"}))
+    failed = [r for r in rows if r.failed]
+    errs = [r.max_abs_err for r in rows if r.max_abs_err is not None]
+    rels = [r.max_rel_err for r in rows if r.max_rel_err is not None]
+    ctx.row("base", "autocast", FAIL if failed else PASS,
+            hint="autocast_only" if failed else "",
+            max_abs_err=max(errs, default=None), max_rel_err=max(rels, default=None),
+            findings=[f for r in failed for f in r.findings], **kw)

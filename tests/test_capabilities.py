@@ -1,0 +1,226 @@
+"""Mixed precision and the capability matrix: each broken Function flagged with its hint beside
+a correct twin that passes, through `gradlab.check` with defaults and through `gradlab check
+SPEC`; the matrix in the terminal, the reports and `gradlab list`.
+
+- autocast: a Function without torch.amp.custom_fwd/custom_bwd whose backward multiplies a half
+  grad_output by a float saved tensor (a `warn`; a failure where the spec requires autocast),
+  and one that is wrong under autocast only (a failure);
+- torch.func: a wrong hand-written vmap rule (a failure), a classic Function where vmap and
+  grad are required (a failure; information otherwise);
+- a nondeterministic backward where determinism is required;
+- torch.compile: a backward that takes another path while compiling (measured when required or
+  asked for).
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import DATA, run_cli
+from rich.console import Console
+from typer.testing import CliRunner
+
+import gradlab
+from gradlab import ops
+from gradlab.cli import app
+from gradlab.model import MATRIX
+from gradlab.render.capabilities import capability_table
+from gradlab.render.tables import width_of
+from gradlab.render.words import message
+from gradlab.results import FAIL, PASS, WARN
+from gradlab.results.capabilities import NO, YES, OpCapabilities, capability_matrix, from_states
+
+CLASSES = DATA / "bugclasses"
+sys.path.insert(0, str(CLASSES))
+import bugclass_functions as bf  # noqa: E402
+
+MATMUL = [(3, 4), (4, 5)]
+SQUARE = [(3, 4)]
+#: name: (broken, twin, reference, shapes, requires, check, hint, the broken row's status)
+CLASSES_TABLE = {
+    "autocast_missing": (bf.MatmulNoAmp, bf.MatmulAmp, bf.matmul_reference, MATMUL, (),
+                         "autocast", "autocast_missing", WARN),
+    "autocast_required": (bf.MatmulNoAmp, bf.MatmulAmp, bf.matmul_reference, MATMUL,
+                          ("autocast",), "autocast", "autocast_missing", FAIL),
+    "autocast_wrong": (bf.MatmulAutocastFastPath, bf.MatmulAmp, bf.matmul_reference, MATMUL, (),
+                       "autocast", "autocast_only", FAIL),
+    "vmap_wrong": (bf.ExpBadVmapRule, bf.ExpFunc, torch.exp, SQUARE, (), "capabilities",
+                   "vmap_wrong", FAIL),
+    "transforms_required": (bf.Exp, bf.ExpFunc, torch.exp, SQUARE, ("vmap", "func_grad"),
+                            "capabilities", "vmap_missing", FAIL),
+    "deterministic_required": (bf.ExpNoisyBackward, bf.Exp, torch.exp, SQUARE,
+                               ("deterministic",), "capabilities", "deterministic_missing",
+                               FAIL),
+    "compile_wrong": (bf.ScaleCompileFastPath, bf.Scale, bf.scale_reference, SQUARE,
+                      ("compile",), "capabilities", "compile_wrong", FAIL),
+}
+
+
+def args(shapes: list[tuple[int, ...]]) -> list[torch.Tensor]:
+    gen = torch.Generator().manual_seed(0)
+    return [(torch.rand(s, generator=gen, dtype=torch.float64) * 2 - 1).requires_grad_()
+            for s in shapes]
+
+
+def described(r: gradlab.Report) -> list[tuple[str, str, str, str, str]]:
+    return [(x.variant, x.check, x.status, x.hint, message(x)) for x in r.rows
+            if x.failed or x.status == WARN]
+
+
+@pytest.mark.parametrize("name", sorted(CLASSES_TABLE))
+def test_the_broken_function_is_flagged_with_its_hint(name: str) -> None:
+    broken, _, ref, shapes, requires, check, hint, status = CLASSES_TABLE[name]
+    r = gradlab.check(broken, args(shapes), reference=ref, requires=requires)
+    flagged = [x for x in r.rows if x.check == check and x.hint == hint and x.status == status]
+    assert flagged, described(r)
+    # a warn is a capability the Function lacks: the run still passes unless it is required
+    assert r.passed == (status == WARN), described(r)
+
+
+@pytest.mark.parametrize("name", sorted(CLASSES_TABLE))
+def test_the_correct_twin_passes(name: str) -> None:
+    _, twin, ref, shapes, requires, check, _, _ = CLASSES_TABLE[name]
+    r = gradlab.check(twin, args(shapes), reference=ref, requires=requires)
+    assert r.passed, described(r)
+    assert not [x for x in r.rows if x.status == WARN], described(r)
+    assert any(x.check == check and x.status == PASS for x in r.rows)
+
+
+@pytest.mark.parametrize("name", sorted(CLASSES_TABLE))
+def test_through_the_cli(name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(CLASSES)
+    hint, status = CLASSES_TABLE[name][6:]
+    broken = CliRunner().invoke(app, ["check", f"{name}.yaml", "--no-isolate",
+                                      "--report-dir", str(tmp_path)])
+    assert broken.exit_code == (0 if status == WARN else 1), broken.output
+    assert hint in broken.output, broken.output
+    twin = CliRunner().invoke(app, ["check", f"{name}_ok.yaml", "--no-isolate",
+                                    "--report-dir", str(tmp_path)])
+    assert twin.exit_code == 0, twin.output
+    assert "0 warnings" in twin.output, twin.output
+
+
+def test_strict_fails_a_missing_autocast_but_not_missing_information() -> None:
+    assert not gradlab.check(bf.MatmulNoAmp, args(MATMUL), reference=bf.matmul_reference,
+                             strict=True).passed
+    # vmap and grad are missing from a classic Function: information, even under --strict
+    r = gradlab.check(bf.Exp, args(SQUARE), reference=torch.exp, strict=True)
+    assert r.passed, described(r)
+    (vmap,) = [x for x in r.rows if x.check == "capabilities" and x.variant == "vmap"]
+    assert (vmap.status, vmap.reason) == (PASS, "vmap_missing")
+    assert "setup_context" in message(vmap)
+
+
+def test_compile_is_measured_on_request() -> None:
+    x = args(SQUARE)
+    default = gradlab.check(bf.ScaleCompileFastPath, x, reference=bf.scale_reference)
+    assert default.passed and "compile" not in {r.variant for r in default.rows}
+    asked = gradlab.check(bf.ScaleCompileFastPath, x, reference=bf.scale_reference,
+                          capabilities="all")
+    assert [r.hint for r in asked.failures] == ["compile_wrong"], described(asked)
+    with pytest.raises(ValueError, match="default, all"):
+        gradlab.check(bf.Scale, x, reference=bf.scale_reference, capabilities="most")
+
+
+def test_a_graph_break_is_information() -> None:
+    """ScaleConsumesCtx changes ctx in backward: dynamo cannot trace that side effect."""
+    r = gradlab.check(bf.ScaleConsumesCtx, args(SQUARE), reference=bf.scale_reference,
+                      capabilities="all", checks=["capabilities"])
+    (row,) = [x for x in r.rows if x.variant == "compile"]
+    assert (row.status, row.reason) == (PASS, "graph_break"), message(row)
+    assert capability_matrix(r.rows)[0].cell("compile").state == "breaks"
+
+
+def test_a_required_capability_not_measured_is_no_pass() -> None:
+    r = gradlab.check(bf.Exp, args(SQUARE), reference=torch.exp, requires=["cuda"],
+                      checks=["capabilities"])
+    (row,) = [x for x in r.rows if x.variant == "cuda"]
+    if torch.cuda.is_available():
+        assert row.status == PASS, message(row)
+    else:
+        assert row.reason == "cuda_unavailable" and row.unverified and not r.passed
+
+
+@pytest.mark.cuda
+def test_cuda_is_measured_against_the_cpu() -> None:
+    r = gradlab.check(bf.Exp, args(SQUARE), reference=torch.exp, checks=["capabilities"])
+    (row,) = [x for x in r.rows if x.variant == "cuda"]
+    assert row.status == PASS and row.reason == "", message(row)
+
+
+def test_the_matrix_says_what_each_function_supports() -> None:
+    x = args(SQUARE)
+    rows = [*gradlab.check(bf.ExpFunc, x, reference=torch.exp).rows,
+            *gradlab.check(bf.ExpNoisyBackward, x, reference=torch.exp).rows,
+            *gradlab.check(bf.MatmulNoAmp, args(MATMUL), reference=bf.matmul_reference).rows]
+    lines = {line.op: line for line in capability_matrix(rows)}
+    assert lines["ExpFunc"].states() == {"first_order": YES, "second_order": YES,
+                                         "autocast": YES, "compile": "-", "vmap": YES,
+                                         "func_grad": YES, "deterministic": YES,
+                                         "noncontiguous": YES, "cuda": "-"}
+    noisy = lines["ExpNoisyBackward"]
+    assert (noisy.cell("deterministic").state, noisy.cell("vmap").state) == (NO, NO)
+    assert "differs between two runs" in noisy.cell("deterministic").note
+    autocast = lines["MatmulNoAmp"].cell("autocast")
+    assert (autocast.state, autocast.status) == (NO, WARN)
+
+
+def test_the_table_fits_a_100_column_terminal() -> None:
+    long = OpCapabilities("a_rather_long_user_function_name_Function", {})
+    matrix = [from_states(e.name, e.capabilities) for e in ops.BUNDLED] + [long]
+    table = capability_table(matrix, 100)
+    console = Console(width=100, record=True, file=io.StringIO())
+    console.print(table)
+    lines = console.export_text().splitlines()
+    assert max(len(ln.rstrip()) for ln in lines) <= 100
+    # the long name wraps; no state is cut
+    assert all(ln.split()[-9:] == ["yes", "yes", "yes", "yes", "no", "no", "yes", "yes", "-"]
+               for ln in lines if ln.split()[:1] == ["linear"])
+    assert width_of(capability_table(matrix[:-1], 100)) <= 100
+    assert [c.header for c in table.columns][1:] == ["1st", "2nd", "autocast", "compile",
+                                                     "vmap", "grad", "determ", "strided",
+                                                     "cuda"]
+
+
+def test_the_reports_and_the_terminal_show_the_matrix(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(CLASSES)
+    result = CliRunner().invoke(app, ["check", "autocast_missing.yaml", "--no-isolate",
+                                      "--report-dir", str(tmp_path), "--summary-md",
+                                      str(tmp_path / "summary.md")])
+    assert result.exit_code == 0, result.output
+    assert "capabilities" in result.output and "autocast_missing 1" in result.output
+    # the warning says the fix
+    assert "WARN MatmulNoAmp / base / autocast" in result.output
+    assert "torch.amp.custom_fwd" in result.output
+    doc = json.loads(next(tmp_path.glob("check-*.json")).read_text())
+    states = doc["capabilities"]["MatmulNoAmp"]
+    assert list(states) == list(MATRIX)
+    assert (states["autocast"], states["vmap"], states["first_order"]) == (NO, NO, YES)
+    csv = next(tmp_path.glob("check-*.csv")).read_text()
+    assert "capabilities,pass" in csv and "autocast,warn" in csv
+    assert "### Capabilities" in (tmp_path / "summary.md").read_text()
+
+
+def test_list_shows_the_bundled_ops_capabilities(capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    console = importlib.import_module("gradlab.cli.app").out
+    monkeypatch.setattr(console, "width", 100)  # a 100-column terminal
+    code, out, _ = run_cli(["list"], capsys)
+    assert code == 0
+    assert "autocast" in out and "compile" in out and "grad" in out
+    for e in ops.BUNDLED:
+        line = next((ln for ln in out.splitlines() if ln.split()[:1] == [e.name]
+                     and "yes" in ln), out)
+        assert line.split()[1:] == [e.capabilities[c] for c in MATRIX]
+
+
+def test_bad_capabilities_option_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(["check", "exp", "--capabilities", "some"], capsys)
+    assert code == 2 and "--capabilities" in err
