@@ -65,7 +65,9 @@ def check_report_texts(report: Report) -> tuple[str, str]:
                "capabilities": matrix_dict(capability_matrix(report.rows)),
                "rows": [r.as_dict() | {"message": m}
                         for r, m in zip(report.rows, messages, strict=True)]}
-    return frame.to_csv(index=False), json.dumps(payload, indent=1, default=str)
+    # no indent: json's C encoder runs only without one (0.2 s against 0.02 s for the bundled
+    # specs' 2,300 rows, and the report is rewritten while a run goes on)
+    return frame.to_csv(index=False), json.dumps(payload, default=str)
 
 
 def write_check_reports(report: Report, folder: str | Path) -> list[Path]:
