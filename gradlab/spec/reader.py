@@ -34,8 +34,27 @@ MAX_PROBLEM = 160
 CONSTRUCTOR_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError)
 
 
-class BoundedLoader(yaml.SafeLoader):
-    """yaml.SafeLoader (plain data only: any other tag is an error) that refuses documents
+if yaml.__with_libyaml__:
+    from yaml.composer import Composer
+    from yaml.constructor import SafeConstructor
+    from yaml.cyaml import CParser
+    from yaml.resolver import Resolver
+
+    class SafeBase(Composer, CParser, SafeConstructor, Resolver):  # type: ignore[misc]
+        """yaml.SafeLoader with libyaml's scanner and parser (5x faster than PyYAML's own)
+        under PyYAML's composer, so that BoundedLoader can watch each node composed."""
+
+        def __init__(self, stream: str) -> None:
+            CParser.__init__(self, stream)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+            Composer.__init__(self)
+else:  # PyYAML built without libyaml
+    SafeBase = yaml.SafeLoader  # type: ignore[misc,assignment]
+
+
+class BoundedLoader(SafeBase):
+    """A safe loader (plain data only: any other tag is an error) that refuses documents
     nested deeper than MAX_DEPTH or growing past MAX_EXPANDED when aliases are expanded."""
 
     def __init__(self, stream: str) -> None:
