@@ -15,17 +15,19 @@ thread for every mode.  Modes per op (exp, conv2d) and input size (total input e
 
 Targets (issue 13): gradlab / torch fast <= 2 from 1e4 elements, <= 5 at the bundled specs'
 small sizes; gradlab probes / torch fast 1st <= 1.2.  `--memory` adds each mode's peak RSS
-growth, measured in a fresh process per cell (a high-water mark cannot be reset in-process).
+growth over the run (sampled every 0.5 ms by a thread), in a fresh process per cell.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -93,18 +95,43 @@ def timed(mode: str, op: str, n: int) -> float:
     return time.perf_counter() - t0
 
 
+def peak_rss_growth(run: Callable[[], None], every_s: float = 0.0005) -> float:
+    """Peak resident memory (MiB) above the start while `run` runs, sampled from
+    /proc/self/statm by a thread (torch's CPU allocations are invisible to tracemalloc, and
+    ru_maxrss keeps the import's own peak)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+
+    def rss() -> int:
+        return int(Path("/proc/self/statm").read_text(encoding="ascii").split()[1]) * page
+
+    start, peak, done = rss(), [0], threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], rss())
+            time.sleep(every_s)
+
+    watcher = threading.Thread(target=sample, daemon=True)
+    watcher.start()
+    try:
+        run()
+    finally:
+        done.set()
+        watcher.join()
+    return max(0, max(peak[0], rss()) - start) / 2**20
+
+
 def memory_cell(mode: str, op: str, n: int) -> float:
-    """Peak RSS growth (MiB) of one run of `mode`, in a fresh process."""
+    """Peak RSS growth (MiB) of one run of `mode`, in a fresh process (what one run frees,
+    the allocator may keep: a process of its own per cell)."""
     code = (f"import sys; sys.argv=['x']; sys.path.insert(0, {str(ROOT / 'benchmarks')!r})\n"
-            "import bench_check as b, resource, torch\n"
+            "import bench_check as b, torch\n"
             "torch.set_num_threads(1)\n"
             f"b.run_mode('gradlab probes', {op!r}, 16)\n"  # warm: imports, first calls
-            "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-            f"b.run_mode({mode!r}, {op!r}, {n})\n"
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)")
+            f"print(b.peak_rss_growth(lambda: b.run_mode({mode!r}, {op!r}, {n})))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
-    return int(out.stdout.split()[-1]) / 1024  # ru_maxrss is in KiB on Linux
+    return float(out.stdout.split()[-1])
 
 
 def main() -> None:
