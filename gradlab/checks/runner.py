@@ -183,8 +183,15 @@ def executor(targets: Sequence[Target], options: Options,
              on_wait: OnWait | None) -> Iterator[Execute]:
     """How items run: here, or in a worker process when options.isolate."""
     if not options.isolate:
+        def here(index: int, item: Item, opts: Options) -> list[CheckRow]:
+            if on_wait is not None:
+                # no heartbeat can run beside an item in this process: one call as it starts
+                # (a log then says the op before is done, and the report is written)
+                on_wait(item_label(item), 0.0)
+            return item_rows(item, opts)
+
         with intra_op_threads(options.threads):
-            yield lambda index, item, opts: item_rows(item, opts)
+            yield here
         return
     with Worker(targets, options, plan, item_rows) as worker:
         def execute(index: int, item: Item, opts: Options) -> list[CheckRow]:
