@@ -215,6 +215,12 @@ def test_list_shows_the_bundled_ops_capabilities(capsys: pytest.CaptureFixture[s
     code, out, _ = run_cli(["list"], capsys)
     assert code == 0
     assert "autocast" in out and "compile" in out and "grad" in out
+    assert max(len(ln.rstrip()) for ln in out.splitlines()) <= 100
+    # a summary too long for its line goes on under itself, past the name and devices
+    lead = " " * (max(len(e.name) for e in ops.BUNDLED) + len("  cpu/cuda  "))
+    listing = [ln for ln in out.split("capabilities, measured")[0].splitlines() if ln.strip()]
+    assert all(ln.split()[0] in {e.name for e in ops.BUNDLED} or ln.startswith(lead)
+               for ln in listing), listing
     for e in ops.BUNDLED:
         line = next((ln for ln in out.splitlines() if ln.split()[:1] == [e.name]
                      and "yes" in ln), out)

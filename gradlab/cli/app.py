@@ -132,14 +132,20 @@ def require_cases(asked: list[str], known: list[str], what: str = "case") -> Non
 def list_ops(wide: Annotated[bool, typer.Option("--wide", help="every column, whatever the "
                                                "width")] = False) -> None:
     """List the bundled ops and what each supports (does not import torch)."""
+    import textwrap
+
     from gradlab import ops
     from gradlab.render.capabilities import capability_table
     from gradlab.results.capabilities import from_states
 
     width = max(len(e.name) for e in ops.BUNDLED)
     for e in ops.BUNDLED:
-        out.print(f"{e.name:<{width}}  {'/'.join(e.devices):<8}  {e.summary}", markup=False,
-                  highlight=False)
+        lead = f"{e.name:<{width}}  {'/'.join(e.devices):<8}  "
+        # a long summary continues under itself, not at the line's start
+        line = lead + e.summary if wide else textwrap.fill(
+            e.summary, max(len(lead) + 20, out.width), initial_indent=lead,
+            subsequent_indent=" " * len(lead), break_on_hyphens=False, break_long_words=False)
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
     matrix = [from_states(e.name, e.capabilities) for e in ops.BUNDLED]
     out.print(capability_table(matrix, None if wide else out.width,
                                title="capabilities, measured on the CPU (gradlab check specs/ "
