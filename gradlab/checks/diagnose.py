@@ -52,13 +52,11 @@ def compare(got: Tensor, want: Tensor, tol: Tolerance, k: int = TOP_K, *, scaled
     w = want.detach().reshape(-1).to(torch.float64).cpu()
     if g.numel() == 0:
         return Diff(ErrorStats(0.0, 0.0, 0.0, 1.0, 1.0, of))
-    passed = _within(g.numpy(), w.numpy(), tol, scaled, of)
+    if scaled:
+        tol = _scaled(tol, w.numpy())
+    passed = _within(g.numpy(), w.numpy(), tol, of)
     if passed is not None:
         return passed
-    if scaled:
-        finite = w[torch.isfinite(w)]
-        top = float(finite.abs().max()) if finite.numel() else 1.0
-        tol = Tolerance(tol.atol * max(1.0, top), tol.rtol)
     err = (g - w).abs()
     # An expected value beyond the largest number of got's dtype overflows there too: an inf
     # of its sign is the right answer in that dtype (exp(100) in float32), not a failure.
@@ -82,8 +80,17 @@ def compare(got: Tensor, want: Tensor, tol: Tolerance, k: int = TOP_K, *, scaled
     return Diff(stats, worst, wrong)
 
 
-def _within(g: np.ndarray, w: np.ndarray, tol: Tolerance, scaled: bool,
-            of: str) -> Diff | None:
+def _scaled(tol: Tolerance, w: np.ndarray) -> Tolerance:
+    """`tol` with atol relative to w's largest finite magnitude, when above 1 (see compare)."""
+    top = float(np.abs(w).max())
+    if not math.isfinite(top):
+        with np.errstate(invalid="ignore"):
+            finite = w[np.isfinite(w)]  # a copy: only when there is something to drop
+        top = float(np.abs(finite).max()) if finite.size else 1.0
+    return Tolerance(tol.atol * max(1.0, top), tol.rtol)
+
+
+def _within(g: np.ndarray, w: np.ndarray, tol: Tolerance, of: str) -> Diff | None:
     """The common case in a few passes: every element within tolerance, with its statistics;
     None when any element is not (a NaN or an infinity anywhere counts), for the full path.
 
@@ -93,13 +100,6 @@ def _within(g: np.ndarray, w: np.ndarray, tol: Tolerance, scaled: bool,
     # inf - inf and the like give NaN, which fails the test as it should: no warnings
     with np.errstate(invalid="ignore", over="ignore"):
         wabs = np.abs(w)
-        if scaled:
-            # atol relative to the largest finite magnitude (see compare)
-            top = float(wabs.max())
-            if not math.isfinite(top):
-                finite = wabs[np.isfinite(wabs)]  # a copy: only when there is something to drop
-                top = float(finite.max()) if finite.size else 1.0
-            tol = Tolerance(tol.atol * max(1.0, top), tol.rtol)
         err = np.abs(g - w)
         if not bool((err <= wabs * tol.rtol + tol.atol).all()):
             return None
