@@ -63,7 +63,7 @@ def die_with_parent(parent: int) -> None:
 
 
 def child_main(read_fd: int, write_fd: int, parent: int = 0) -> None:
-    """Entry point of a worker process (see Worker.start): serve until told to stop."""
+    """Entry point of a worker process (see Worker.start): serve until stopped."""
     if parent:
         die_with_parent(parent)
     # Ctrl-C reaches the whole process group: the parent decides, the worker just goes on
@@ -79,7 +79,8 @@ def child_main(read_fd: int, write_fd: int, parent: int = 0) -> None:
 
 
 def serve(inbox: Connection, outbox: Connection, payload: bytes) -> None:
-    """The worker: rebuild the plan, then run the items it is sent until told to stop.
+    """The worker: rebuild the plan, then run the items it is sent until its pipe closes (the
+    parent is gone) or it is killed (Worker.stop: it holds nothing to save).
 
     The runner's `plan` and `item_rows` travel in the payload (pickled by reference), so that
     this module does not import the runner that imports it.
@@ -89,10 +90,7 @@ def serve(inbox: Connection, outbox: Connection, payload: bytes) -> None:
     outbox.send(("ready", len(items)))
     with intra_op_threads(options.threads):
         while True:
-            msg = inbox.recv()
-            if msg is None:
-                return
-            index, item_options = msg
+            index, item_options = inbox.recv()
             outbox.send(("rows", index, item_rows(items[index], item_options)))
 
 
