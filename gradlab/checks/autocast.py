@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from gradlab.cases import Inputs, materialize, torch_dtype
-from gradlab.checks.compare import compare_runs
+from gradlab.checks.compare import compared_aside
 from gradlab.checks.context import CaseContext, crash_location, first_line
 from gradlab.checks.execute import run_once
 from gradlab.model import AUTOCAST_DTYPES
@@ -78,9 +78,7 @@ def autocast_row(ctx: CaseContext, seed: int, gen: torch.Generator, first_ok: bo
 def compared_row(ctx: CaseContext, got: Any, want: Any, inputs: Inputs, dtype: str,
                  kw: dict[str, Any]) -> None:
     """One autocast row from the forward and gradient comparisons (made on the side)."""
-    side = CaseContext(ctx.target, ctx.case, dtype, ctx.device, ctx.options)
-    rows = compare_runs(side, "base", got, want, inputs, ctx.op.tolerance(dtype),
-                        checks=frozenset({"forward", "gradient"}))
+    rows = compared_aside(ctx, dtype, got, want, inputs, ctx.op.tolerance(dtype))
     failed = [r for r in rows if r.failed]
     errs = [r.max_abs_err for r in rows if r.max_abs_err is not None]
     rels = [r.max_rel_err for r in rows if r.max_rel_err is not None]

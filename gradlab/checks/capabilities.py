@@ -36,7 +36,7 @@ from torch import Tensor
 
 from gradlab.cases import Inputs, flat_outputs, relayout
 from gradlab.checks import diagnose as dg
-from gradlab.checks.compare import compare_runs
+from gradlab.checks.compare import compared_aside
 from gradlab.checks.context import CaseContext, first_line
 from gradlab.checks.contract import same
 from gradlab.checks.execute import Run, run_once
@@ -65,9 +65,7 @@ class Measured:
 def compare(ctx: CaseContext, got: Run, want: Run, inputs: Inputs,
             tol: Tolerance) -> list[Finding]:
     """Findings of `got` against `want` (outputs and gradients), made on the side."""
-    side = CaseContext(ctx.target, ctx.case, ctx.dtype, ctx.device, ctx.options)
-    rows = compare_runs(side, "base", got, want, inputs, tol,
-                        checks=frozenset({"forward", "gradient"}))
+    rows = compared_aside(ctx, ctx.dtype, got, want, inputs, tol)
     return [f for r in rows if r.failed for f in r.findings]
 
 

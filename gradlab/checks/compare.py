@@ -46,6 +46,15 @@ def compare_runs(ctx: CaseContext, variant: str, got: Run, want: Run, inputs: In
     return rows
 
 
+def compared_aside(ctx: CaseContext, dtype: str, got: Run, want: Run, inputs: Inputs,
+                   tol: Tolerance) -> list[CheckRow]:
+    """forward and gradient rows of `got` against `want`, made on a context of their own (not
+    in ctx.rows): for checks that fold them into one row of their own."""
+    side = CaseContext(ctx.target, ctx.case, dtype, ctx.device, ctx.options)
+    return compare_runs(side, "base", got, want, inputs, tol,
+                        checks=frozenset({"forward", "gradient"}))
+
+
 def compare_outputs(ctx: CaseContext, variant: str, got: list[Tensor], want: list[Tensor],
                     tol: Tolerance) -> CheckRow:
     """The forward row: every output against the reference's."""
