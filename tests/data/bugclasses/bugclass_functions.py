@@ -311,22 +311,11 @@ class ExpFunc(Function):
         return g * y
 
 
-class ExpBadVmapRule(Function):
-    """BROKEN under vmap only: a hand-written vmap rule that reduces over the batch dim (every
-    sample gets the batch mean's exp)."""
+class ExpBadVmapRule(ExpFunc):
+    """BROKEN under vmap only: ExpFunc with a hand-written vmap rule that reduces over the batch
+    dim (every sample gets the batch mean's exp)."""
 
-    @staticmethod
-    def forward(x: Tensor) -> Tensor:
-        return x.exp()
-
-    @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Tensor], output: Tensor) -> None:
-        ctx.save_for_backward(output)
-
-    @staticmethod
-    def backward(ctx: Any, g: Tensor) -> Tensor:
-        (y,) = ctx.saved_tensors
-        return g * y
+    generate_vmap_rule = False  # the rule below, not a generated one
 
     @staticmethod
     def vmap(info: Any, in_dims: tuple[int | None], x: Tensor) -> tuple[Tensor, int]:
@@ -335,20 +324,13 @@ class ExpBadVmapRule(Function):
         return x.mean(0, keepdim=True).exp().expand_as(x), 0
 
 
-class ExpNoisyBackward(Function):
-    """NOT DETERMINISTIC: backward adds rounding-level noise, as atomic adds in a GPU kernel do
-    (right to within any tolerance, bitwise different run to run)."""
-
-    @staticmethod
-    def forward(ctx: Any, x: Tensor) -> Tensor:
-        y = x.exp()
-        ctx.save_for_backward(y)
-        return y
+class ExpNoisyBackward(Exp):
+    """NOT DETERMINISTIC: Exp whose backward adds rounding-level noise, as atomic adds in a GPU
+    kernel do (right to within any tolerance, bitwise different run to run)."""
 
     @staticmethod
     def backward(ctx: Any, g: Tensor) -> Tensor:
-        (y,) = ctx.saved_tensors
-        grad = g * y
+        grad = Exp.backward(ctx, g)
         noise = torch.randn(grad.shape, dtype=grad.dtype, device=grad.device,
                             generator=NOISE)
         return grad * (1 + 1e-14 * noise)
