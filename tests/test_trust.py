@@ -5,7 +5,7 @@ that passes."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import torch
@@ -316,6 +316,80 @@ def test_the_contract_sees_the_raw_return_however_the_function_is_called(how: st
                 assert "of BiasSqueeze" in message(row)
         else:
             assert row.status == "pass" and not row.reason, table(r.rows)
+
+
+def test_autograd_fixes_a_wrong_shape_for_the_gradient_row_while_the_contract_fails() -> None:
+    # the direct call's return value breaks the contract: the gradient a user sees is autograd's
+    # (summed to [1]), compared on a run of its own
+    r = gradlab.check(BiasSqueeze, [rand(3, 4), rand(1, seed=1), 0.5],
+                      reference=bias_reference, variants=["noncontiguous"])
+    rows = {(row.variant, row.check): row for row in r.rows}
+    assert rows["base", "contract"].status == "fail", table(r.rows)
+    assert rows["base", "gradient"].status == "pass", table(r.rows)
+    assert rows["noncontiguous[0]", "gradient"].status == "pass", table(r.rows)
+
+
+class Counted(Function):
+    """x * y, counting forward and backward calls."""
+
+    calls: ClassVar[dict[str, int]] = {"forward": 0, "backward": 0}
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, y: Tensor) -> Tensor:
+        Counted.calls["forward"] += 1
+        ctx.save_for_backward(x, y)
+        ctx.scale = 1.0
+        return x * y
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+        Counted.calls["backward"] += 1
+        x, y = ctx.saved_tensors
+        return g * y * ctx.scale, g * x * ctx.scale
+
+
+@pytest.mark.parametrize("how", ["direct", "wrapped"])
+def test_one_forward_and_backward_serve_the_gradient_and_the_contract(how: str) -> None:
+    fn = Counted.apply if how == "direct" else (lambda x, y: Counted.apply(x, y))
+    Counted.calls.update(forward=0, backward=0)
+    r = gradlab.check(fn, [rand(3, 4), rand(3, 4, seed=1)], reference=lambda x, y: x * y,
+                      checks=["forward", "gradient", "contract"], variants=["noncontiguous"])
+    assert r.passed, table(r.failures)
+    assert {row.check for row in r.rows if row.variant == "noncontiguous[1]"} == {
+        "forward", "gradient"}
+    # base run, backward run twice on one graph, then one run per variant (two): one forward
+    # each, and one backward (two for the twice check)
+    assert Counted.calls == {"forward": 4, "backward": 5}
+
+
+class MulSelf(Function):
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, y: Tensor) -> Tensor:
+        ctx.save_for_backward(x, y)
+        return x * y
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+        x, y = ctx.saved_tensors
+        return g * y, g * x
+
+
+def _input_twice(x: Tensor) -> Tensor:
+    return MulSelf.apply(x, x)
+
+
+def _op_before(x: Tensor) -> Tensor:
+    return MulSelf.apply(x, x * 2)
+
+
+@pytest.mark.parametrize(("wrapper", "ref"), [(_input_twice, lambda x: x * x),
+                                              (_op_before, lambda x: 2 * x * x)],
+                         ids=["input_twice", "op_before"])
+def test_gradients_summed_over_paths_are_autograds_not_one_edges(wrapper: Any, ref: Any) -> None:
+    # the node's return value is only part of the gradient here: autograd sums both paths
+    r = gradlab.check(wrapper, [rand(3, 4)], reference=ref,
+                      variants=["noncontiguous", "grad_output"])
+    assert r.passed, table(r.failures)
 
 
 def test_the_contract_checks_torch_library_ops() -> None:

@@ -12,8 +12,11 @@ gradient, so the contract check calls backward nodes itself:
   torch's own nodes return unreduced gradients by design (the engine sums them to shape), so
   only the in-place checks apply there, and the row says so.
 
-Each call runs on a forward of its own (copied inputs), so a backward that writes into its inputs
-or grad_output cannot disturb the run being compared.
+When the checked callable is a Function's `apply` and every output takes a gradient, the run
+being compared calls its node directly (direct_backward): a return value that passes the contract
+is exactly what autograd would hand on, so one forward and one backward serve both checks.
+Otherwise (raw_backward) each call runs on a forward of its own (copied inputs), so a backward
+that writes into its inputs or grad_output cannot disturb the run being compared.
 """
 
 from __future__ import annotations
@@ -44,6 +47,11 @@ class RawResult:
     unavailable: str = ""
     #: the graph holds no custom Function node (nothing of the user's to call).
     no_custom: bool = False
+    #: direct_backward: the gradient of each differentiable input when autograd would pass the
+    #: returned ones on unchanged (the contract holds, each leads straight to an input).
+    grads: list[Any] | None = None
+    #: direct_backward: what the direct call raised.
+    error: BaseException | None = None
 
 
 def grad_output_as(g64: Tensor, like: Any, layout: str) -> Tensor:
@@ -178,6 +186,61 @@ def ctx_aliases(node: Any, args: Sequence[Any], outs: Sequence[Tensor],
                 found.append(Finding("ctx", -1, kind, got=f"ctx.{attr}", node=name))
                 break
     return found
+
+
+def direct_backward(fn: Callable[..., Any], inputs: Inputs, outs: Sequence[Tensor],
+                    grad_outputs: Sequence[Tensor]) -> RawResult | None:
+    """Call the custom Function node that made every output, with `grad_outputs`, as the engine
+    would (grad mode off), and check its return value; with the gradients when they are what
+    autograd would hand on.  None when the outputs do not all come from one custom node (the
+    engine would pass zeros to an output without a gradient, or run other nodes too)."""
+    node = outs[0].grad_fn if outs else None
+    if (node is None or not hasattr(node, "_forward_cls") or len(grad_outputs) != len(outs)
+            or len(outs) != len(node._input_metadata)
+            or not all(o.grad_fn is node for o in outs)):
+        return None
+    args = direct_args(fn, node, inputs)
+    name = "" if args is not None else (
+        type(node).__name__.removesuffix("Backward") or type(node).__name__)
+    aliases = ctx_aliases(node, inputs.args if args is None else args, outs, name)
+    try:
+        with torch.no_grad():
+            raw = call_node(node, grad_outputs)
+    except Exception as exc:
+        return RawResult(aliases, unavailable=f"backward raised {type(exc).__name__}", error=exc)
+    found = returned_gradients(args, raw) if args is not None else \
+        check_graph_node(node, raw, name)
+    result = RawResult(found + aliases, [type(node).__name__ if args is not None else name])
+    if not found:
+        # The engine casts, sums to shape or rejects a return value that breaks the contract:
+        # only one that keeps it is what autograd hands on.
+        result.grads = leaf_gradients(node, raw, inputs)
+    return result
+
+
+def leaf_gradients(node: Any, raw: Sequence[Any], inputs: Inputs) -> list[Any] | None:
+    """The gradient of each differentiable input (None: unused) when every edge of `node`
+    leads straight to one of them, each at most once; None otherwise (autograd would sum other
+    paths into them: a leaf passed twice, an input also used before the Function)."""
+    if not all(r is None or isinstance(r, Tensor) for r in raw):
+        return None
+    diff = inputs.diff_index
+    where = {id(inputs.args[i]): k for k, i in enumerate(diff)}
+    if len(where) < len(diff):
+        return None
+    grads: list[Any] = [None] * len(diff)
+    seen: set[int] = set()
+    live = [e for e in node.next_functions if e[0] is not None]
+    wanted = [p for p, need in enumerate(node.needs_input_grad) if need]
+    if len(live) != len(wanted):
+        return None
+    for p, (nxt, _) in zip(wanted, live, strict=True):
+        k = where.get(id(getattr(nxt, "variable", None)), -1)
+        if k < 0 or k in seen:
+            return None
+        seen.add(k)
+        grads[k] = raw[p] if p < len(raw) else None
+    return grads
 
 
 def raw_backward(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tensor],
