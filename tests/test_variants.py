@@ -42,6 +42,20 @@ def test_variants_feed_noncontiguous_expanded_inputs_and_stride0_grad_outputs() 
     assert (0, 0) in Recorder.seen_grads   # what .sum() hands backward
 
 
+def test_grad_output_layouts_an_output_cannot_take_are_not_run_again_as_the_base() -> None:
+    # a 1-d output has no transposed grad_output (it would be a plain copy: the base run
+    # again); a one-element output has no stride-0 one either
+    for shape, absent in (((3, 4), set()), ((5,), {"grad_output:transposed"}),
+                          ((1,), {"grad_output:transposed", "grad_output:expanded"})):
+        x = torch.randn(shape, dtype=torch.float64, requires_grad=True)
+        report = gradlab.check(Recorder, [x], reference=lambda x: 2 * x,
+                               variants=["grad_output"])
+        assert report.passed
+        run = {r.variant for r in report.rows if r.variant.startswith("grad_output")}
+        every = {"grad_output:noncontiguous", "grad_output:transposed", "grad_output:expanded"}
+        assert run == every - absent, (shape, run)
+
+
 class TwoOutputs(torch.autograd.Function):
     """(2x, x**2) that does not materialise undefined grads, and handles None correctly."""
 

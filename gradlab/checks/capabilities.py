@@ -98,17 +98,31 @@ def probe_noncontiguous(ctx: CaseContext, inputs: Inputs, base: Run,
     return judged(ctx, "noncontiguous", got, base, nc)
 
 
-def probe_deterministic(ctx: CaseContext, inputs: Inputs, base: Run,
-                        gen: torch.Generator) -> Measured:
-    state = torch.get_rng_state()
-    cuda = torch.cuda.get_rng_state_all() if ctx.device == "cuda" else None
-    runs = []
-    for _ in range(2):
-        torch.set_rng_state(state)
-        if cuda is not None:
-            torch.cuda.set_rng_state_all(cuda)
-        runs.append(run_once(ctx.op.function, inputs.clone(), base.grad_outs64, gen))
-    first, second = runs
+@dataclass
+class RngState:
+    """torch's global generators' state (CPU, and CUDA's on a CUDA run)."""
+
+    cpu: Tensor
+    cuda: list[Tensor] | None
+
+    @classmethod
+    def now(cls, device: str) -> RngState:
+        return cls(torch.get_rng_state(),
+                   torch.cuda.get_rng_state_all() if device == "cuda" else None)
+
+    def restore(self) -> None:
+        torch.set_rng_state(self.cpu)
+        if self.cuda is not None:
+            torch.cuda.set_rng_state_all(self.cuda)
+
+
+def probe_deterministic(ctx: CaseContext, inputs: Inputs, base: Run, gen: torch.Generator,
+                        state: RngState) -> Measured:
+    """The base run (from `state`) against a second run from the same generator state: a
+    Function drawing random numbers from torch's generators is deterministic given them."""
+    state.restore()
+    second = run_once(ctx.op.function, inputs.clone(), base.grad_outs64, gen)
+    first = base
     error = first.error or second.error
     if error is not None:
         return Measured("deterministic", NO, first_line(error))
@@ -264,6 +278,7 @@ def measured_row(ctx: CaseContext, m: Measured) -> None:
 
 def capability_rows(ctx: CaseContext, inputs: Inputs, gen: torch.Generator) -> None:
     """Every capability this run measures, on one case (rows appended to ctx.rows)."""
+    state = RngState.now(ctx.device)
     base = run_once(ctx.op.function, inputs.clone(), None, gen)
     if base.error is not None or not base.grad_outs64:
         return  # the Function itself fails here: the other checks say so
@@ -271,7 +286,7 @@ def capability_rows(ctx: CaseContext, inputs: Inputs, gen: torch.Generator) -> N
         "compile": lambda: probe_compile(ctx, inputs, base, gen),
         "vmap": lambda: probe_vmap(ctx, inputs),
         "func_grad": lambda: probe_func_grad(ctx, inputs, base),
-        "deterministic": lambda: probe_deterministic(ctx, inputs, base, gen),
+        "deterministic": lambda: probe_deterministic(ctx, inputs, base, gen, state),
         "noncontiguous": lambda: probe_noncontiguous(ctx, inputs, base, gen),
     }
     for cap in INFO_CAPABILITIES:

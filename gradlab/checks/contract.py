@@ -9,14 +9,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import Tensor
 
-from gradlab.cases import Inputs, flat_outputs
+from gradlab.cases import Inputs
 from gradlab.checks.context import CaseContext, first_line
 from gradlab.model import Tolerance
 from gradlab.results import FAIL, PASS, SKIP, Finding
@@ -44,11 +43,15 @@ def forward_writes(before: dict[int, Tensor], inputs: Inputs,
     found = []
     for i, old in before.items():
         cur = inputs.args[i]
-        shares = any(o.untyped_storage().data_ptr() == cur.untyped_storage().data_ptr()
-                     for o in outs)
-        if not shares and not same(old, cur.detach()):
+        if not shares_storage(cur, outs) and not same(old, cur.detach()):
             found.append(Finding("input", i, "inplace_input"))
     return found
+
+
+def shares_storage(t: Tensor, outs: Sequence[Tensor]) -> bool:
+    """True when `t`'s memory is an output's (an input returned, written with mark_dirty)."""
+    ptr = t.untyped_storage().data_ptr()
+    return any(o.untyped_storage().data_ptr() == ptr for o in outs)
 
 
 @dataclass
@@ -60,9 +63,13 @@ class BackwardWatch:
     outputs: list[Tensor]
 
     @classmethod
-    def before(cls, grad_outputs: Sequence[Tensor], inputs: Inputs,
-               outs: Sequence[Tensor]) -> BackwardWatch:
-        return cls([(g._version, g.detach().clone()) for g in grad_outputs], snapshot(inputs),
+    def before(cls, grad_outputs: Sequence[Tensor], inputs: Inputs, outs: Sequence[Tensor],
+               kept: dict[int, Tensor] | None = None) -> BackwardWatch:
+        """kept: copies of inputs' current values already taken (not copied again)."""
+        kept = kept or {}
+        values = {i: kept[i] if i in kept else inputs.args[i].detach().clone()
+                  for i in inputs.tensor_index}
+        return cls([(g._version, g.detach().clone()) for g in grad_outputs], values,
                    [o.detach().clone() for o in outs])
 
     def writes(self, grad_outputs: Sequence[Tensor], inputs: Inputs,
@@ -83,26 +90,21 @@ class BackwardWatch:
         return found
 
 
-def backward_twice(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tensor],
+def backward_again(outs: Sequence[Tensor], inputs: Inputs, grad_outputs: Sequence[Tensor],
+                   first: Sequence[Tensor | None],
                    tol: Tolerance) -> tuple[list[Finding], str]:
-    """Backward run twice on one graph (retain_graph=True), as a second loss or a gradient
-    penalty does: a difference beyond `tol` is a backward that is not re-entrant (it changed
-    ctx or a saved tensor); a rounding-level one (atomics, summation order) is only a note."""
+    """Backward run a second time on the graph of a run whose gradients were `first`
+    (retain_graph=True), as a second loss or a gradient penalty does: a difference beyond `tol`
+    is a backward that is not re-entrant (it changed ctx or a saved tensor); a rounding-level
+    one (atomics, summation order) is only a note."""
     diff = inputs.diff_index
-    with torch.enable_grad():
-        outs = flat_outputs(fn(*inputs.args, **inputs.kwargs))
-    pairs = [(o, g.to(o.dtype).to(o.device)) for o, g in zip(outs, grad_outs64, strict=True)
-             if o.requires_grad]
+    pairs = [(o, g) for o, g in zip(outs, grad_outputs, strict=True) if o.requires_grad]
     if not pairs or not diff:
         return [], ""
-
-    def grads() -> Sequence[Tensor | None]:
-        return torch.autograd.grad([p[0] for p in pairs], [inputs.args[i] for i in diff],
-                                   [p[1] for p in pairs], allow_unused=True, retain_graph=True)
-
-    first = grads()
     try:
-        second = grads()
+        second = torch.autograd.grad([p[0] for p in pairs], [inputs.args[i] for i in diff],
+                                     [p[1] for p in pairs], allow_unused=True,
+                                     retain_graph=True)
     except Exception as exc:
         return [Finding("backward", -1, "not_reentrant", got=first_line(exc))], ""
     found, biggest = [], 0.0

@@ -46,8 +46,11 @@ def random_grad_outputs(outs: Sequence[Tensor], gen: torch.Generator) -> list[Te
 def run_once(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tensor] | None,
              gen: torch.Generator, *, go_layout: str = "contiguous",
              check_contract: bool = False) -> Run:
-    """Forward, then backward with the given float64 grad_outputs (random when None)."""
-    before = contract.snapshot(inputs)
+    """Forward, then backward with the given float64 grad_outputs (random when None).
+
+    check_contract: also check backward's raw return value and watch for in-place writes (a
+    reference run or a side run skips both: nothing reports them)."""
+    before = contract.snapshot(inputs) if check_contract else {}
     try:
         with torch.enable_grad():
             outs = flat_outputs(fn(*inputs.args, **inputs.kwargs))
@@ -66,37 +69,47 @@ def run_once(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tenso
     if not pairs:
         run.grads = [None] * len(diff)
         return run
-    watch = contract.BackwardWatch.before([g for _, g in pairs], inputs, outs)
-    if check_contract:
-        raw = direct_backward(fn, inputs, outs, go) if len(pairs) == len(outs) else None
-        direct = raw is not None
-        if raw is None:
-            raw = raw_backward(fn, inputs.clone(), grad_outs64, go_layout)
-        run.contract += raw.findings
-        run.raw_unavailable = raw.unavailable
-        run.no_custom = raw.no_custom
-        if raw.grads is not None:
-            # the Function's own backward, checked and used: no second forward and backward
-            run.grads = list(raw.grads)
-        elif direct:
-            # The direct call broke the contract or raised: autograd's fix-ups (or its own
-            # error) decide the gradients, on a forward of their own since this one's backward
-            # has run.
-            again = run_once(fn, inputs.clone(), grad_outs64, gen, go_layout=go_layout)
-            run.grads, run.error, run.stage = again.grads, again.error, again.stage
-        if direct:
-            if run.error is None:
-                run.contract += watch.writes([g for _, g in pairs], inputs, outs)
-            return run
-    try:
-        grads = torch.autograd.grad([p[0] for p in pairs], [inputs.args[i] for i in diff],
-                                    [p[1] for p in pairs], allow_unused=True, retain_graph=True)
-        run.grads = list(grads)
-    except Exception as exc:
-        run.error, run.stage = exc, "backward"
+    if not check_contract:
+        run.grads, run.error = _autograd(pairs, inputs)
+        run.stage = "backward" if run.error is not None else ""
         return run
+    # the copies taken before forward still hold the inputs' values unless forward wrote them
+    kept = {i: t for i, t in before.items()
+            if not run.contract and not contract.shares_storage(inputs.args[i], outs)}
+    watch = contract.BackwardWatch.before([g for _, g in pairs], inputs, outs, kept)
+    raw = direct_backward(fn, inputs, outs, go) if len(pairs) == len(outs) else None
+    if raw is None:
+        # other nodes in the graph: each custom one is called on a forward of its own
+        raw = raw_backward(fn, inputs.clone(), grad_outs64, go_layout)
+        grads, error, stage = *_autograd(pairs, inputs), "backward"
+    elif raw.grads is not None:
+        # the Function's own backward, checked and used: no second forward and backward
+        grads, error, stage = raw.grads, None, ""
+    else:
+        # The direct call broke the contract or raised: autograd's fix-ups (or its own error)
+        # decide the gradients, on a forward of their own since this one's backward has run.
+        again = run_once(fn, inputs.clone(), grad_outs64, gen, go_layout=go_layout)
+        grads, error, stage = again.grads, again.error, again.stage
+    run.contract += raw.findings
+    run.raw_unavailable, run.no_custom = raw.unavailable, raw.no_custom
+    if error is not None:
+        run.error, run.stage = error, stage
+        return run
+    run.grads = list(grads)
     run.contract += watch.writes([g for _, g in pairs], inputs, outs)
     return run
+
+
+def _autograd(pairs: Sequence[tuple[Tensor, Tensor]],
+              inputs: Inputs) -> tuple[list[Tensor | None], BaseException | None]:
+    """The differentiable inputs' gradients by autograd, or what it raised."""
+    try:
+        return list(torch.autograd.grad([p[0] for p in pairs],
+                                        [inputs.args[i] for i in inputs.diff_index],
+                                        [p[1] for p in pairs], allow_unused=True,
+                                        retain_graph=True)), None
+    except Exception as exc:
+        return [], exc
 
 
 def run_undefined(fn: Callable[..., Any], inputs: Inputs, gos: list[Tensor],

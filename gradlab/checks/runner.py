@@ -22,10 +22,11 @@ from gradlab.checks.context import (
     first_line,
     raised_in_user_code,
 )
-from gradlab.checks.contract import backward_twice, contract_row
+from gradlab.checks.contract import backward_again, contract_row
 from gradlab.checks.execute import run_once
 from gradlab.checks.isolate import OnWait, Worker, lost_item_row
 from gradlab.checks.numerical import jacobian_check
+from gradlab.checks.rawbackward import grad_output_as
 from gradlab.checks.second_order import second_order_row
 from gradlab.checks.variants import variant_rows
 from gradlab.envinfo import environment
@@ -81,8 +82,11 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
         ctx.crash_row("base", "forward", got.error)
     if "contract" in checks and (got.error is None or got.contract):
         # a backward that raised may still have shown what it returns
+        # the second backward runs on the base run's own graph (its first was the base run's)
         twice, note = ([], "") if got.error is not None or grad_outs is None else \
-            backward_twice(op.function, inputs.clone(), grad_outs, op.tolerance(dtype))
+            backward_again(got.outs, inputs, [grad_output_as(g, o, "contiguous") for g, o in
+                                              zip(grad_outs, got.outs, strict=True)],
+                           got.grads, op.tolerance(dtype))
         contract_row(ctx, "base", got.contract + twice, passing=True,
                      unavailable=got.raw_unavailable, no_custom=got.no_custom, note=note)
     for r in ctx.rows:

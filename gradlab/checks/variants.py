@@ -9,8 +9,9 @@ contiguous run when there is no reference).
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -111,12 +112,25 @@ def value_variants(ctx: CaseContext, fams: set[str], base: Inputs) -> Iterator[V
                           new_values=True)
 
 
-def generate(ctx: CaseContext, base: Inputs, n_outputs: int) -> Iterator[Variant]:
-    """Every variant of `base` the target allows."""
+def _go_layout_applies(layout: str, shape: tuple[int, ...]) -> bool:
+    """Whether a grad_output of `shape` can take `layout` (else it would be a plain copy)."""
+    if layout == "transposed":
+        return len(shape) >= 2 and shape[-1] >= 2 and shape[-2] >= 2
+    if layout == "expanded":
+        return math.prod(shape) > 1
+    return len(shape) >= 1
+
+
+def generate(ctx: CaseContext, base: Inputs,
+             out_shapes: Sequence[tuple[int, ...]]) -> Iterator[Variant]:
+    """Every variant of `base` the target allows (out_shapes: the base run's outputs)."""
     fams = families(ctx)
+    n_outputs = len(out_shapes)
     yield from layout_variants(fams, base)
     if "grad_output" in fams and base.diff_index:
         for layout in ("noncontiguous", "transposed", "expanded"):
+            if not any(_go_layout_applies(layout, s) for s in out_shapes):
+                continue  # the base run again: a 1-d output has no transposed grad_output
             # the stride-0 grad_output repeats one value: its expectation is recomputed
             yield Variant(f"grad_output:{layout}", "grad_output", base.clone(), go_layout=layout,
                           new_values=layout == "expanded")
@@ -173,8 +187,8 @@ def variant_grad_outputs(v: Variant, grad_outs64: list[Tensor]) -> list[Tensor]:
 
 
 def run_variant(ctx: CaseContext, v: Variant, base: Inputs, grad_outs64: list[Tensor],
-                base_want: Run, gen: torch.Generator) -> tuple[Run, Run]:
-    """The Function's run of the variant and what it must match."""
+                base_want: Run, gen: torch.Generator, *, contract: bool = True) -> tuple[Run, Run]:
+    """The Function's run of the variant (checking the contract too) and what it must match."""
     gos64 = variant_grad_outputs(v, grad_outs64)
     want = expected(ctx, v, base_want, gos64, gen)
     # other shapes: the expectation's own grad_outputs (random ones when it has none)
@@ -183,7 +197,7 @@ def run_variant(ctx: CaseContext, v: Variant, base: Inputs, grad_outs64: list[Te
         got = run_undefined(ctx.op.function, v.inputs, gos64, v.undefined)
     else:
         got = run_once(ctx.op.function, v.inputs, gos, gen, go_layout=v.go_layout,
-                       check_contract=True)
+                       check_contract=contract)
     if v.family == "requires_grad":
         # expected gradients only for the inputs the variant differentiates
         want = want.with_grads([want.grads[k] for k, i in enumerate(base.diff_index)
@@ -226,10 +240,11 @@ def variant_rows(ctx: CaseContext, base: Inputs, grad_outs64: list[Tensor], base
     base_failed = any(r.failed for r in ctx.rows)
     # When the base case fails too, its diagnosis (e.g. no_chain_rule) is the variants' best one.
     base_hints = {r.check: r.hint for r in ctx.rows if r.failed and r.hint}
-    for v in generate(ctx, base, len(grad_outs64)):
+    for v in generate(ctx, base, [tuple(g.shape) for g in grad_outs64]):
         t0 = time.perf_counter()
         n_before = len(ctx.rows)
-        got, want = run_variant(ctx, v, base, grad_outs64, base_want, gen)
+        got, want = run_variant(ctx, v, base, grad_outs64, base_want, gen,
+                                contract="contract" in checks)
         if v.family == "expanded" and got.error is not None and got.stage == "forward":
             expanded_refused(ctx, v, got, time.perf_counter() - t0)
             continue

@@ -52,7 +52,8 @@ class ErrorStats:
     max_rel: float
     frac_wrong: float
     cosine: float
-    #: c minimising |got - c*want|: the constant factor got is off by (1.0 when right).
+    #: c minimising |got - c*want|: the constant factor got is off by (1.0 when right).  Both
+    #: this and `cosine` only explain a failure: a comparison within tolerance reports 1.0.
     ratio: float
     of: str = "elements"
     #: entries that are NaN or infinite where the expected value is finite (or, for Jacobians,
