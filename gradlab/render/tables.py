@@ -27,23 +27,41 @@ class Column:
 
 
 def build(columns: Sequence[Column], items: Sequence[Any], title: str,
-          caption: str | None = None, fold_text: bool = False) -> Table:
+          caption: str | None = None, fold_text: bool = False,
+          cells: Sequence[Sequence[str | Text]] | None = None) -> Table:
     """The table with these columns, each as wide as its widest cell (never squeezed).
 
     fold_text: names (left-aligned columns) may wrap onto more lines; numbers never do.
+    cells: the items' cells for these columns, when already made.
     """
+    table = _frame(columns, _widths(columns, cells := cells or _cells(columns, items)), title,
+                   caption, fold_text)
+    for row in cells:
+        table.add_row(*row)
+    return table
+
+
+def _cells(columns: Sequence[Column], items: Sequence[Any]) -> list[list[str | Text]]:
+    return [[c.cell(item) for c in columns] for item in items]
+
+
+def _widths(columns: Sequence[Column], cells: Sequence[Sequence[str | Text]]) -> list[int]:
+    return [max([len(c.header), *(len(str(row[k])) for row in cells)])
+            for k, c in enumerate(columns)]
+
+
+def _frame(columns: Sequence[Column], widths: Sequence[int], title: str,
+           caption: str | None, fold_text: bool = False) -> Table:
+    """The table's columns without lines: measuring it measures the whole table, since no
+    column is narrower than its widest cell and none wraps."""
     table = Table(title=title, caption=caption, header_style="bold", box=box.SIMPLE_HEAD,
                   pad_edge=False)
-    cells = [[c.cell(item) for c in columns] for item in items]
-    for k, c in enumerate(columns):
-        width = max([len(c.header), *(len(str(row[k])) for row in cells)])
+    for c, width in zip(columns, widths, strict=True):
         if fold_text and not c.right:
             table.add_column(c.header, overflow="fold", min_width=min(width, 6))
             continue
         table.add_column(c.header, justify="right" if c.right else "left", no_wrap=True,
                          min_width=width)
-    for row in cells:
-        table.add_row(*row)
     return table
 
 
@@ -62,24 +80,29 @@ def fit(columns: Sequence[Column], items: Sequence[Any], width: int | None, titl
     apart) goes only when all its cells are alike.
     """
     cols = list(columns)
-    table = build(cols, items, title, caption)
+    cells = _cells(cols, items)
+    widths = _widths(cols, cells)
     notes: list[str] = []
+
+    def shown() -> str:
+        return f"{title} ({', '.join(notes)})" if notes else title
+
+    def too_wide() -> bool:
+        # measured on the frame alone: the lines cost rich as much again, for nothing
+        return width is not None and width_of(_frame(cols, widths, shown(), caption)) > width
+
     for header in drop:
-        if width is None or width_of(table) <= width:
+        if not too_wide():
             break
-        col = next((c for c in cols if c.header == header), None)
-        if col is None:
+        k = next((k for k, c in enumerate(cols) if c.header == header), None)
+        if k is None:
             continue
-        values = {str(col.cell(item)) for item in items}
+        values = {str(row[k]) for row in cells}
         if header in identity and len(values) > 1:
             continue
         if len(values) == 1:
             notes.append(f"{header}: {values.pop()}")
-        cols.remove(col)
-        shown = f"{title} ({', '.join(notes)})" if notes else title
-        table = build(cols, items, shown, caption)
-    if width is not None and width_of(table) > width:
-        # still too wide: the names wrap, the numbers stay whole
-        table = build(cols, items, table.title if isinstance(table.title, str) else title,
-                      caption, fold_text=True)
-    return table
+        del cols[k], widths[k]
+        cells = [row[:k] + row[k + 1:] for row in cells]
+    # still too wide: the names wrap, the numbers stay whole
+    return build(cols, items, shown(), caption, fold_text=too_wide(), cells=cells)
