@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import io
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -169,6 +170,26 @@ def test_the_matrix_says_what_each_function_supports() -> None:
     assert "differs between two runs" in noisy.cell("deterministic").note
     autocast = lines["MatmulNoAmp"].cell("autocast")
     assert (autocast.state, autocast.status) == (NO, WARN)
+
+
+def test_plain_torch_callables_are_measured_without_importing_dynamo() -> None:
+    # torch.func's vjp_fn imports torch._dynamo (a second) to run torch's own derivatives:
+    # a callable of torch ops only is traced by vjp and its derivatives are torch's
+    code = """
+import sys, torch, gradlab
+from gradlab.checks.capabilities import PLAIN_TORCH
+def plain(x):
+    return (x * 3).sin()
+x = torch.rand(3, 4, dtype=torch.float64, requires_grad=True)
+r = gradlab.check(plain, [x], reference=lambda x: torch.sin(3 * x), variants=False)
+assert r.passed
+(row,) = [r for r in r.rows if r.variant == "func_grad"]
+assert (row.status, row.note) == ("pass", PLAIN_TORCH), (row.status, row.note)
+assert "torch._dynamo" not in sys.modules
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
 
 
 def test_the_table_fits_a_100_column_terminal() -> None:

@@ -40,6 +40,7 @@ from gradlab.checks.compare import compared_aside
 from gradlab.checks.context import CaseContext, first_line
 from gradlab.checks.contract import same
 from gradlab.checks.execute import Run, run_once
+from gradlab.checks.rawbackward import custom_nodes
 from gradlab.model import INFO_CAPABILITIES, Tolerance
 from gradlab.results import FAIL, PASS, SKIP, Finding
 from gradlab.results.capabilities import BREAKS, NO, WRONG, YES
@@ -193,6 +194,10 @@ def summed(fn: Callable[..., Any], plain: Inputs, diff: Sequence[int],
     return f
 
 
+#: The note of a func_grad probe of a callable made of torch's own ops only.
+PLAIN_TORCH = "torch ops only: traced by torch.func.vjp, their derivatives are torch's"
+
+
 def probe_func_grad(ctx: CaseContext, inputs: Inputs, base: Run) -> Measured:
     """torch.func.grad, measured through torch.func.vjp with a cotangent of 1: grad is built
     on vjp (the same transform of the Function), and torch.func.grad itself imports
@@ -200,8 +205,13 @@ def probe_func_grad(ctx: CaseContext, inputs: Inputs, base: Run) -> Measured:
     diff = inputs.diff_index
     plain = detached(inputs)
     f = summed(ctx.op.function, plain, diff, base.grad_outs64)
+    plain_torch = not custom_nodes([o.grad_fn for o in base.outs if o.grad_fn is not None])
     try:
         pulled = torch.func.vjp(f, *[plain.args[i] for i in diff])  # (total, vjp_fn)
+        if plain_torch:
+            # torch's own ops, traced by vjp: their derivatives are torch.func's own, and
+            # calling vjp_fn would only import torch._dynamo (a second, once per process)
+            return Measured("func_grad", YES, PLAIN_TORCH)
         grads = pulled[1](torch.ones_like(pulled[0]))
     except Exception as exc:
         return Measured("func_grad", NO, first_line(exc))

@@ -12,6 +12,7 @@ isolated, which `picklable` tells beforehand.
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import pickle
 import signal
@@ -87,6 +88,7 @@ def serve(inbox: Connection, outbox: Connection, payload: bytes) -> None:
     """
     targets, options, plan, item_rows = pickle.loads(payload)
     items = list(plan(targets, options))
+    gc.freeze()  # torch and the targets live as long as the worker: no full passes over them
     outbox.send(("ready", len(items)))
     with intra_op_threads(options.threads):
         while True:

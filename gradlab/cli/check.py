@@ -3,6 +3,7 @@ finish) -> render -> exit code."""
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -220,6 +221,9 @@ def _run_check(targets: list[Any], options: Any, writer: Any, quiet: bool = Fals
             if log is not None:
                 log.waiting(label, seconds)
 
+        # What is loaded now (torch, the specs' modules) lives as long as the run: kept out
+        # of the cyclic collector's full passes, which otherwise walk it again and again.
+        gc.freeze()
         report = run(targets, options, on_rows=on_rows, on_wait=on_wait)
     if log is not None:
         log.flush()

@@ -303,20 +303,22 @@ class Report:
     def __len__(self) -> int:
         return len(self.rows)
 
-    def to_frame(self) -> Any:
-        """The rows as a pandas DataFrame: COLUMNS, then repro, then the environment columns."""
-        import pandas as pd
-
+    def records(self) -> list[dict[str, Any]]:
+        """One flat dict per row: COLUMNS (worst as text), then repro, then the environment."""
         records = []
         for r in self.rows:
             rec = {c: getattr(r, c) for c in COLUMNS if c != "worst"}
             rec["worst"] = "; ".join(str(e) for e in r.worst)
             rec["repro"] = r.repro
-            records.append(rec)
-        frame = pd.DataFrame.from_records(records, columns=[*COLUMNS, "repro"])
-        for key, value in self.env.items():
-            frame[key] = value
-        return frame
+            records.append({**{c: rec[c] for c in (*COLUMNS, "repro")}, **self.env})
+        return records
+
+    def to_frame(self) -> Any:
+        """The rows as a pandas DataFrame: COLUMNS, then repro, then the environment columns."""
+        import pandas as pd
+
+        return pd.DataFrame.from_records(self.records(),
+                                         columns=[*COLUMNS, "repro", *self.env])
 
 
 def merge_reports(reports: Iterable[Report]) -> Report:
