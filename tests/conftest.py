@@ -26,8 +26,12 @@ def _no_worker_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """`gradlab check` run by a test defaults to --no-isolate (GRADLAB_ISOLATE=0): a worker
     process imports torch (1.5-2.5 s here) and most tests are about what a run finds, not
     where it runs.  The isolation tests and the README's quick start take the real default
-    (tests/test_isolation.py, tests/test_docs.py)."""
+    (tests/test_isolation.py, tests/test_docs.py).
+
+    An isolated run gets one worker (GRADLAB_JOBS=1) unless a test asks for more: pytest's
+    own workers keep the cores busy, and each extra worker imports torch again."""
     monkeypatch.setenv("GRADLAB_ISOLATE", "0")
+    monkeypatch.setenv("GRADLAB_JOBS", "1")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

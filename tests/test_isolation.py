@@ -12,7 +12,9 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -41,8 +43,9 @@ def report_rows(folder: Path) -> tuple[pd.DataFrame, dict[str, object]]:
 
 
 def test_faulty_functions_fail_alone_and_the_run_completes(tmp_path: Path) -> None:
+    # two workers: a dead or hung one is replaced while the other goes on
     proc = gradlab_cli("check", "faulty.yaml", "--timeout", "3", "--report-dir", str(tmp_path),
-                       cwd=FAULTY)
+                       "--jobs", "2", cwd=FAULTY)
     out, err = proc.communicate(timeout=240)
     assert proc.returncode == 1, out + err
     assert "Traceback" not in out + err
@@ -237,6 +240,41 @@ def test_the_writer_keeps_one_name_and_marks_writes_before_the_last(tmp_path: Pa
     assert len(pd.read_csv(first[0])) == 2
     assert json.loads(first[1].read_text())["interrupted"] is False
     assert len(list(tmp_path.glob("check-*"))) == 2
+
+
+def test_workers_side_by_side_give_the_rows_of_one_process_in_plan_order() -> None:
+    targets = [t for name in ("exp", "relu") for t in resolve(name)]
+    options = Options(dtypes=("float64",), variants=frozenset({"noncontiguous", "expanded"}))
+    here = runner.run(targets, options)
+    seen: list[str] = []
+    apart = runner.run(targets, replace(options, isolate=True, jobs=2),
+                       on_rows=lambda rows: seen.append(f"{rows[0].op}/{rows[0].case}"))
+
+    def key(r: Any) -> tuple[Any, ...]:
+        return (r.op, r.case, r.dtype, r.variant, r.check, r.status, r.hint, r.max_abs_err)
+
+    assert here.passed and [key(r) for r in apart.rows] == [key(r) for r in here.rows]
+    # the caller hears the items in plan order too, each op's cases together
+    assert seen == [f"{r.op}/{r.case}" for r in here.rows
+                    if r.variant == "base" and r.check in ("forward", "jacobian")]
+
+
+def test_jobs_auto_is_one_per_core_up_to_four_and_one_on_cuda() -> None:
+    from gradlab.cli.check import MAX_AUTO_JOBS, auto_jobs
+
+    assert auto_jobs(["cuda"]) == auto_jobs(["cpu", "cuda:1"]) == 1
+    assert auto_jobs(None) == min(len(os.sched_getaffinity(0)), MAX_AUTO_JOBS)
+
+
+def test_a_negative_jobs_is_a_one_line_usage_error(capsys: pytest.CaptureFixture[str],
+                                                    tmp_path: Path) -> None:
+    from conftest import run_cli
+
+    code, _, err = run_cli(["check", "exp", "--jobs", "-1", "--report-dir", str(tmp_path)],
+                             capsys)
+    assert code == 2 and err.strip().splitlines() == [
+        "gradlab: error: --jobs: expected a number of workers >= 0 (0: one per CPU core, "
+        "up to 4; one on CUDA), got -1"], err
 
 
 @pytest.mark.parametrize(("value", "spawns"), [("0", False), ("1", True)])

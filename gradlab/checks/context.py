@@ -53,6 +53,8 @@ class Options:
     #: run each work item in a worker process (see gradlab.checks.isolate): a segfault, exit
     #: or hang fails that item only.  Needs picklable targets (every spec's are).
     isolate: bool = False
+    #: worker processes running items side by side when isolated (each one item at a time).
+    jobs: int = 1
     #: seconds one work item may take in a worker before it is stopped (None: no limit).
     timeout: float | None = None
     #: keep each failing gradient's |got - want| map on its Finding (for plots; costs memory).

@@ -19,12 +19,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from gradlab.checks.context import Options
+from gradlab.checks.warm import WARM, spawn
 from gradlab.model import Target
 from gradlab.results import ERROR, CheckRow
 from gradlab.torchstate import intra_op_threads
@@ -94,32 +95,6 @@ def serve(inbox: Connection, outbox: Connection, payload: bytes) -> None:
         while True:
             index, item_options = inbox.recv()
             outbox.send(("rows", index, item_rows(items[index], item_options)))
-
-
-def spawn() -> tuple[subprocess.Popen[bytes], Connection, Connection]:
-    """A fresh worker interpreter (it imports torch, then waits for its work) and the two ends
-    of its pipes: (process, from the worker, to the worker)."""
-    to_child, from_parent = os.pipe()
-    to_parent, from_child = os.pipe()
-    code = ("import sys; from gradlab.checks.isolate import child_main; "
-            "child_main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(to_child), str(from_child),
-                             str(os.getpid())],
-                            pass_fds=(to_child, from_child), stdin=subprocess.DEVNULL)
-    os.close(to_child)
-    os.close(from_child)
-    return proc, Connection(to_parent, writable=False), Connection(from_parent, readable=False)
-
-
-#: Workers spawned ahead of need (see warm_up), taken by the next Worker.start.
-WARM: list[tuple[subprocess.Popen[bytes], Connection, Connection]] = []
-
-
-def warm_up() -> None:
-    """Spawn a worker now, so that its interpreter start and torch import (about a second)
-    overlap with the caller's own set-up (loading specs) instead of following it."""
-    if not WARM:
-        WARM.append(spawn())
 
 
 def describe_exit(code: int | None) -> str:
@@ -219,25 +194,102 @@ class Worker:
             if on_wait is not None:
                 on_wait(label, waited)
 
-    def run_item(self, index: int, options: Options, timeout: float | None,
-                 on_wait: OnWait | None, label: str) -> Outcome:
-        """Run one item in the worker (starting one first when there is none)."""
+    def submit(self, index: int, options: Options) -> str:
+        """Send item `index` (starting a worker first when there is none); '' when sent,
+        else why it could not be."""
         if self.proc is None:
             why = self.start()
             if why:
-                return Outcome(hint="worker_died", note=why)
+                return why
         assert self.outbox is not None
         try:
             self.outbox.send((index, options))
         except (OSError, BrokenPipeError):
             self.stop()
-            return Outcome(hint="worker_died", note="the worker stopped listening")
-        outcome = self.receive(timeout, on_wait, label)
-        poisoned = outcome.rows is not None and any(
-            p in r.note for r in outcome.rows for p in POISONED)
-        if outcome.rows is None or poisoned:
+            return "the worker stopped listening"
+        return ""
+
+    def outcome(self, waited: float, timeout: float | None) -> Outcome | None:
+        """The item's Outcome when it is in (or the worker died, or the item ran past
+        `timeout` after `waited` seconds), else None; a worker that failed is stopped."""
+        assert self.inbox is not None and self.proc is not None
+        if self.inbox.poll(0):
+            try:
+                msg = self.inbox.recv()
+            except (EOFError, OSError):
+                done = Outcome(hint="worker_died", note=self.exit_status())
+            else:
+                done = Outcome(rows=msg[2] if msg[0] == "rows" else [])
+        elif self.proc.poll() is not None:
+            done = Outcome(hint="worker_died", note=self.exit_status())
+        elif timeout is not None and waited > timeout:
+            done = Outcome(hint="timeout", note=f"no result after {timeout:g} s: stopped")
+        else:
+            return None
+        poisoned = done.rows is not None and any(
+            p in r.note for r in done.rows for p in POISONED)
+        if done.rows is None or poisoned:
             self.stop()  # the next item gets a fresh worker
-        return outcome
+        return done
+
+    def run_item(self, index: int, options: Options, timeout: float | None,
+                 on_wait: OnWait | None, label: str) -> Outcome:
+        """Run one item in the worker (starting one first when there is none)."""
+        why = self.submit(index, options)
+        if why:
+            return Outcome(hint="worker_died", note=why)
+        assert self.inbox is not None
+        start = time.perf_counter()
+        while True:
+            done = self.outcome(time.perf_counter() - start, timeout)
+            if done is not None:
+                return done
+            self.inbox.poll(POLL_S)
+            if on_wait is not None and self.proc is not None:
+                on_wait(label, time.perf_counter() - start)
+
+
+#: (index, item, options) of one work item to run, and (index, item, outcome) of one run.
+Job = tuple[int, Any, Options]
+Done = tuple[int, Any, Outcome]
+
+
+def run_parallel(workers: Sequence[Worker], jobs: Iterator[Job], timeout: float | None,
+                 on_wait: OnWait | None, label: Callable[[Any], str]) -> Iterator[Done]:
+    """Run `jobs` on `workers`, one item each at a time, yielding each as it finishes (so not
+    in order).  The next job is taken only when a worker is free: what `jobs` decides as it
+    yields (a budget, fail-fast) sees every result before it."""
+    busy: dict[int, tuple[int, Any, float]] = {}  # worker position -> index, item, start
+    more = True
+    while True:
+        for k, w in enumerate(workers):
+            if k in busy or not more:
+                continue
+            job = next(jobs, None)
+            if job is None:
+                more = False
+                break
+            index, item, options = job
+            why = w.submit(index, options)
+            if why:
+                yield index, item, Outcome(hint="worker_died", note=why)
+                continue
+            busy[k] = (index, item, time.perf_counter())
+        if not busy:
+            return
+        inboxes = [workers[k].inbox for k in busy]
+        wait([c for c in inboxes if c is not None], timeout=POLL_S)
+        now = time.perf_counter()
+        for k, (index, item, started) in list(busy.items()):
+            done = workers[k].outcome(now - started, timeout)
+            if done is not None:
+                del busy[k]
+                yield index, item, done
+        if busy and on_wait is not None:
+            # the heartbeat names the first item in plan order still running: the one whose
+            # rows the caller waits for (it hears them in that order)
+            index, item, started = min(busy.values(), key=lambda b: b[0])
+            on_wait(label(item), now - started)
 
 
 def lost_item_row(item: tuple[str, Target, Any, str, str], outcome: Outcome) -> CheckRow:

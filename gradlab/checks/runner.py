@@ -24,7 +24,7 @@ from gradlab.checks.context import (
 )
 from gradlab.checks.contract import backward_again, contract_row
 from gradlab.checks.execute import run_once
-from gradlab.checks.isolate import OnWait, Worker, lost_item_row
+from gradlab.checks.isolate import OnWait, Worker, lost_item_row, run_parallel
 from gradlab.checks.numerical import jacobian_check
 from gradlab.checks.rawbackward import grad_output_as
 from gradlab.checks.second_order import second_order_row
@@ -178,31 +178,42 @@ def run(targets: Sequence[Target], options: Options | None = None,
     return report
 
 
-#: execute(index, item, options) -> the item's rows.
-Execute = Callable[[int, Item, Options], list[CheckRow]]
+#: execute(jobs) -> (index, item, rows) of each job of `jobs`, as each finishes.
+Execute = Callable[[Iterator[tuple[int, Item, Options]]],
+                   Iterator[tuple[int, Item, list[CheckRow]]]]
 
 
 @contextmanager
 def executor(targets: Sequence[Target], options: Options,
              on_wait: OnWait | None) -> Iterator[Execute]:
-    """How items run: here, or in a worker process when options.isolate."""
+    """How items run: here, or in worker processes (options.jobs of them, each running one
+    item at a time) when options.isolate."""
     if not options.isolate:
-        def here(index: int, item: Item, opts: Options) -> list[CheckRow]:
-            if on_wait is not None:
-                # no heartbeat can run beside an item in this process: one call as it starts
-                # (a log then says the op before is done, and the report is written)
-                on_wait(item_label(item), 0.0)
-            return item_rows(item, opts)
+        def here(jobs: Iterator[tuple[int, Item, Options]]
+                 ) -> Iterator[tuple[int, Item, list[CheckRow]]]:
+            for index, item, opts in jobs:
+                if on_wait is not None:
+                    # no heartbeat can run beside an item in this process: one call as it
+                    # starts (a log then says the op before is done, and the report is written)
+                    on_wait(item_label(item), 0.0)
+                yield index, item, item_rows(item, opts)
 
         with intra_op_threads(options.threads):
             yield here
         return
-    with Worker(targets, options, plan, item_rows) as worker:
-        def execute(index: int, item: Item, opts: Options) -> list[CheckRow]:
-            outcome = worker.run_item(index, opts, opts.timeout, on_wait, item_label(item))
-            return outcome.rows if outcome.rows is not None else [lost_item_row(item, outcome)]
+    workers = [Worker(targets, options, plan, item_rows) for _ in range(max(1, options.jobs))]
+    try:
+        def execute(jobs: Iterator[tuple[int, Item, Options]]
+                    ) -> Iterator[tuple[int, Item, list[CheckRow]]]:
+            for index, item, outcome in run_parallel(workers, jobs, options.timeout, on_wait,
+                                                     item_label):
+                yield index, item, (outcome.rows if outcome.rows is not None
+                                    else [lost_item_row(item, outcome)])
 
         yield execute
+    finally:
+        for w in workers:
+            w.stop()
 
 
 def item_label(item: Item) -> str:
@@ -213,27 +224,40 @@ def item_label(item: Item) -> str:
 
 def _run_all(targets: Sequence[Target], options: Options, execute: Execute, report: Report,
              on_rows: Callable[[list[CheckRow]], None] | None) -> None:
+    """Every item, in plan order in the report whatever order they finish in (in parallel)."""
     start = time.perf_counter()
-    item_options = options
-    failed_case: tuple[str, str] | None = None  # --fail-fast: the first failing case
-    for index, item in enumerate(plan(targets, options)):
-        if failed_case is not None and failed_case != (item[1].op.name, item[2].name):
-            report.stopped = True
-            break
-        elapsed = time.perf_counter() - start
-        if options.budget is not None:
-            if elapsed > options.budget:
-                report.truncated = True
-                break
-            if options.mode == "auto" and elapsed > BUDGET_FAST_FRACTION * options.budget:
-                # Half the budget gone: cheap random probes instead of dense Jacobians.
-                item_options = replace(options, mode="fast")
-        rows = execute(index, item, item_options)
-        report.extend(rows)
-        if on_rows is not None:
-            on_rows(rows)
-        if options.fail_fast and failed_case is None and any(r.failed for r in rows):
-            failed_case = (item[1].op.name, item[2].name)
+    failed_case: list[tuple[str, str]] = []  # --fail-fast: the first failing case
+
+    def jobs() -> Iterator[tuple[int, Item, Options]]:
+        # consulted each time a worker is free: the budget and fail-fast see every result in
+        item_options = options
+        for index, item in enumerate(plan(targets, options)):
+            if failed_case and failed_case[0] != (item[1].op.name, item[2].name):
+                report.stopped = True
+                return
+            elapsed = time.perf_counter() - start
+            if options.budget is not None:
+                if elapsed > options.budget:
+                    report.truncated = True
+                    return
+                if options.mode == "auto" and elapsed > BUDGET_FAST_FRACTION * options.budget:
+                    # Half the budget gone: cheap random probes instead of dense Jacobians.
+                    item_options = replace(options, mode="fast")
+            yield index, item, item_options
+
+    done: dict[int, list[CheckRow]] = {}
+    told = 0  # on_rows hears the items in plan order (a log's per-op lines count on it)
+    try:
+        for index, item, rows in execute(jobs()):
+            done[index] = rows
+            while on_rows is not None and told in done:
+                on_rows(done[told])
+                told += 1
+            if options.fail_fast and not failed_case and any(r.failed for r in rows):
+                failed_case.append((item[1].op.name, item[2].name))
+    finally:
+        for index in sorted(done):
+            report.extend(done[index])
 
 
 def item_rows(item: Item, options: Options) -> list[CheckRow]:

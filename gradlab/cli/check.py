@@ -4,6 +4,7 @@ finish) -> render -> exit code."""
 from __future__ import annotations
 
 import gc
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -86,6 +87,37 @@ def _check_options(what: list[str], dtype: list[str] | None, device: list[str] |
                                               tuple(str(p) for p in paths or ())))
 
 
+#: The most workers --jobs 0 starts.
+MAX_AUTO_JOBS = 4
+#: What --jobs 0 (the default) means.
+JOBS_AUTO = f"one per CPU core, up to {MAX_AUTO_JOBS}; one on CUDA"
+
+
+def auto_jobs(devices: list[str] | None) -> int:
+    """Workers for --jobs 0: one per CPU core this process may use, up to MAX_AUTO_JOBS (each
+    holds torch and the cases in memory); one when a GPU is used (workers would share it)."""
+    if devices and any(d.startswith("cuda") for d in devices):
+        return 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_AUTO_JOBS))
+
+
+def _start_workers(jobs: int, device: list[str] | None, isolate: bool) -> int:
+    """The number of workers --jobs asks for; isolated, they are spawned now, first thing,
+    so that their start (torch's import) overlaps all of this process's own."""
+    if jobs < 0:
+        raise fail(f"--jobs: expected a number of workers >= 0 (0: {JOBS_AUTO}), got {jobs}")
+    workers = jobs or auto_jobs(device)
+    if isolate:
+        from gradlab.checks.warm import warm_up
+
+        warm_up(workers)
+    return workers
+
+
 VARIANT_HELP = ("only these variant families (repeatable): noncontiguous, transposed, "
                 "channels_last, expanded, grad_output, requires_grad, undefined_grad, size1, "
                 "magnitude, ragged")
@@ -129,20 +161,20 @@ def check(
     timeout: Annotated[float, typer.Option("--timeout", help="seconds one case may run "
                                            "(isolated runs only; 0: no limit)")
                        ] = DEFAULT_TIMEOUT_S,
+    jobs: Annotated[int, typer.Option("-j", "--jobs", help="worker processes running cases "
+                                      f"side by side (isolated runs; 0: {JOBS_AUTO})",
+                                      envvar="GRADLAB_JOBS")] = 0,
     wide: Wide = False, max_memory: MaxMemory = None, path: ImportPaths = None,
     match: Match = None, shard: Shard = None, fail_fast: FailFast = False, quiet: Quiet = False,
     junit: Junit = None, summary_md: SummaryMd = None, plots: Plots = False,
 ) -> None:
     """Check gradients: reference comparison, contract, variants, Jacobians, second order,
     autocast; measure capabilities (torch.compile, torch.func, determinism, ...)."""
+    workers = _start_workers(jobs, device, isolate)
     options = replace(_check_options(what, dtype, device, report_dir, seed, variants, variant,
                                      only, mode, budget, strict, skip_unavailable, isolate,
                                      timeout, path, capabilities),
-                      error_maps=plots, fail_fast=fail_fast)
-    if isolate:
-        from gradlab.checks.isolate import warm_up
-
-        warm_up()
+                      error_maps=plots, fail_fast=fail_fast, jobs=workers)
     check_report_folder(report_dir)
     try:
         targets = load_targets(what, case, parse_max_memory(max_memory), path)
