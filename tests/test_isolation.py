@@ -122,7 +122,8 @@ def interrupted_half_way(tmp_path: Path, sig: signal.Signals,
 
 
 def test_sigint_half_way_exits_130_with_a_readable_partial_report(tmp_path: Path) -> None:
-    out, err, code = interrupted_half_way(tmp_path, signal.SIGINT)
+    # two workers (the default on a multi-core machine): both stop, the finished rows stay
+    out, err, code = interrupted_half_way(tmp_path, signal.SIGINT, "--jobs", "2")
     assert code == 130, out + err
     assert "partial report" in err
     frame, doc = report_rows(tmp_path)
@@ -264,6 +265,14 @@ def test_jobs_auto_is_one_per_core_up_to_four_and_one_on_cuda() -> None:
 
     assert auto_jobs(["cuda"]) == auto_jobs(["cpu", "cuda:1"]) == 1
     assert auto_jobs(None) == min(len(os.sched_getaffinity(0)), MAX_AUTO_JOBS)
+
+
+def test_fail_fast_runs_one_case_at_a_time() -> None:
+    # a later case under way when the first one fails would come and go between runs
+    from gradlab.cli.check import _start_workers
+
+    assert _start_workers(3, None, False, fail_fast=False) == 3
+    assert _start_workers(3, None, False, fail_fast=True) == 1
 
 
 def test_a_negative_jobs_is_a_one_line_usage_error(capsys: pytest.CaptureFixture[str],

@@ -169,7 +169,7 @@ Quiet = Annotated[bool, typer.Option("-q", "--quiet", help="print only the failu
 Shard = Annotated[str | None, typer.Option("--shard", help="run only shard I of N (I/N) of the "
                                            "cases; `gradlab merge` joins the reports")]
 FailFast = Annotated[bool, typer.Option("--fail-fast", help="stop after the first failing "
-                                        "case (the report is still written)")]
+                                        "case (the report is still written; one worker)")]
 Match = Annotated[list[str] | None, typer.Option("-k", "--match", help="only cases whose "
                                                  "'op/case' contains this (or matches this "
                                                  "glob); repeatable")]

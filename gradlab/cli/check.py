@@ -105,12 +105,16 @@ def auto_jobs(devices: list[str] | None) -> int:
     return max(1, min(cores, MAX_AUTO_JOBS))
 
 
-def _start_workers(jobs: int, device: list[str] | None, isolate: bool) -> int:
+def _start_workers(jobs: int, device: list[str] | None, isolate: bool,
+                   fail_fast: bool) -> int:
     """The number of workers --jobs asks for; isolated, they are spawned now, first thing,
-    so that their start (torch's import) overlaps all of this process's own."""
+    so that their start (torch's import) overlaps all of this process's own.
+
+    --fail-fast gets one: it stops at the first failing case, and with cases side by side a
+    later one could be under way by then (its rows would come and go between runs)."""
     if jobs < 0:
         raise fail(f"--jobs: expected a number of workers >= 0 (0: {JOBS_AUTO}), got {jobs}")
-    workers = jobs or auto_jobs(device)
+    workers = 1 if fail_fast else jobs or auto_jobs(device)
     if isolate:
         from gradlab.checks.warm import warm_up
 
@@ -170,7 +174,7 @@ def check(
 ) -> None:
     """Check gradients: reference comparison, contract, variants, Jacobians, second order,
     autocast; measure capabilities (torch.compile, torch.func, determinism, ...)."""
-    workers = _start_workers(jobs, device, isolate)
+    workers = _start_workers(jobs, device, isolate, fail_fast)
     options = replace(_check_options(what, dtype, device, report_dir, seed, variants, variant,
                                      only, mode, budget, strict, skip_unavailable, isolate,
                                      timeout, path, capabilities),
