@@ -15,7 +15,8 @@ thread for every mode.  Modes per op (exp, conv2d) and input size (total input e
 
 Targets (issue 13): gradlab / torch fast <= 2 from 1e4 elements, <= 5 at the bundled specs'
 small sizes; gradlab probes / torch fast 1st <= 1.2.  `--memory` adds each mode's peak RSS
-growth over the run (sampled every 0.5 ms by a thread), in a fresh process per cell.
+growth over the run (sampled every 0.5 ms by a thread), in a fresh process per cell; `--calls`
+how many times each mode calls the Function's forward and backward.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +91,40 @@ def run_mode(mode: str, op: str, n: int) -> None:
         assert gradcheck(fn, args) and gradgradcheck(fn, args)
 
 
+@contextmanager
+def counted(op: str) -> Iterator[dict[str, int]]:
+    """Count the custom Function's forward and backward calls (however they are reached)."""
+    cls = Exp if op == "exp" else Conv2dFunction
+    calls = {"forward": 0, "backward": 0}
+    saved = {k: cls.__dict__[k] for k in calls}
+
+    def counting(kind: str) -> Any:
+        inner = saved[kind].__func__
+
+        def call(*a: Any, **kw: Any) -> Any:
+            calls[kind] += 1
+            return inner(*a, **kw)
+        return staticmethod(call)
+
+    for kind in calls:
+        setattr(cls, kind, counting(kind))
+    try:
+        yield calls
+    finally:
+        for kind, method in saved.items():
+            setattr(cls, kind, method)
+
+
+def call_counts(op: str, n: int) -> dict[str, dict[str, int]]:
+    """{mode: {"forward": calls, "backward": calls}} of one run of every mode but slow."""
+    out = {}
+    for mode in MODES[:-1]:
+        with counted(op) as calls:
+            run_mode(mode, op, n)
+        out[mode] = dict(calls)
+    return out
+
+
 def timed(mode: str, op: str, n: int) -> float:
     t0 = time.perf_counter()
     run_mode(mode, op, n)
@@ -144,6 +180,8 @@ def main() -> None:
                         help="largest size torch's slow mode is run at")
     parser.add_argument("--memory", action="store_true")
     parser.add_argument("--json", type=Path, help="write the medians here too")
+    parser.add_argument("--calls", action="store_true",
+                        help="also count the Function's forward and backward calls per mode")
     args = parser.parse_args()
     torch.set_num_threads(1)
     sizes = [int(s) for s in args.sizes]
@@ -185,6 +223,14 @@ def main() -> None:
                     row += (f"{memory_cell(m, op, n):>15.1f}" if (op, n, m) in med
                             else f"{'-':>15}")
                 print(row)
+    if args.calls:
+        print("\nthe custom Function's forward / backward calls in one run "
+              f"(at {sizes[-1]:.0e} elements)")
+        print(f"{'op':<7}" + "".join(f"{m:>16}" for m in MODES[:-1]))
+        for op in args.ops:
+            counts = call_counts(op, sizes[-1])
+            print(f"{op:<7}" + "".join(f"{c['forward']:>9} / {c['backward']:<4}"
+                                       for c in counts.values()))
     if args.json:
         args.json.write_text(json.dumps({f"{op}/{n}/{m}": v for (op, n, m), v in med.items()},
                                         indent=1))

@@ -245,7 +245,8 @@ def test_the_writer_keeps_one_name_and_marks_writes_before_the_last(tmp_path: Pa
 
 def test_workers_side_by_side_give_the_rows_of_one_process_in_plan_order() -> None:
     targets = [t for name in ("exp", "relu") for t in resolve(name)]
-    options = Options(dtypes=("float64",), variants=frozenset({"noncontiguous", "expanded"}))
+    options = Options(dtypes=("float64", "float32"), checks=frozenset({"forward", "gradient"}),
+                      variants=frozenset({"noncontiguous"}))
     here = runner.run(targets, options)
     seen: list[str] = []
     apart = runner.run(targets, replace(options, isolate=True, jobs=2),
@@ -256,8 +257,8 @@ def test_workers_side_by_side_give_the_rows_of_one_process_in_plan_order() -> No
 
     assert here.passed and [key(r) for r in apart.rows] == [key(r) for r in here.rows]
     # the caller hears the items in plan order too, each op's cases together
-    assert seen == [f"{r.op}/{r.case}" for r in here.rows
-                    if r.variant == "base" and r.check in ("forward", "jacobian")]
+    assert len(seen) > 4 and seen == [f"{r.op}/{r.case}" for r in here.rows
+                                      if r.variant == "base" and r.check == "forward"]
 
 
 def test_jobs_auto_is_one_per_core_up_to_four_and_one_on_cuda() -> None:

@@ -54,15 +54,18 @@ def dense_calls(fn: Callable[..., object], inputs: Inputs, wrt: Sequence[int]) -
 
 def jacobian_check(ctx: CaseContext, check: str, fn: Callable[..., object], inputs: Inputs,
                    tol: Tolerance, gen: torch.Generator,
-                   max_dense_calls: int = DENSE_MAX_CALLS) -> CheckRow:
-    """Analytical against numerical Jacobian of `fn` w.r.t. every differentiable input."""
+                   max_dense_calls: int = DENSE_MAX_CALLS,
+                   bw: jac.Backward | None = None) -> CheckRow:
+    """Analytical against numerical Jacobian of `fn` w.r.t. every differentiable input.
+
+    bw: `fn`'s graph on `inputs` when the caller has built it already (probes reuse it)."""
     t0 = time.perf_counter()
     wrt = inputs.diff_index
     mode = ctx.options.mode
     if mode == "dense":
         results = dense_results(fn, inputs, wrt, tol)
     else:
-        results = probe_results(fn, inputs, wrt, tol, gen)
+        results = probe_results(fn, inputs, wrt, tol, gen, bw)
         failed = any(r.finding is not None for r in results.values())
         if mode == "auto" and failed and dense_calls(fn, inputs, wrt) <= max_dense_calls:
             # Probes detect (gradcheck's fast_mode cost); a small case is then diagnosed
@@ -153,14 +156,15 @@ def dense_results(fn: Callable[..., object], inputs: Inputs, wrt: Sequence[int],
 
 
 def probe_results(fn: Callable[..., object], inputs: Inputs, wrt: Sequence[int], tol: Tolerance,
-                  gen: torch.Generator) -> dict[int, InputResult]:
+                  gen: torch.Generator, bw: jac.Backward | None = None
+                  ) -> dict[int, InputResult]:
     """Fast mode: v^T J u per input against finite differences along u.
 
     One probe pair per input first; an input it fails is probed N_PROBES times (for the factor
     and sign hints), then localised without a dense Jacobian: bisection over masks of u finds
     the wrong input elements, bisection over masks of v their output elements.
     """
-    bw = jac.build_backward(fn, inputs, wrt)
+    bw = bw or jac.build_backward(fn, inputs, wrt)
     # Finite differences perturb inputs in place: do it on copies, or the version counters of
     # the tensors the graph saved change and every later backward refuses to run.
     inputs = inputs.clone()

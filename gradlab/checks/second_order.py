@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 from gradlab.cases import Inputs, call, flat_outputs, standard_normal
+from gradlab.checks import jacobian as jac
 from gradlab.checks.context import CaseContext, first_line
 from gradlab.checks.numerical import DENSE_MAX_CALLS_2ND, jacobian_check
 from gradlab.model import GRADCHECK_TOLERANCE, OpDef
@@ -83,6 +84,27 @@ def missing_second_order(ctx: CaseContext, op: OpDef, inputs: Inputs, exc: BaseE
                            note=first_line(exc))
 
 
+def double_backward(g: Callable[..., Any], g_inputs: Inputs) -> tuple[BaseException | None,
+                                                                    jac.Backward | None]:
+    """Run the gradient function once and backward through it: what that raised, or (None and)
+    the graph kept for the second_order check's probes (one forward and backward fewer)."""
+    try:
+        with torch.enable_grad():
+            grads = list(g(*g_inputs.args))
+            total = sum(gr.sum() for gr in grads)
+            assert isinstance(total, Tensor)
+            # .backward() rather than autograd.grad: a once_differentiable error node has no
+            # edges to the inputs, so autograd.grad(inputs=...) would never run (or raise) it.
+            total.backward(retain_graph=True)
+    except Exception as exc:
+        return exc, None
+    finally:
+        for t in g_inputs.args:
+            if isinstance(t, Tensor):
+                t.grad = None
+    return None, jac.Backward(grads, [g_inputs.args[i] for i in g_inputs.diff_index])
+
+
 def second_order_row(ctx: CaseContext, op: OpDef, inputs: Inputs, gen: torch.Generator,
                      first_ok: bool) -> None:
     """The second_order row of one case (appended to ctx.rows)."""
@@ -96,8 +118,13 @@ def second_order_row(ctx: CaseContext, op: OpDef, inputs: Inputs, gen: torch.Gen
             ctx.row("base", "second_order", PASS, seconds=time.perf_counter() - t0,
                     reason="raises_as_declared", note=type(exc).__name__)
         return
+    bw = None
     if op.second_order is None:
-        exc = double_backward_raises(op.function, inputs)
+        try:
+            g, g_inputs = gradient_inputs(op.function, inputs, gen)
+            exc, bw = double_backward(g, g_inputs)
+        except Exception as raised:
+            exc = raised
         if exc is not None and not first_ok:
             # first order is already broken: nothing can be said of second order
             ctx.row("base", "second_order", SKIP, seconds=time.perf_counter() - t0,
@@ -107,9 +134,10 @@ def second_order_row(ctx: CaseContext, op: OpDef, inputs: Inputs, gen: torch.Gen
             missing_second_order(ctx, op, inputs.clone(), exc, time.perf_counter() - t0)
             return
     try:
-        g, g_inputs = gradient_inputs(op.function, inputs, gen)
+        if bw is None:
+            g, g_inputs = gradient_inputs(op.function, inputs, gen)
         row = jacobian_check(ctx, "second_order", g, g_inputs, GRADCHECK_TOLERANCE, gen,
-                             max_dense_calls=DENSE_MAX_CALLS_2ND)
+                             max_dense_calls=DENSE_MAX_CALLS_2ND, bw=bw)
         if row.failed and first_ok:
             row.hint = "second_order_only"
     except Exception as exc:
