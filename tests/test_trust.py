@@ -362,6 +362,35 @@ def test_one_forward_and_backward_serve_the_gradient_and_the_contract(how: str) 
     assert Counted.calls == {"forward": 3, "backward": 4}
 
 
+class CountedOnce(Counted):
+    """Counted whose backward changes ctx: a second backward on one graph is wrong."""
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+        grads = Counted.backward(ctx, g)
+        ctx.scale *= 2
+        return grads
+
+
+@pytest.mark.parametrize("fn", [Counted, CountedOnce], ids=["reentrant", "not_reentrant"])
+def test_grad_output_variants_run_backward_again_only_on_a_reentrant_graph(fn: Any) -> None:
+    Counted.calls.update(forward=0, backward=0)
+    r = gradlab.check(fn, [rand(3, 4), rand(3, 4, seed=1)], reference=lambda x, y: x * y,
+                      checks=["forward", "gradient", "contract"], variants=["grad_output"])
+    variants = {"grad_output:noncontiguous", "grad_output:transposed", "grad_output:expanded"}
+    rows = [row for row in r.rows if row.variant in variants]
+    # no variant inherits the base's broken backward: each gradient is right on its own graph
+    assert {row.variant for row in rows} == variants
+    assert all(row.status == "pass" for row in rows), table(r.rows)
+    contract = next(row for row in r.rows if row.check == "contract")
+    if fn is Counted:
+        assert contract.status == "pass" and Counted.calls == {"forward": 1, "backward": 5}
+    else:
+        # the base graph answers a second backward wrongly: each variant gets a forward
+        assert contract.hint == "not_reentrant" and Counted.calls == {"forward": 4,
+                                                                        "backward": 5}
+
+
 class MulSelf(Function):
     @staticmethod
     def forward(ctx: Any, x: Tensor, y: Tensor) -> Tensor:

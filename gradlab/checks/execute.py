@@ -57,6 +57,20 @@ def run_once(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tenso
     except Exception as exc:
         return Run([], [], exc, "forward")
     run = Run(outs, [], contract=contract.forward_writes(before, inputs, outs))
+    return backward_of(run, fn, inputs, grad_outs64, gen, go_layout=go_layout,
+                       check_contract=check_contract, before=before)
+
+
+def backward_of(run: Run, fn: Callable[..., Any], inputs: Inputs,
+                grad_outs64: Sequence[Tensor] | None, gen: torch.Generator, *,
+                go_layout: str = "contiguous", check_contract: bool = False,
+                before: dict[int, Tensor] | None = None) -> Run:
+    """`run` (a forward of `fn` on `inputs`, or a copy of one whose backward may run again)
+    completed by a backward with the given float64 grad_outputs (random when None).
+
+    before: copies of the inputs taken before that forward (reused by the in-place watch
+    when forward left them alone)."""
+    outs = run.outs
     diff = inputs.diff_index
     if not diff:
         return run
@@ -74,7 +88,7 @@ def run_once(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tenso
         run.stage = "backward" if run.error is not None else ""
         return run
     # the copies taken before forward still hold the inputs' values unless forward wrote them
-    kept = {i: t for i, t in before.items()
+    kept = {i: t for i, t in (before or {}).items()
             if not run.contract and not contract.shares_storage(inputs.args[i], outs)}
     watch = contract.BackwardWatch.before([g for _, g in pairs], inputs, outs, kept)
     raw = direct_backward(fn, inputs, outs, go) if len(pairs) == len(outs) else None

@@ -80,6 +80,7 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
                 rows[-1].hint = "no_chain_rule"
     elif got.error is not None:
         ctx.crash_row("base", "forward", got.error)
+    reusable = None
     if "contract" in checks and (got.error is None or got.contract):
         # a backward that raised may still have shown what it returns
         # the second backward runs on the base run's own graph (its first was the base run's)
@@ -89,13 +90,15 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
                            got.grads, op.tolerance(dtype))
         contract_row(ctx, "base", got.contract + twice, passing=True,
                      unavailable=got.raw_unavailable, no_custom=got.no_custom, note=note)
+        # backward ran twice on the base graph alike: the grad_output variants may run it again
+        reusable = got if got.error is None and not got.contract and not twice else None
     for r in ctx.rows:
         if not r.seconds:
             r.seconds = time.perf_counter() - t0
     if got.error is None and want.error is None and grad_outs is not None:
         # The variants' expectation on the base values: the reference run, or without a
         # reference the Function's own contiguous run.
-        variant_rows(ctx, inputs, grad_outs, want, checks, gen)
+        variant_rows(ctx, inputs, grad_outs, want, checks, gen, base_got=reusable)
     return ctx.rows
 
 

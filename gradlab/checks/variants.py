@@ -22,7 +22,7 @@ from gradlab.cases import Inputs, copy_like, materialize, narrowed, relayout
 from gradlab.checks.compare import compare_runs
 from gradlab.checks.context import CaseContext, first_line
 from gradlab.checks.contract import contract_row
-from gradlab.checks.execute import Run, run_once, run_undefined
+from gradlab.checks.execute import Run, backward_of, run_once, run_undefined
 from gradlab.checks.sizes import magnitude_inputs, ragged_inputs, ragged_size, ragged_sizes
 from gradlab.model import VARIANT_FAMILIES, TensorArg
 from gradlab.results import SKIP
@@ -187,14 +187,22 @@ def variant_grad_outputs(v: Variant, grad_outs64: list[Tensor]) -> list[Tensor]:
 
 
 def run_variant(ctx: CaseContext, v: Variant, base: Inputs, grad_outs64: list[Tensor],
-                base_want: Run, gen: torch.Generator, *, contract: bool = True) -> tuple[Run, Run]:
-    """The Function's run of the variant (checking the contract too) and what it must match."""
+                base_want: Run, gen: torch.Generator, *, contract: bool = True,
+                base_got: Run | None = None) -> tuple[Run, Run]:
+    """The Function's run of the variant (checking the contract too) and what it must match.
+
+    base_got: the Function's base run on `base`, when its backward may run again (it passed
+    the re-entrancy check): a grad_output variant then runs backward on its graph."""
     gos64 = variant_grad_outputs(v, grad_outs64)
     want = expected(ctx, v, base_want, gos64, gen)
     # other shapes: the expectation's own grad_outputs (random ones when it has none)
     gos = (want.grad_outs64 or None) if v.family in NEW_SHAPES else gos64
     if v.undefined:
         got = run_undefined(ctx.op.function, v.inputs, gos64, v.undefined)
+    elif v.family == "grad_output" and base_got is not None:
+        # the same inputs, so the same forward: only backward sees another grad_output
+        got = backward_of(Run(base_got.outs, []), ctx.op.function, base, gos, gen,
+                          go_layout=v.go_layout, check_contract=contract)
     else:
         got = run_once(ctx.op.function, v.inputs, gos, gen, go_layout=v.go_layout,
                        check_contract=contract)
@@ -229,12 +237,13 @@ def expanded_refused(ctx: CaseContext, v: Variant, got: Run, seconds: float) -> 
 
 
 def variant_rows(ctx: CaseContext, base: Inputs, grad_outs64: list[Tensor], base_want: Run,
-                 checks: frozenset[str], gen: torch.Generator) -> None:
+                 checks: frozenset[str], gen: torch.Generator,
+                 base_got: Run | None = None) -> None:
     """Run every variant and append its rows to ctx.rows.
 
     base_want: the expected run on the base values with `grad_outs64` (the reference's, or the
     Function's own contiguous run when there is no reference); variants on the same values
-    are compared with it, the others get their own.
+    are compared with it, the others get their own.  base_got: see run_variant.
     """
     tol = ctx.op.tolerance(ctx.dtype)
     base_failed = any(r.failed for r in ctx.rows)
@@ -244,7 +253,7 @@ def variant_rows(ctx: CaseContext, base: Inputs, grad_outs64: list[Tensor], base
         t0 = time.perf_counter()
         n_before = len(ctx.rows)
         got, want = run_variant(ctx, v, base, grad_outs64, base_want, gen,
-                                contract="contract" in checks)
+                                contract="contract" in checks, base_got=base_got)
         if v.family == "expanded" and got.error is not None and got.stage == "forward":
             expanded_refused(ctx, v, got, time.perf_counter() - t0)
             continue
