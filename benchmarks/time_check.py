@@ -1,9 +1,11 @@
-"""Whole-process wall time of `gradlab check` over every bundled spec (issues: < 60 s).
+"""Whole-process wall time of `gradlab check specs/` over every bundled spec, torch's import
+included (issue 13's target: under 4 s).
 
-    python benchmarks/time_check.py [--repeats 3]
+    python benchmarks/time_check.py [--repeats 5]
 
-Prints each run's wall time and exit code, then the median; the checks themselves are
-untouched (variants on, default modes), exactly what `gradlab check specs/` does.
+Interleaved rounds of: the defaults (isolated, --jobs 0: one worker per core up to 4), one
+worker (-j 1) and in-process (--no-isolate).  Prints each run's wall time and exit code, then
+the medians; the checks themselves are untouched (variants on, default modes).
 """
 
 from __future__ import annotations
@@ -32,17 +34,23 @@ def run_once(extra: list[str]) -> tuple[float, int, str]:
     return wall, proc.returncode, verdict
 
 
+#: (label, extra arguments) of each configuration timed.
+CONFIGS = (("default", []), ("-j 1", ["--jobs", "1"]), ("--no-isolate", ["--no-isolate"]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    for label, extra in (("all variants", []), ("no variants", ["--no-variants"])):
-        walls = []
-        for i in range(args.repeats):
+    walls: dict[str, list[float]] = {label: [] for label, _ in CONFIGS}
+    for i in range(args.repeats):
+        for label, extra in CONFIGS:
             wall, code, verdict = run_once(extra)
-            walls.append(wall)
+            walls[label].append(wall)
             print(f"{label:>12} run {i + 1}: {wall:6.2f} s  exit {code}  {verdict}")
-        print(f"{label:>12} median: {statistics.median(walls):.2f} s over {len(walls)} runs")
+    for label, values in walls.items():
+        print(f"{label:>12} median: {statistics.median(values):.2f} s over {len(values)} runs "
+              f"(min {min(values):.2f}, max {max(values):.2f})")
 
 
 if __name__ == "__main__":
