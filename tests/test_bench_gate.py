@@ -98,6 +98,20 @@ def test_a_20_percent_ratio_change_is_a_regression() -> None:
     assert row.significant and not row.regression
 
 
+def test_a_part_regression_the_whole_did_not_follow_is_noted() -> None:
+    def run(backward_cost: float, whole_cost: float) -> BenchReport:
+        rows = (run_of(*quiet(1.0, cost=backward_cost), phase="backward").rows
+                + run_of(*quiet(1.0, cost=whole_cost), phase="forward_backward").rows)
+        return BenchReport(rows=rows)
+
+    burst = {c.phase: c for c in compare(run(1.0, 1.0), run(1.2, 1.0))}
+    assert burst["backward"].regression and not burst["forward_backward"].regression
+    assert "forward_backward did not follow (+0.0%)" in burst["backward"].note
+    real = {c.phase: c for c in compare(run(1.0, 1.0), run(1.2, 1.08))}
+    assert real["backward"].regression and real["forward_backward"].significant
+    assert "did not follow" not in real["backward"].note
+
+
 def test_default_threshold_and_cli_exit_codes(tmp_path: Path) -> None:
     assert DEFAULT_THRESHOLD == 10.0
     paths = []

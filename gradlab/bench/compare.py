@@ -93,8 +93,31 @@ def compare(old: BenchReport, new: BenchReport, threshold: float = DEFAULT_THRES
     """
     old_rows, new_rows = _by_phase(old), _by_phase(new)
     keys = list(old_rows) + [k for k in new_rows if k not in old_rows]
-    return [_compare_phase(CompareRow(*key), old_rows.get(key, {}), new_rows.get(key, {}),
+    rows = [_compare_phase(CompareRow(*key), old_rows.get(key, {}), new_rows.get(key, {}),
                            threshold, resamples, seed) for key in keys]
+    _note_unfollowed(rows)
+    return rows
+
+
+#: The phase every other phase of a case is part of (gradlab.bench.phase's WHOLE).
+WHOLE = "forward_backward"
+#: What a part's regression says when the whole did not move with it.
+UNFOLLOWED = ("forward_backward did not follow ({:+.1f}%): a burst of load?  bench again to "
+              "confirm")
+
+
+def _note_unfollowed(rows: Sequence[CompareRow]) -> None:
+    """A part's regression that its case's forward_backward did not follow (no significant
+    rise) gets a note: a slower part makes the whole slower too, while a burst of other load
+    hits one phase's samples only.  The verdict stands: a note, since a small part's slowdown
+    can hide in the whole's scatter."""
+    wholes = {(c.op, c.case, c.dtype, c.device): c for c in rows if c.phase == WHOLE}
+    for c in rows:
+        whole = wholes.get((c.op, c.case, c.dtype, c.device))
+        if (c.regression and c.phase != WHOLE and whole is not None
+                and whole.change_pct is not None
+                and not (whole.significant and whole.change_pct > 0)):
+            c.note = "; ".join([c.note, UNFOLLOWED.format(whole.change_pct)])
 
 
 def _custom(rows: Mapping[str, BenchRow]) -> BenchRow | None:
