@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from dataclasses import replace
+from multiprocessing import Pipe
 from pathlib import Path
 from typing import Any
 
@@ -259,6 +260,47 @@ def test_workers_side_by_side_give_the_rows_of_one_process_in_plan_order() -> No
     # the caller hears the items in plan order too, each op's cases together
     assert len(seen) > 4 and seen == [f"{r.op}/{r.case}" for r in here.rows
                                       if r.variant == "base" and r.check == "forward"]
+
+
+class FakeWorker:
+    """A worker whose items finish as soon as the parent looks: it records what ran when."""
+
+    def __init__(self, log: list[tuple[str, int]]) -> None:
+        self.log = log
+        self.inbox, self._out = Pipe(duplex=False)
+        self.index = -1
+
+    def submit(self, index: int, options: Options) -> str:
+        self.index = index
+        self.log.append(("start", index))
+        self._out.send(index)
+        return ""
+
+    def outcome(self, waited: float, timeout: float | None) -> Any:
+        from gradlab.checks.isolate import Outcome
+
+        self.inbox.recv()
+        self.log.append(("end", self.index))
+        return Outcome(rows=[])
+
+
+def test_big_cases_run_side_by_side_only_within_the_memory_budget() -> None:
+    from gradlab.checks.isolate import fits, run_parallel
+
+    assert fits([], 10, 5) and fits([2], 3, 5) and not fits([2], 4, 5) and fits([9], 9, None)
+    weights = [1, 1, 6, 6, 1, 1]  # bytes per item; the budget is 8: the two 6s never overlap
+    log: list[tuple[str, int]] = []
+    jobs = iter([(i, i, Options()) for i in range(len(weights))])
+    done = [d[0] for d in run_parallel([FakeWorker(log), FakeWorker(log)], jobs, None, None,
+                                       str, weight=lambda i: weights[i], budget=8)]
+    assert sorted(done) == list(range(len(weights)))
+    running: set[int] = set()
+    peak = 0
+    for what, i in log:
+        running = running | {i} if what == "start" else running - {i}
+        peak = max(peak, sum(weights[j] for j in running))
+        assert not {2, 3} <= running
+    assert peak == 7  # a 6 beside a 1: side by side where the budget allows
 
 
 def test_jobs_auto_is_one_per_core_up_to_four_and_one_on_cuda() -> None:

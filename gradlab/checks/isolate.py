@@ -254,22 +254,38 @@ Job = tuple[int, Any, Options]
 Done = tuple[int, Any, Outcome]
 
 
+def fits(held: Sequence[int], weight: int, budget: int | None) -> bool:
+    """Whether an item of `weight` bytes may start beside items holding `held`: within the
+    budget, or alone (an item larger than the budget still runs, by itself)."""
+    return budget is None or not held or sum(held) + weight <= budget
+
+
 def run_parallel(workers: Sequence[Worker], jobs: Iterator[Job], timeout: float | None,
-                 on_wait: OnWait | None, label: Callable[[Any], str]) -> Iterator[Done]:
+                 on_wait: OnWait | None, label: Callable[[Any], str],
+                 weight: Callable[[Any], int] = lambda item: 0,
+                 budget: int | None = None) -> Iterator[Done]:
     """Run `jobs` on `workers`, one item each at a time, yielding each as it finishes (so not
     in order).  The next job is taken only when a worker is free: what `jobs` decides as it
-    yields (a budget, fail-fast) sees every result before it."""
+    yields (a budget, fail-fast) sees every result before it.
+
+    weight(item): the bytes an item's tensors need; items run side by side only while their
+    weights add up to `budget` (one big case at a time, as a case is refused past it alone)."""
     busy: dict[int, tuple[int, Any, float]] = {}  # worker position -> index, item, start
+    held: Job | None = None  # the next job, waiting for memory to free up
     more = True
     while True:
         for k, w in enumerate(workers):
-            if k in busy or not more:
+            if k in busy or not (more or held):
                 continue
-            job = next(jobs, None)
+            job = held or next(jobs, None)
+            held = None
             if job is None:
                 more = False
                 break
             index, item, options = job
+            if not fits([weight(b[1]) for b in busy.values()], weight(item), budget):
+                held = job
+                break
             why = w.submit(index, options)
             if why:
                 yield index, item, Outcome(hint="worker_died", note=why)

@@ -30,6 +30,7 @@ from gradlab.checks.rawbackward import grad_output_as
 from gradlab.checks.second_order import second_order_row
 from gradlab.checks.variants import variant_rows
 from gradlab.envinfo import environment
+from gradlab.guard import case_bytes, default_limit
 from gradlab.model import CHECKS, GRADCHECK_TOLERANCE, Case, Target
 from gradlab.repro import save_failures
 from gradlab.results import ERROR, FAIL, SKIP, CheckRow, Finding, Report
@@ -205,11 +206,13 @@ def executor(targets: Sequence[Target], options: Options,
             yield here
         return
     workers = [Worker(targets, options, plan, item_rows) for _ in range(max(1, options.jobs))]
+    # cases side by side share the memory one case may take alone (gradlab.guard)
+    budget = default_limit() if len(workers) > 1 else None
     try:
         def execute(jobs: Iterator[tuple[int, Item, Options]]
                     ) -> Iterator[tuple[int, Item, list[CheckRow]]]:
             for index, item, outcome in run_parallel(workers, jobs, options.timeout, on_wait,
-                                                     item_label):
+                                                     item_label, item_bytes, budget):
                 yield index, item, (outcome.rows if outcome.rows is not None
                                     else [lost_item_row(item, outcome)])
 
@@ -217,6 +220,11 @@ def executor(targets: Sequence[Target], options: Options,
     finally:
         for w in workers:
             w.stop()
+
+
+def item_bytes(item: Item) -> int:
+    """The bytes an item's tensor specs need (gradlab.guard's estimate; 0 for API tensors)."""
+    return case_bytes(item[2].args)
 
 
 def item_label(item: Item) -> str:
