@@ -54,7 +54,7 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     (gradlab.render.words.message(row) says a row in words).
     """
     from gradlab.checks.context import Options, measured_capabilities
-    from gradlab.checks.runner import run
+    from gradlab.checks.driver import run
     from gradlab.model import CAPABILITIES, Target, canonical_check
 
     op = _example_op(fn, args, reference=reference, kwargs=kwargs, second_order=second_order,

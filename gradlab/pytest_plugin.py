@@ -119,7 +119,7 @@ class SpecItem(pytest.Item):
 
     def runtest(self) -> None:
         from gradlab.checks.context import Options
-        from gradlab.checks.runner import run
+        from gradlab.checks.driver import run
         from gradlab.render.diagnosis import skip_reason
         from gradlab.results import SKIP, exit_code
         from gradlab.testing import failure_text

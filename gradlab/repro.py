@@ -18,9 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
-from gradlab.cases import materialize
+# torch is imported where a file is written or read: the CLI's parent process builds
+# ReproCommand without it (see gradlab.checks.warm)
 from gradlab.fileio import atomic_write_with, safe_name
 from gradlab.model import Case, Target
 from gradlab.results import CheckRow
@@ -34,6 +33,10 @@ def repro_path(folder: str | Path, op: str, case: str, dtype: str, device: str) 
 def save_failures(rows: list[CheckRow], target: Target, case: Case, dtype: str, device: str,
                   seed: int, folder: str, command: Callable[[str, str, str], str] | None) -> None:
     """Save the inputs of a failing (case, dtype, device) once; point its rows at the file."""
+    import torch
+
+    from gradlab.cases import materialize
+
     failed = [r for r in rows if r.failed]
     if not failed:
         return
@@ -76,6 +79,8 @@ def load_repro(path: str | Path) -> tuple[Target, str, str, int]:
     """The target of a saved failing case, its one case made of the saved inputs, and the
     dtype, device and seed it ran with.  Raises GradlabError with a one-line reason."""
     from dataclasses import replace
+
+    import torch
 
     from gradlab.errors import GradlabError
     from gradlab.spec import resolve

@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 from conftest import DATA
 
-from gradlab.checks import runner
+from gradlab.checks import driver
 from gradlab.checks.context import Options
 from gradlab.checks.isolate import describe_exit, picklable
 from gradlab.spec import resolve
@@ -69,7 +69,7 @@ def test_sys_exit_in_process_is_the_functions_crash() -> None:
     sys.path.insert(0, str(FAULTY))
     try:
         bad = resolve(str(FAULTY / "faulty.yaml"))[8]
-        report = runner.run([bad], Options(isolate=False))
+        report = driver.run([bad], Options(isolate=False))
     finally:
         sys.path.remove(str(FAULTY))
     assert bad.op.name == "SysExits"
@@ -248,9 +248,9 @@ def test_workers_side_by_side_give_the_rows_of_one_process_in_plan_order() -> No
     targets = [t for name in ("exp", "relu") for t in resolve(name)]
     options = Options(dtypes=("float64", "float32"), checks=frozenset({"forward", "gradient"}),
                       variants=frozenset({"noncontiguous"}))
-    here = runner.run(targets, options)
+    here = driver.run(targets, options)
     seen: list[str] = []
-    apart = runner.run(targets, replace(options, isolate=True, jobs=2),
+    apart = driver.run(targets, replace(options, isolate=True, jobs=2),
                        on_rows=lambda rows: seen.append(f"{rows[0].op}/{rows[0].case}"))
 
     def key(r: Any) -> tuple[Any, ...]:
@@ -301,6 +301,29 @@ def test_big_cases_run_side_by_side_only_within_the_memory_budget() -> None:
         peak = max(peak, sum(weights[j] for j in running))
         assert not {2, 3} <= running
     assert peak == 7  # a 6 beside a 1: side by side where the budget allows
+
+
+def test_an_isolated_run_leaves_torch_to_its_workers(tmp_path: Path) -> None:
+    # the parent plans, dispatches, collects and reports: a torch import there (1.35 s of CPU)
+    # would share the cores with the workers' own imports at the start of every run
+    code = f"""
+import sys
+from gradlab.cli import main
+sys.argv = ["gradlab", "check", "exp", "--case", "vector", "--jobs", "1", "--report-dir",
+            {str(tmp_path)!r}]
+try:
+    main()
+except SystemExit as exc:
+    assert not exc.code, exc.code
+assert "torch" not in sys.modules, "the parent imported torch"
+"""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("GRADLAB_ISOLATE", None)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    _, doc = report_rows(tmp_path)
+    assert doc["passed"] and str(doc["env"]["torch_version"]).startswith("2.")
 
 
 def test_jobs_auto_is_one_per_core_up_to_four_and_one_on_cuda() -> None:

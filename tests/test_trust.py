@@ -13,7 +13,7 @@ from torch import Tensor
 from torch.autograd import Function
 
 import gradlab
-from gradlab.checks import runner
+from gradlab.checks import driver, runner
 from gradlab.checks.context import Options
 from gradlab.model import Case, OpDef, Target, TensorArg
 from gradlab.render.words import message
@@ -192,7 +192,7 @@ def test_a_function_that_changes_global_state_fails_and_later_ops_do_not(
     bad = Target(op=OpDef(name="bad", summary="", function=broken.apply,
                           reference=lambda x: x * 2, second_order=True,
                           cases=(Case("c", (TensorArg((3, 4)),)),), dtypes=("float32",)))
-    report = runner.run([bad, float32_default_op()], Options(variants=False))
+    report = driver.run([bad, float32_default_op()], Options(variants=False))
     flagged = [r for r in report.failures if r.hint == "global_state"]
     assert flagged and all(r.op == "bad" for r in flagged), table(report.rows)
     assert setting in message(flagged[0])

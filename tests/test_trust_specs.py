@@ -12,7 +12,7 @@ import pytest
 from conftest import DATA
 from typer.testing import CliRunner
 
-from gradlab.checks import runner
+from gradlab.checks import driver
 from gradlab.checks.context import Options
 from gradlab.cli import app
 from gradlab.render.words import message
@@ -89,7 +89,7 @@ def test_a_missing_capability_warns_by_default_and_fails_under_strict(tmp_path: 
 
 
 def test_the_state_changer_fails_alone_and_the_next_op_passes() -> None:
-    report = runner.run(resolve(str(TRUST / "state_changer.yaml")), Options())
+    report = driver.run(resolve(str(TRUST / "state_changer.yaml")), Options())
     failing = {r.op for r in report.failures}
     assert failing == {"ExpLeavesFloat64Default"}, [message(r) for r in report.failures]
     later = [r for r in report.rows if r.op == "scale_by_new_ones"]
@@ -101,7 +101,7 @@ def test_the_folder_gives_identical_rows_three_times() -> None:
     targets = [t for n in sorted(runnable) for t in resolve(str(TRUST / n))]
 
     def rows() -> str:
-        report = runner.run(targets, Options())
+        report = driver.run(targets, Options())
         # as JSON text: NaN (a NaN forward's worst elements) must compare equal to itself
         return json.dumps([dataclasses.asdict(dataclasses.replace(r, seconds=0.0))
                            for r in report.rows], default=str)

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from gradlab import ops
 from gradlab.bench.impl import Impl
 from gradlab.bench.options import BenchOptions
 from gradlab.bench.phase import (
@@ -105,6 +106,7 @@ def iter_bench_case(op: OpDef, case: Case, dtype: str, device: str, options: Ben
                     clock: Clock = time.perf_counter, sync: Sync | None = None
                     ) -> Iterator[list[BenchRow]]:
     """bench_case, one phase's rows at a time (so an interrupted run keeps finished phases)."""
+    op = ops.resolved(op)  # the op's own callables are timed, not a proxy's call
     names = [CUSTOM] if op.reference is None else [CUSTOM, REFERENCE]
     fns = {CUSTOM: op.function, REFERENCE: op.reference}
 

@@ -28,7 +28,6 @@ from gradlab.checks.context import Options
 from gradlab.checks.warm import WARM, spawn
 from gradlab.model import Target
 from gradlab.results import ERROR, CheckRow
-from gradlab.torchstate import intra_op_threads
 
 #: Seconds a fresh worker may take to start (import torch, unpickle the targets).
 START_TIMEOUT_S = 300.0
@@ -84,13 +83,22 @@ def serve(inbox: Connection, outbox: Connection, payload: bytes) -> None:
     """The worker: rebuild the plan, then run the items it is sent until its pipe closes (the
     parent is gone) or it is killed (Worker.stop: it holds nothing to save).
 
-    The runner's `plan` and `item_rows` travel in the payload (pickled by reference), so that
-    this module does not import the runner that imports it.
+    The worker, not its parent, imports torch and the checks: the parent sends targets and
+    options, and gets the run's environment record back with "ready".
     """
-    targets, options, plan, item_rows = pickle.loads(payload)
+    from gradlab.checks.plan import plan
+    from gradlab.checks.runner import item_rows
+    from gradlab.envinfo import environment
+    from gradlab.torchstate import intra_op_threads
+
+    targets, options = pickle.loads(payload)
     items = list(plan(targets, options))
     gc.freeze()  # torch and the targets live as long as the worker: no full passes over them
-    outbox.send(("ready", len(items)))
+    # plain strings: torch.__version__ is torch's own str type, which the parent could only
+    # unpickle by importing torch
+    env = {k: str(v) if isinstance(v, str) else v for k, v in
+           environment(seed=options.seed).items()}
+    outbox.send(("ready", len(items), env))
     with intra_op_threads(options.threads):
         while True:
             index, item_options = inbox.recv()
@@ -118,14 +126,17 @@ class Outcome:
     rows: list[CheckRow] | None = None
     hint: str = ""
     note: str = ""
+    #: a starting worker's environment record (gradlab.envinfo).
+    env: dict[str, Any] | None = None
 
 
 class Worker:
     """One worker process at a time, started on demand and replaced after a death or timeout."""
 
-    def __init__(self, targets: Sequence[Target], options: Options, plan: Callable[..., Any],
-                 item_rows: Callable[..., list[CheckRow]]) -> None:
-        self.payload = pickle.dumps((list(targets), options, plan, item_rows))
+    def __init__(self, targets: Sequence[Target], options: Options) -> None:
+        self.payload = pickle.dumps((list(targets), options))
+        #: the environment record the worker sent when it was ready ({} before).
+        self.env: dict[str, Any] = {}
         self.proc: subprocess.Popen[bytes] | None = None
         self.inbox: Connection | None = None
         self.outbox: Connection | None = None
@@ -150,6 +161,7 @@ class Worker:
         if reply.rows is None and reply.hint:
             self.stop()
             return f"the worker did not start: {reply.note}"
+        self.env = reply.env or self.env
         return ""
 
     def stop(self) -> None:
@@ -186,6 +198,8 @@ class Worker:
                     msg = self.inbox.recv()
                 except (EOFError, OSError):
                     return Outcome(hint="worker_died", note=self.exit_status())
+                if msg[0] == "ready":
+                    return Outcome(rows=[], env=msg[2])
                 return Outcome(rows=msg[2] if msg[0] == "rows" else [])
             if self.proc.poll() is not None:
                 return Outcome(hint="worker_died", note=self.exit_status())

@@ -1,15 +1,16 @@
-"""The check driver: every case x dtype x device (x variant) of every target, as result rows."""
+"""The rows of one work item: a case in one dtype on one device (base run and variants), or a
+case's numerical checks; gradlab.checks.driver plans the items and runs them."""
 
 from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import replace
 
 import torch
 
+from gradlab import ops
 from gradlab.cases import NonLeafInputs, case_seed, materialize
 from gradlab.checks.autocast import autocast_row
 from gradlab.checks.capabilities import capability_rows
@@ -24,34 +25,15 @@ from gradlab.checks.context import (
 )
 from gradlab.checks.contract import backward_again, contract_row
 from gradlab.checks.execute import run_once
-from gradlab.checks.isolate import OnWait, Worker, lost_item_row, run_parallel
 from gradlab.checks.numerical import jacobian_check
+from gradlab.checks.plan import Item, enabled_checks
 from gradlab.checks.rawbackward import grad_output_as
 from gradlab.checks.second_order import second_order_row
 from gradlab.checks.variants import variant_rows
-from gradlab.envinfo import environment
-from gradlab.guard import case_bytes, default_limit
-from gradlab.model import CHECKS, GRADCHECK_TOLERANCE, Case, Target
+from gradlab.model import GRADCHECK_TOLERANCE, Case, Target
 from gradlab.repro import save_failures
-from gradlab.results import ERROR, FAIL, SKIP, CheckRow, Finding, Report
-from gradlab.torchstate import TorchState, intra_op_threads, preserved_rng
-
-#: Under --budget, numerical checks switch to fast mode once this fraction of it is spent.
-BUDGET_FAST_FRACTION = 0.5
-
-#: One work item: ("case" | "numerical", target, case, dtype, device).
-Item = tuple[str, Target, Case, str, str]
-#: The checks a "numerical" item makes: once per case and device, whatever the dtypes.
-PER_CASE_CHECKS = frozenset({"jacobian", "second_order", "autocast", "capabilities"})
-
-
-def enabled_checks(target: Target, options: Options) -> frozenset[str]:
-    """The checks that run for `target`: all, narrowed by the spec and by the options."""
-    checks = frozenset(CHECKS)
-    for chosen in (target.checks, options.checks):
-        if chosen is not None:
-            checks &= chosen
-    return checks
+from gradlab.results import ERROR, FAIL, SKIP, CheckRow, Finding
+from gradlab.torchstate import TorchState, preserved_rng
 
 
 def case_rows(target: Target, case: Case, dtype: str, device: str, options: Options,
@@ -145,132 +127,6 @@ def guarded_check(ctx: CaseContext, check: str, make_rows: Callable[[], None]) -
                                                   ctx.device, "base", check, ERROR)))
 
 
-def plan(targets: Sequence[Target], options: Options) -> Iterator[Item]:
-    """The work items in order: ("case", t, case, dtype, device) then ("numerical", ...)."""
-    for t in targets:
-        checks = enabled_checks(t, options)
-        numerical = bool(checks & PER_CASE_CHECKS)
-        # a case item makes only forward, gradient and contract rows (variants included)
-        per_dtype = bool(checks & {"forward", "gradient", "contract"})
-        for case in t.op.cases:
-            for device in options.devices or t.devices or ("cpu",):
-                for dtype in (options.dtypes or t.dtypes or t.op.dtypes) if per_dtype else ():
-                    yield "case", t, case, dtype, device
-                if numerical:
-                    yield "numerical", t, case, t.numerical_dtype, device
-
-
-def run(targets: Sequence[Target], options: Options | None = None,
-        on_rows: Callable[[list[CheckRow]], None] | None = None,
-        on_wait: OnWait | None = None) -> Report:
-    """Run every check of every target; `on_rows` sees each batch of rows as it is made,
-    `on_wait(label, seconds)` is called while an isolated item runs (a heartbeat).
-
-    Ctrl-C (KeyboardInterrupt) stops the run: the rows made so far come back with
-    `report.interrupted` set.
-    """
-    options = options or Options()
-    caller = TorchState.now()
-    report = Report(env=environment(seed=options.seed))
-    try:
-        with executor(targets, options, on_wait) as execute:
-            _run_all(targets, options, execute, report, on_rows)
-    except KeyboardInterrupt:
-        report.interrupted = True
-    finally:
-        caller.restore()  # the API hands the caller's settings back as it found them
-    return report
-
-
-#: execute(jobs) -> (index, item, rows) of each job of `jobs`, as each finishes.
-Execute = Callable[[Iterator[tuple[int, Item, Options]]],
-                   Iterator[tuple[int, Item, list[CheckRow]]]]
-
-
-@contextmanager
-def executor(targets: Sequence[Target], options: Options,
-             on_wait: OnWait | None) -> Iterator[Execute]:
-    """How items run: here, or in worker processes (options.jobs of them, each running one
-    item at a time) when options.isolate."""
-    if not options.isolate:
-        def here(jobs: Iterator[tuple[int, Item, Options]]
-                 ) -> Iterator[tuple[int, Item, list[CheckRow]]]:
-            for index, item, opts in jobs:
-                if on_wait is not None:
-                    # no heartbeat can run beside an item in this process: one call as it
-                    # starts (a log then says the op before is done, and the report is written)
-                    on_wait(item_label(item), 0.0)
-                yield index, item, item_rows(item, opts)
-
-        with intra_op_threads(options.threads):
-            yield here
-        return
-    workers = [Worker(targets, options, plan, item_rows) for _ in range(max(1, options.jobs))]
-    # cases side by side share the memory one case may take alone (gradlab.guard)
-    budget = default_limit() if len(workers) > 1 else None
-    try:
-        def execute(jobs: Iterator[tuple[int, Item, Options]]
-                    ) -> Iterator[tuple[int, Item, list[CheckRow]]]:
-            for index, item, outcome in run_parallel(workers, jobs, options.timeout, on_wait,
-                                                     item_label, item_bytes, budget):
-                yield index, item, (outcome.rows if outcome.rows is not None
-                                    else [lost_item_row(item, outcome)])
-
-        yield execute
-    finally:
-        for w in workers:
-            w.stop()
-
-
-def item_bytes(item: Item) -> int:
-    """The bytes an item's tensor specs need (gradlab.guard's estimate; 0 for API tensors)."""
-    return case_bytes(item[2].args)
-
-
-def item_label(item: Item) -> str:
-    """'op/case dtype device' (what a heartbeat names)."""
-    kind, t, case, dtype, device = item
-    return f"{t.op.name}/{case.name} {dtype if kind == 'case' else 'numerical'} {device}"
-
-
-def _run_all(targets: Sequence[Target], options: Options, execute: Execute, report: Report,
-             on_rows: Callable[[list[CheckRow]], None] | None) -> None:
-    """Every item, in plan order in the report whatever order they finish in (in parallel)."""
-    start = time.perf_counter()
-    failed_case: list[tuple[str, str]] = []  # --fail-fast: the first failing case
-
-    def jobs() -> Iterator[tuple[int, Item, Options]]:
-        # consulted each time a worker is free: the budget and fail-fast see every result in
-        item_options = options
-        for index, item in enumerate(plan(targets, options)):
-            if failed_case and failed_case[0] != (item[1].op.name, item[2].name):
-                report.stopped = True
-                return
-            elapsed = time.perf_counter() - start
-            if options.budget is not None:
-                if elapsed > options.budget:
-                    report.truncated = True
-                    return
-                if options.mode == "auto" and elapsed > BUDGET_FAST_FRACTION * options.budget:
-                    # Half the budget gone: cheap random probes instead of dense Jacobians.
-                    item_options = replace(options, mode="fast")
-            yield index, item, item_options
-
-    done: dict[int, list[CheckRow]] = {}
-    told = 0  # on_rows hears the items in plan order (a log's per-op lines count on it)
-    try:
-        for index, item, rows in execute(jobs()):
-            done[index] = rows
-            while on_rows is not None and told in done:
-                on_rows(done[told])
-                told += 1
-            if options.fail_fast and not failed_case and any(r.failed for r in rows):
-                failed_case.append((item[1].op.name, item[2].name))
-    finally:
-        for index in sorted(done):
-            report.extend(done[index])
-
-
 def item_rows(item: Item, options: Options) -> list[CheckRow]:
     """The rows of one work item; a crash fails this item only and the run goes on.
 
@@ -278,6 +134,8 @@ def item_rows(item: Item, options: Options) -> list[CheckRow]:
     Function that changed one fails with a row naming the setting.
     """
     kind, t, case, dtype, device = item
+    t = replace(t, op=ops.resolved(t.op))  # a spec's bundled op is imported here, not before
+    item = (kind, t, case, dtype, device)
     seed = case_seed(options.seed, t.op.name, case.name)
     check = "forward" if kind == "case" else "jacobian"
     if device == "cuda" and not torch.cuda.is_available():

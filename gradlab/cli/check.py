@@ -226,8 +226,8 @@ def _finish_check(report: Any, writer: Any, how: Finish) -> None:
 def _run_check(targets: list[Any], options: Any, writer: Any, quiet: bool = False) -> Any:
     """Run the checks with a progress bar (a terminal) or progress lines (a log), the report
     rewritten as cases finish."""
+    from gradlab.checks.driver import plan, run
     from gradlab.checks.isolate import picklable
-    from gradlab.checks.runner import plan, run
     from gradlab.render.progress import LogProgress, progress
 
     if options.isolate:
@@ -236,10 +236,11 @@ def _run_check(targets: list[Any], options: Any, writer: Any, quiet: bool = Fals
             err.print(f"gradlab: running in-process (cannot isolate: {why})", markup=False,
                       highlight=False, soft_wrap=True)
             options = replace(options, isolate=False)
-    from gradlab.envinfo import environment
     from gradlab.results import Report
 
-    partial = Report(env=environment(seed=options.seed))
+    # its environment record comes from the run (isolated: the first worker's, so that this
+    # process need not import torch)
+    partial = Report()
     log = None if err.is_terminal or quiet else LogProgress(err)
     total = sum(1 for _ in plan(targets, options))
     with sigterm_as_interrupt(), progress("checking", total, err, show=not quiet) as step:
@@ -257,10 +258,13 @@ def _run_check(targets: list[Any], options: Any, writer: Any, quiet: bool = Fals
             if log is not None:
                 log.waiting(label, seconds)
 
-        # What is loaded now (torch, the specs' modules) lives as long as the run: kept out
-        # of the cyclic collector's full passes, which otherwise walk it again and again.
+        if not options.isolate:
+            import torch  # noqa: F401  (the run imports it here: loaded before the freeze)
+        # What is loaded now (the specs, and torch in-process) lives as long as the run: kept
+        # out of the cyclic collector's full passes, which otherwise walk it again and again.
         gc.freeze()
-        report = run(targets, options, on_rows=on_rows, on_wait=on_wait)
+        report = run(targets, options, on_rows=on_rows, on_wait=on_wait,
+                     on_env=partial.env.update)
     if log is not None:
         log.flush()
     return report
@@ -274,7 +278,7 @@ def repro(
 ) -> None:
     """Re-run one failing case on the inputs saved in its repro file."""
     from gradlab.checks.context import Options
-    from gradlab.checks.runner import run
+    from gradlab.checks.driver import run
     from gradlab.repro import load_repro
     from gradlab.spec import add_import_paths
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 from importlib.resources import files
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -93,6 +93,66 @@ def load(name: str) -> OpDef:
     """Import the bundled op `name` and return its `OpDef` (facts only; cases: `spec_file`)."""
     op: OpDef = importlib.import_module(known(name).module).OP
     return op
+
+
+class OpRef:
+    """A bundled op's function or reference, imported on first use: specs load without torch
+    (the CLI's parent process never calls an op; its workers import it).  Pickles by name."""
+
+    __slots__ = ("_attr", "_module", "_target")
+
+    def __init__(self, module: str, attr: str) -> None:
+        self._module, self._attr = module, attr
+        self._target: Any = None
+
+    def resolve(self) -> Any:
+        """The op module's `OP.<attr>` (imported once)."""
+        if self._target is None:
+            self._target = getattr(importlib.import_module(self._module).OP, self._attr)
+        return self._target
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.resolve()(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        # what a check asks of the callable (a Function's `apply`: `__self__`) is the op's own
+        if name in OpRef.__slots__:
+            raise AttributeError(name)
+        return getattr(self.resolve(), name)
+
+    def __reduce__(self) -> tuple[Any, tuple[str, str]]:
+        # a worker gets the op's own callable: it runs the op anyway
+        return _op_attr, (self._module, self._attr)
+
+    def __repr__(self) -> str:
+        return f"OpRef({self._module}:OP.{self._attr})"
+
+
+def _op_attr(module: str, attr: str) -> Any:
+    return getattr(importlib.import_module(module).OP, attr)
+
+
+def resolved(op: OpDef) -> OpDef:
+    """`op` with its OpRefs imported: what runs an op calls (and torch.compile traces) the
+    op's own callables, not a proxy."""
+    from dataclasses import replace
+
+    fn, ref = op.function, op.reference
+    if not isinstance(fn, OpRef) and not isinstance(ref, OpRef):
+        return op
+    return replace(op, function=fn.resolve() if isinstance(fn, OpRef) else fn,
+                   reference=ref.resolve() if isinstance(ref, OpRef) else ref)
+
+
+def lazy(name: str) -> OpDef:
+    """Bundled op `name`'s OpDef from the registry's facts, its function and reference
+    imported on first use (OpRef): what loading a spec needs, without importing the op."""
+    from gradlab.model import OpDef
+
+    e = known(name)
+    return OpDef(name=e.name, summary=e.summary, function=OpRef(e.module, "function"),
+                 reference=OpRef(e.module, "reference"), second_order=e.second_order,
+                 devices=e.devices)
 
 
 def spec_folder() -> Traversable:

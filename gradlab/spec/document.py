@@ -61,7 +61,7 @@ OpLookup = Callable[[str], Start]
 
 def module_start(name: str) -> Start:
     """The bundled op's module OpDef alone: no cases, no base (how bundled spec files start)."""
-    return Start(ops.load(name))
+    return Start(ops.lazy(name))
 
 
 def _bundled_op(entry: Mapping[str, Any], key: str, lookup: OpLookup,

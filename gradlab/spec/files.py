@@ -67,7 +67,7 @@ def bundled_start(name: str) -> Start:
     base the spec file's top-level args/kwargs/size1, else its first case's args alone."""
     doc = bundled_document(name)
     (target, *_) = parse_spec(doc, bundled_source(name), module_start)
-    op = replace(ops.load(name), cases=target.op.cases, bench_cases=target.op.bench_cases)
+    op = replace(ops.lazy(name), cases=target.op.cases, bench_cases=target.op.bench_cases)
     if isinstance(doc, Mapping) and ("args" in doc or "kwargs" in doc):
         return Start(op, parse_base(doc, ""))
     return Start(op, Case("base", op.cases[0].args) if op.cases else None)

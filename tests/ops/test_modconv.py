@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import torch
 
+from gradlab import ops
 from gradlab.cases import dtype_name, materialize
 from gradlab.model import Case, TensorArg
 from gradlab.ops.modconv import (
@@ -22,7 +23,7 @@ from gradlab.ops.modconv import (
 from gradlab.spec import resolve
 
 (TARGET,) = resolve("modconv")  # the cases live in gradlab/specs/modconv.yaml
-OP = TARGET.op
+OP = ops.resolved(TARGET.op)  # the module's own callables (a spec imports them lazily)
 CASES = {c.name: c for c in OP.cases}
 
 

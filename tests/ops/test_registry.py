@@ -1,8 +1,9 @@
 """The registry: every op module registered, its facts true (its capabilities measured again),
 its spec bundled, every op passing on CPU."""
 
+import pickle
 import pkgutil
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import pytest
 import torch
@@ -11,7 +12,7 @@ import yaml
 import gradlab.ops
 from gradlab import ops
 from gradlab.checks.context import ALL_MEASURED, Options
-from gradlab.checks.runner import run
+from gradlab.checks.driver import run
 from gradlab.model import OpDef
 from gradlab.results.capabilities import capability_matrix
 from gradlab.spec import resolve
@@ -46,7 +47,16 @@ def test_every_op_has_a_bundled_spec_with_cases(entry: ops.OpEntry) -> None:
     (target,) = resolve(entry.name)
     assert target.op.name == entry.name
     assert target.op.cases, "a bundled spec needs at least one case"
-    assert target.op.function is ops.load(entry.name).function
+    # a spec's op is the module's, imported on first use (specs load without torch)
+    module_op = ops.load(entry.name)
+    assert isinstance(target.op.function, ops.OpRef)
+    assert target.op.function.resolve() is module_op.function
+    assert ops.resolved(target.op).reference is module_op.reference
+    facts = [f.name for f in fields(module_op) if f.name not in ("function", "reference")]
+    lazy = ops.lazy(entry.name)
+    assert [getattr(lazy, f) for f in facts] == [getattr(module_op, f) for f in facts]
+    # a worker unpickles the op's own callable
+    assert pickle.loads(pickle.dumps(target.op.function)) is module_op.function
 
 
 @pytest.mark.parametrize("entry", ops.BUNDLED, ids=lambda e: e.name)
