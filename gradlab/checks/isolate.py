@@ -157,9 +157,8 @@ class Worker:
         self.proc, self.inbox, self.outbox = WARM.pop() if WARM else spawn()
         self.outbox.send(sys.path)
         self.outbox.send_bytes(self.payload)
-        reply = self.receive(START_TIMEOUT_S, None, "")
-        if reply.rows is None and reply.hint:
-            self.stop()
+        reply = self.wait(START_TIMEOUT_S)
+        if reply.rows is None:
             return f"the worker did not start: {reply.note}"
         self.env = reply.env or self.env
         return ""
@@ -187,27 +186,6 @@ class Worker:
             pass
         return describe_exit(self.proc.poll())
 
-    def receive(self, timeout: float | None, on_wait: OnWait | None, label: str) -> Outcome:
-        """Wait for the next message: rows, or an Outcome saying the worker died or hung."""
-        assert self.inbox is not None and self.proc is not None
-        start = time.perf_counter()
-        while True:
-            waited = time.perf_counter() - start
-            if self.inbox.poll(POLL_S):
-                try:
-                    msg = self.inbox.recv()
-                except (EOFError, OSError):
-                    return Outcome(hint="worker_died", note=self.exit_status())
-                if msg[0] == "ready":
-                    return Outcome(rows=[], env=msg[2])
-                return Outcome(rows=msg[2] if msg[0] == "rows" else [])
-            if self.proc.poll() is not None:
-                return Outcome(hint="worker_died", note=self.exit_status())
-            if timeout is not None and waited > timeout:
-                return Outcome(hint="timeout", note=f"no result after {timeout:g} s: stopped")
-            if on_wait is not None:
-                on_wait(label, waited)
-
     def submit(self, index: int, options: Options) -> str:
         """Send item `index` (starting a worker first when there is none); '' when sent,
         else why it could not be."""
@@ -233,7 +211,8 @@ class Worker:
             except (EOFError, OSError):
                 done = Outcome(hint="worker_died", note=self.exit_status())
             else:
-                done = Outcome(rows=msg[2] if msg[0] == "rows" else [])
+                done = (Outcome(rows=[], env=msg[2]) if msg[0] == "ready"
+                        else Outcome(rows=msg[2]))
         elif self.proc.poll() is not None:
             done = Outcome(hint="worker_died", note=self.exit_status())
         elif timeout is not None and waited > timeout:
@@ -246,21 +225,13 @@ class Worker:
             self.stop()  # the next item gets a fresh worker
         return done
 
-    def run_item(self, index: int, options: Options, timeout: float | None,
-                 on_wait: OnWait | None, label: str) -> Outcome:
-        """Run one item in the worker (starting one first when there is none)."""
-        why = self.submit(index, options)
-        if why:
-            return Outcome(hint="worker_died", note=why)
+    def wait(self, timeout: float | None) -> Outcome:
+        """The next message's Outcome (or that the worker died or ran past `timeout`)."""
         assert self.inbox is not None
         start = time.perf_counter()
-        while True:
-            done = self.outcome(time.perf_counter() - start, timeout)
-            if done is not None:
-                return done
+        while (done := self.outcome(time.perf_counter() - start, timeout)) is None:
             self.inbox.poll(POLL_S)
-            if on_wait is not None and self.proc is not None:
-                on_wait(label, time.perf_counter() - start)
+        return done
 
 
 #: (index, item, options) of one work item to run, and (index, item, outcome) of one run.
