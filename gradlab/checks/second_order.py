@@ -49,22 +49,10 @@ def gradient_inputs(fn: Callable[..., Any], inputs: Inputs,
 def double_backward_raises(fn: Callable[..., Any], inputs: Inputs) -> BaseException | None:
     """Run double backward once; return the exception it raised (None when it ran)."""
     try:
-        g = gradient_function(fn, len(inputs.args), inputs.diff_index, inputs.kwargs)
-        with torch.enable_grad():
-            outs = flat_outputs(fn(*inputs.args, **inputs.kwargs))
-            gos = [torch.ones_like(o, requires_grad=True) for o in outs]
-            grads = g(*inputs.args, *gos)
-            total = sum(gr.sum() for gr in grads)
-            assert isinstance(total, Tensor)
-            # .backward() rather than autograd.grad: a once_differentiable error node has no
-            # edges to the inputs, so autograd.grad(inputs=...) would never run (or raise) it.
-            total.backward()
-        for t in [*inputs.args, *gos]:
-            if isinstance(t, Tensor):
-                t.grad = None
+        g, g_inputs = gradient_inputs(fn, inputs, torch.Generator().manual_seed(0))
     except Exception as exc:
         return exc
-    return None
+    return double_backward(g, g_inputs)[0]
 
 
 def missing_second_order(ctx: CaseContext, op: OpDef, inputs: Inputs, exc: BaseException,

@@ -108,7 +108,7 @@ class OpRef:
     def resolve(self) -> Any:
         """The op module's `OP.<attr>` (imported once)."""
         if self._target is None:
-            self._target = getattr(importlib.import_module(self._module).OP, self._attr)
+            self._target = _op_attr(self._module, self._attr)
         return self._target
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -129,6 +129,7 @@ class OpRef:
 
 
 def _op_attr(module: str, attr: str) -> Any:
+    """Bundled op module `module`'s `OP.<attr>` (what an OpRef stands for)."""
     return getattr(importlib.import_module(module).OP, attr)
 
 
