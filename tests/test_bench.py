@@ -7,6 +7,8 @@ check exit codes, files and columns.
 from __future__ import annotations
 
 import json
+import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -152,6 +154,17 @@ def test_min_samples_rule_and_max_time_cap() -> None:
                               min_time=0.2, min_samples=10, max_time=1.0, clock=clock)
     # B passes max_time at its 2nd sample; the phase stops at the floor of 3.
     assert [len(s) for s in slow] == [MIN_SAMPLES_FLOOR] * 2
+
+
+def test_pooled_min_time_is_the_tasks_mean() -> None:
+    def rounds(pooled: bool) -> int:
+        clock = FakeClock()
+        out = sample_interleaved([fake_task(clock, "A", 0.01), fake_task(clock, "B", 0.03)],
+                                 [1, 1], min_time=0.2, min_samples=3, max_time=0, clock=clock,
+                                 pooled=pooled)
+        return len(out[0])
+    # each: A needs 20 rounds to measure 0.2 s; pooled: the mean of 0.02 s a round, 10
+    assert (rounds(False), rounds(True)) == (20, 10)
 
 
 def test_blocks_report_seconds_per_call() -> None:
@@ -347,17 +360,72 @@ def test_a_crash_fails_its_own_rows_and_the_run_goes_on() -> None:
     assert all(r.status == PASS for r in report.rows if r.op == "exp")
 
 
-def test_ctrl_c_keeps_the_phases_already_measured() -> None:
+def test_every_phase_is_sampled_in_the_same_rounds() -> None:
+    """A burst of load must fall on all phases alike: their samples interleave in time."""
+    order: list[str] = []
+
+    def logged(x: torch.Tensor) -> torch.Tensor:
+        stack = []
+        frame = sys._getframe()
+        while frame is not None:
+            stack.append(frame.f_code.co_name)
+            frame = frame.f_back  # type: ignore[assignment]
+        if "run_forward_backward" in stack:
+            order.append("forward_backward")
+        elif "setup_backward" in stack:
+            order.append("backward")
+        elif "run_forward" in stack:
+            order.append("forward_grad" if torch.is_grad_enabled() else "forward")
+        return x * 2
+
+    bench_case(small_op(function=logged), Case("small", (TensorArg((8, 8)),)), "float32", "cpu",
+               replace(FAST, min_samples=8), clock=ticking_clock(1.0))
+    sampled = order[-8 * len(PHASES):]  # the rounds come after every phase's warm-up
+    assert sorted(set(sampled)) == sorted(PHASES)
+    first = {p: sampled.index(p) for p in PHASES}
+    last = {p: len(sampled) - 1 - sampled[::-1].index(p) for p in PHASES}
+    # one after the other, a phase would end before the next began
+    assert max(first.values()) < min(last.values())
+    assert all(sampled.count(p) == 8 for p in PHASES)
+
+
+def test_ctrl_c_keeps_the_cases_already_measured() -> None:
     def interrupted_under_grad(x: torch.Tensor) -> torch.Tensor:
         if torch.is_grad_enabled():
             raise KeyboardInterrupt
         return x * 2
 
-    report = bench.run([Target(small_op(function=interrupted_under_grad))], FAST,
+    report = bench.run([Target(small_op()),
+                        Target(small_op(name="stops", function=interrupted_under_grad))], FAST,
                        clock=ticking_clock(1.0))
     assert report.interrupted
-    assert [(r.impl, r.phase, r.status) for r in report.rows] == [(CUSTOM, "forward", PASS),
-                                                                  (REFERENCE, "forward", PASS)]
+    # the first case whole; the second was interrupted in its warm-up: nothing sampled
+    assert [(r.op, r.impl, r.phase, r.status) for r in report.rows] == [
+        ("exp", i, p, PASS) for p in PHASES for i in (CUSTOM, REFERENCE)]
+
+
+def test_ctrl_c_while_sampling_keeps_the_finished_rounds() -> None:
+    calls = [0]
+
+    def interrupted_later(x: torch.Tensor) -> torch.Tensor:
+        calls[0] += 1
+        if calls[0] == 60:  # past every phase's warm-up, within the rounds
+            raise KeyboardInterrupt
+        return x * 2
+
+    options = replace(FAST, min_samples=50)
+    report = bench.run([Target(small_op(function=interrupted_later))], options,
+                       clock=ticking_clock(1.0))
+    assert report.interrupted
+    assert [(r.impl, r.phase) for r in report.rows] == [(i, p) for p in PHASES
+                                                         for i in (CUSTOM, REFERENCE)]
+    n = {(r.phase, r.impl): r.n for r in report.rows}
+    # the rounds every task finished: a phase's two rows pair up, the phases differ by the
+    # round the interrupt cut
+    assert all(n[p, CUSTOM] == n[p, REFERENCE] for p in PHASES)
+    assert max(n.values()) - min(n.values()) <= 1
+    assert all(MIN_SAMPLES_FLOOR <= k < 50 for k in n.values() if k is not None)
+    assert all(r.status == PASS and "interrupted after" in r.note for r in report.rows)
 
 
 def test_default_dtype_and_case_fallback() -> None:

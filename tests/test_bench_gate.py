@@ -4,6 +4,7 @@ the resampling of a phase that contradicts forward_backward: fake samples and fa
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -184,13 +185,25 @@ def test_resampled_round_trips_and_older_files_read_as_zero(tmp_path: Path) -> N
 class ScriptedClock:
     """A fake clock that moves only when the Functions below say how long they took."""
 
-    def __init__(self, burst: set[int]) -> None:
+    def __init__(self, burst: set[int], during: str = "run_backward") -> None:
         self.now = 0.0
-        self.burst = burst  # which backward calls of the custom Function (0-based) take 100 s
-        self.backward_calls = 0
+        #: which of the custom Function's backward calls (0-based) made by the phase task
+        #: `during` (gradlab.bench.impl's run_backward or run_forward_backward) take 100 s
+        self.burst, self.during = burst, during
+        self.calls = 0
 
     def __call__(self) -> float:
         return self.now
+
+
+def called_from(name: str) -> bool:
+    """Whether a function called `name` is on the stack (the phase task running this call)."""
+    frame = sys._getframe()
+    while frame is not None:
+        if frame.f_code.co_name == name:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
 
 
 def costly(clock: ScriptedClock, custom: bool) -> Any:
@@ -204,9 +217,9 @@ def costly(clock: ScriptedClock, custom: bool) -> Any:
 
         @staticmethod
         def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
-            if custom:
-                clock.now += 100.0 if clock.backward_calls in clock.burst else 1.0
-                clock.backward_calls += 1
+            if custom and called_from(clock.during):
+                clock.now += 100.0 if clock.calls in clock.burst else 1.0
+                clock.calls += 1
             else:
                 clock.now += 1.0
             return g
@@ -216,15 +229,16 @@ def costly(clock: ScriptedClock, custom: bool) -> Any:
 
 OPTIONS = BenchOptions(min_time=1e-4, min_samples=5, max_time=0.0, warmup_time=0.0,
                        resamples=200)
-#: Backward calls of the custom Function before the backward phase's sampling (the first call,
-#: then the warm-up), and during one sampling.
+#: A phase task's calls before the rounds (the first call, then the warm-up), and its calls in
+#: one sampling (every phase is sampled in the same rounds; a resampling is one phase's own).
 WARM, SAMPLED = 1 + WARMUP_MIN_CALLS, OPTIONS.min_samples
-#: The forward_backward phase's calls come next; then the resamplings of backward.
-FIRST_RESAMPLE = WARM + SAMPLED + WARM + SAMPLED
+#: The phase's resamplings come next.
+FIRST_RESAMPLE = WARM + SAMPLED
 
 
-def bench_with_burst(burst: set[int]) -> dict[tuple[str, str], BenchRow]:
-    clock = ScriptedClock(burst)
+def bench_with_burst(burst: set[int], during: str = "run_backward"
+                     ) -> dict[tuple[str, str], BenchRow]:
+    clock = ScriptedClock(burst, during)
     op = OpDef(name="costly", summary="", function=costly(clock, True),
                reference=costly(clock, False), second_order=None,
                bench_cases=(Case("one", (TensorArg((4,)),)),))
@@ -256,10 +270,9 @@ def test_a_phase_that_keeps_contradicting_stops_at_the_bound_and_says_so() -> No
 
 
 def test_a_whole_whose_ratio_lies_outside_its_parts_is_resampled() -> None:
-    # the custom backward read 100 s in forward_backward's first sampling only: the whole's
+    # the custom backward read 100 s in forward_backward's rounds only: the whole's
     # custom/reference ratio (101 / 2) lies far outside forward_grad's and backward's (1 and 1)
-    fb_sampling = FIRST_RESAMPLE - SAMPLED
-    rows = bench_with_burst(set(range(fb_sampling, FIRST_RESAMPLE)))
+    rows = bench_with_burst(set(range(WARM, WARM + SAMPLED)), during="run_forward_backward")
     fb = rows[CUSTOM, "forward_backward"]
     assert fb.resampled == 1 and fb.median_s == 2.0 and not fb.contradicted
     assert "resampled 1x: its custom/reference ratio was 50.50x outside those of " \

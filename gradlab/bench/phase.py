@@ -1,5 +1,15 @@
-"""One case's phases: warm-up, memory, sampling in rounds, summary, and a phase that
-contradicts the others sampled again.
+"""One case's phases: warm-up and memory per phase, then every phase sampled in the same rounds,
+summaries, and a phase that contradicts the others sampled again.
+
+All phases of both implementations are sampled in one set of rounds (one sample of each task a
+round, in a seeded random order) until they measured min_time on average (timing.
+sample_interleaved's pooled rule: about what sampling them one after the other cost).  A burst
+of other load then falls on every phase alike instead of on the one phase being sampled while
+it lasted: sampled one after the other, two same-code benches beside a looping test suite once
+read forward +13.5% and backward +15.5% while forward_grad (the same forward code) and
+forward_backward held, and compare called it a regression.  Each task keeps its own block size
+(timing.block_size): blocks stretched to last alike put four backward graphs in memory at once,
+and one same-code pair then read backward +105% (page faults of a heap in another state).
 
 No part of a call can take longer than the whole: a forward, forward_grad or backward median
 above the same implementation's forward_backward median, or a forward_backward whose
@@ -12,9 +22,10 @@ marked `contradicted`, which compare does not judge.
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 import torch
 
@@ -22,13 +33,21 @@ from gradlab.bench.impl import BACKWARD_PHASES, Impl
 from gradlab.bench.memory import cuda_peak, input_bytes, saved_bytes
 from gradlab.bench.options import BenchOptions
 from gradlab.bench.stats import (
+    MIN_SAMPLES_FLOOR,
     exceeds_whole,
     low_ratio,
     median_ratio,
     outside_range,
     summarize,
 )
-from gradlab.bench.timing import Clock, Sync, Task, graph_block_cap, sample_interleaved, warm_up
+from gradlab.bench.timing import (
+    Clock,
+    Sync,
+    Task,
+    graph_block_cap,
+    sample_interleaved,
+    warm_up,
+)
 from gradlab.results.bench import BenchRow
 from gradlab.results.status import ERROR, PASS
 
@@ -68,35 +87,129 @@ class CaseBench:
         default_factory=dict)
 
 
-def bench_phase(bench: CaseBench, phase: str) -> list[BenchRow]:
-    """Warm up, measure memory, sample alternately and summarise one phase."""
-    rows = {name: bench.row(name, phase) for name in bench.impls}
-    live: dict[str, tuple[Task, int]] = {}
-    for name in bench.impls:
-        prepared = _prepare(bench, name, phase, rows[name])
-        if prepared is not None:
-            live[name] = prepared
-    if live:
-        _sample(bench, rows, live)
-    _speedup(rows, bench.options)
-    bench.measured[phase] = (rows, live)
-    return list(rows.values())
+def measure(bench: CaseBench, phases: Sequence[str]) -> None:
+    """Warm up every phase, sample them all in the same rounds, and settle (see the module);
+    the rows are in bench.measured.  A KeyboardInterrupt while sampling leaves the rows of
+    the samples taken so far (at least MIN_SAMPLES_FLOOR each) before it goes on up."""
+    for phase in phases:
+        rows = {name: bench.row(name, phase) for name in bench.impls}
+        live: dict[str, tuple[Task, int]] = {}
+        for name in bench.impls:
+            prepared = _prepare(bench, name, phase, rows[name])
+            if prepared is not None:
+                live[name] = prepared
+        bench.measured[phase] = (rows, live)
+    _sample_jointly(bench)
+    for rows, _ in bench.measured.values():
+        _speedup(rows, bench.options)
+    settle(bench)
 
 
-def settle(bench: CaseBench, phase: str) -> None:
-    """After `phase` was measured: resample what contradicts the others (see the module)."""
+def settle(bench: CaseBench) -> None:
+    """Resample what contradicts the others (see the module): parts above the whole first,
+    then a whole whose ratio lies outside its parts'."""
     def above(x: float) -> str:
         return f"its median was {x:.2f}x {WHOLE}'s"
 
     def outside(x: float) -> str:
         return f"its custom/reference ratio was {x:.2f}x outside those of {' and '.join(PARTS)}"
 
-    if phase == WHOLE:
-        for part in [p for p in bench.measured if p != WHOLE]:
-            _resample_while(bench, part, partial(_above_whole, bench, part), above)
-        _resample_while(bench, WHOLE, partial(_ratio_outside_parts, bench), outside)
-    elif WHOLE in bench.measured:
-        _resample_while(bench, phase, partial(_above_whole, bench, phase), above)
+    if WHOLE not in bench.measured:
+        return
+    for part in [p for p in bench.measured if p != WHOLE]:
+        _resample_while(bench, part, partial(_above_whole, bench, part), above)
+    _resample_while(bench, WHOLE, partial(_ratio_outside_parts, bench), outside)
+
+
+class _Raised(Exception):
+    """A task of a joint sampling raised: which one, and what."""
+
+    def __init__(self, index: int, exc: Exception):
+        super().__init__(str(exc))
+        self.index, self.exc = index, exc
+
+
+def _tagged(index: int, task: Task) -> Task:
+    """`task`, its exceptions tagged with its index in the joint sampling."""
+    def setup(k: int) -> Any:
+        try:
+            return task.setup(k)
+        except Exception as exc:
+            raise _Raised(index, exc) from exc
+
+    def run(state: Any) -> None:
+        try:
+            task.run(state)
+        except Exception as exc:
+            raise _Raised(index, exc) from exc
+    return Task(setup=setup, run=run)
+
+
+def _sample_jointly(bench: CaseBench) -> None:
+    """Sample every live task of every phase in the same rounds and fill their rows.
+
+    A task that raises fails its own row (the others are sampled again without it)."""
+    entries = [(phase, name) for phase, (_, live) in bench.measured.items() for name in live]
+    while entries:
+        tasks = [_tagged(i, bench.measured[p][1][n][0]) for i, (p, n) in enumerate(entries)]
+        into: list[list[float]] = [[] for _ in entries]
+        try:
+            _sample_tasks(bench, tasks, [bench.measured[p][1][n][1] for p, n in entries], into,
+                          pooled=True)
+        except _Raised as raised:
+            phase, name = entries.pop(raised.index)
+            rows, live = bench.measured[phase]
+            rows[name].status = ERROR
+            rows[name].note = f"while sampling: {first_line(raised.exc)}"
+            del live[name]
+            release(bench.device)
+            continue
+        except KeyboardInterrupt:
+            _fill_partial(bench, entries, into)
+            raise
+        for (phase, name), s in zip(entries, into, strict=True):
+            rows, live = bench.measured[phase]
+            _fill(rows[name], s, live[name][1], bench.options)
+        return
+
+
+def _sample_tasks(bench: CaseBench, tasks: Sequence[Task], numbers: Sequence[int],
+                  into: list[list[float]], pooled: bool = False) -> None:
+    options = bench.options
+    seed = options.seed * 1_000_003 + bench.samplings
+    bench.samplings += 1
+    sample_interleaved(tasks, numbers, min_time=options.min_time,
+                       min_samples=options.min_samples, max_time=options.max_time,
+                       clock=bench.clock, sync=bench.sync, order_seed=seed, into=into,
+                       pooled=pooled)
+
+
+def _fill_partial(bench: CaseBench, entries: Sequence[tuple[str, str]],
+                  into: Sequence[list[float]]) -> None:
+    """After an interrupt: rows from the rounds every task of a phase finished, when there
+    are MIN_SAMPLES_FLOOR of them; the other rows keep no samples."""
+    by_phase: dict[str, list[tuple[str, list[float]]]] = {}
+    for (phase, name), s in zip(entries, into, strict=True):
+        by_phase.setdefault(phase, []).append((name, s))
+    for phase, named in by_phase.items():
+        rounds = min(len(s) for _, s in named)
+        if rounds < MIN_SAMPLES_FLOOR:
+            continue
+        rows, live = bench.measured[phase]
+        for name, s in named:
+            _fill(rows[name], s[:rounds], live[name][1], bench.options)
+            rows[name].note = "; ".join(filter(None, [rows[name].note,
+                                                      f"interrupted after {rounds} rounds"]))
+        _speedup(rows, bench.options)
+
+
+def _fill(r: BenchRow, samples: Sequence[float], number: int, options: BenchOptions) -> None:
+    """A row's summary from its samples."""
+    st = summarize(samples)
+    r.median_s, r.iqr_s, r.min_s, r.n = st.median, st.iqr, st.min, st.n
+    r.number, r.noisy, r.samples_s = number, st.noisy, list(samples)
+    if st.n < options.min_samples:
+        r.note = f"only {st.n} samples (--max-time {options.max_time:g} s reached)"
 
 
 def _above_whole(bench: CaseBench, phase: str) -> float | None:
@@ -181,28 +294,18 @@ def _prepare(bench: CaseBench, name: str, phase: str, r: BenchRow) -> tuple[Task
 
 def _sample(bench: CaseBench, rows: Mapping[str, BenchRow],
             live: Mapping[str, tuple[Task, int]]) -> None:
-    """Sample the live implementations alternately and fill their rows."""
-    options = bench.options
+    """Sample one phase's live implementations again, alternately, and fill their rows."""
+    into: list[list[float]] = [[] for _ in live]
     try:
-        samples = sample_interleaved([t for t, _ in live.values()],
-                                     [n for _, n in live.values()],
-                                     min_time=options.min_time, min_samples=options.min_samples,
-                                     max_time=options.max_time, clock=bench.clock,
-                                     sync=bench.sync,
-                                     order_seed=options.seed * 1_000_003 + bench.samplings)
-        bench.samplings += 1
+        _sample_tasks(bench, [t for t, _ in live.values()], [n for _, n in live.values()], into)
     except Exception as exc:
         # Which implementation raised is not known here: both rows carry the error.
         for name in live:
             rows[name].status, rows[name].note = ERROR, f"while sampling: {first_line(exc)}"
         release(bench.device)
         return
-    for (name, (_, number)), s in zip(live.items(), samples, strict=True):
-        r, st = rows[name], summarize(s)
-        r.median_s, r.iqr_s, r.min_s, r.n = st.median, st.iqr, st.min, st.n
-        r.number, r.noisy, r.samples_s = number, st.noisy, list(s)
-        if st.n < options.min_samples:
-            r.note = f"only {st.n} samples (--max-time {options.max_time:g} s reached)"
+    for (name, (_, number)), s in zip(live.items(), into, strict=True):
+        _fill(rows[name], s, number, bench.options)
 
 
 def _speedup(rows: Mapping[str, BenchRow], options: BenchOptions) -> None:

@@ -1,8 +1,9 @@
 """The bench run: which cases, dtypes and devices, and each phase warmed up, sampled, summarised.
 
-The custom Function and its reference are sampled alternately, in rounds of one sample each in
-a seeded random order (A B, B A, ...), so slow drift and other jobs' time slices hit both alike,
-and the speedup (reference median / custom median) gets a paired bootstrap confidence interval.
+The custom Function and its reference, in every phase, are sampled in the same rounds of one
+sample each in a seeded random order, so slow drift and other jobs' time slices hit both alike
+(and every phase alike), and the speedup (reference median / custom median) gets a paired
+bootstrap confidence interval.
 Everything here returns data; gradlab.render shows it.
 """
 
@@ -23,10 +24,9 @@ from gradlab.bench.phase import (
     MAX_RESAMPLES,
     REFERENCE,
     CaseBench,
-    bench_phase,
     first_line,
+    measure,
     release,
-    settle,
 )
 from gradlab.bench.stats import (
     CONFIDENCE,
@@ -39,7 +39,7 @@ from gradlab.bench.timing import BLOCK_TIME, Clock, Sync
 from gradlab.cases import case_seed, materialize
 from gradlab.model import Case, OpDef, Target
 from gradlab.results.bench import BenchError, BenchReport, BenchRow
-from gradlab.results.status import ERROR, SKIP
+from gradlab.results.status import ERROR, PASS, SKIP
 from gradlab.torchstate import intra_op_threads
 
 
@@ -105,7 +105,8 @@ def _skip_reason(op: OpDef, device: str) -> str:
 def iter_bench_case(op: OpDef, case: Case, dtype: str, device: str, options: BenchOptions, *,
                     clock: Clock = time.perf_counter, sync: Sync | None = None
                     ) -> Iterator[list[BenchRow]]:
-    """bench_case, one phase's rows at a time (so an interrupted run keeps finished phases)."""
+    """bench_case, one phase's rows at a time, after every phase was sampled (phase.measure);
+    an interrupted case yields the rows of the rounds it finished."""
     op = ops.resolved(op)  # the op's own callables are timed, not a proxy's call
     names = [CUSTOM] if op.reference is None else [CUSTOM, REFERENCE]
     fns = {CUSTOM: op.function, REFERENCE: op.reference}
@@ -133,11 +134,17 @@ def iter_bench_case(op: OpDef, case: Case, dtype: str, device: str, options: Ben
         # The reference gets its own leaf copy with the same values: grads never mix.
         impls[name] = Impl(fn, base if name == CUSTOM else base.clone(), grad_seed=seed + 1)
     bench = CaseBench(impls, device, options, clock, sync or default_sync(device), row)
+    try:
+        measure(bench, options.phases)
+    except KeyboardInterrupt:
+        # the rows sampled before it (phase.measure keeps what it can summarise)
+        for rows, _ in bench.measured.values():
+            kept = [r for r in rows.values() if r.n or r.status != PASS]
+            if kept:
+                yield kept
+        raise
     for phase in options.phases:
-        rows = bench_phase(bench, phase)
-        # A phase resampled here may be one already yielded: its rows change in place.
-        settle(bench, phase)
-        yield rows
+        yield list(bench.measured[phase][0].values())
 
 
 def run(targets: Sequence[Target], options: BenchOptions | None = None, *,

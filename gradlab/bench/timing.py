@@ -17,7 +17,8 @@ from gradlab.bench.stats import MIN_SAMPLES_FLOOR
 Clock = Callable[[], float]
 Sync = Callable[[], None]
 
-#: Per phase and implementation, sampling goes on until this much time was measured...
+#: Per phase and implementation (on average over a case's, when sampled together), sampling
+#: goes on until this much time was measured...
 DEFAULT_MIN_TIME = 0.2
 #: ...and at least this many samples were taken (enough for a median and quartiles that mean
 #: something, and for a bootstrap interval that is not just the extreme values).
@@ -100,7 +101,9 @@ def sample_interleaved(tasks: Sequence[Task], numbers: Sequence[int], *,
                        max_time: float = DEFAULT_MAX_TIME,
                        clock: Clock = time.perf_counter, sync: Sync = lambda: None,
                        max_samples: int = MAX_SAMPLES,
-                       order_seed: int | None = None) -> list[list[float]]:
+                       order_seed: int | None = None,
+                       into: list[list[float]] | None = None,
+                       pooled: bool = False) -> list[list[float]]:
     """Sample the tasks in rounds, one sample of each a round, until the stopping rule holds.
 
     Each sample is seconds per call of a block of `numbers[i]` calls; samples[i][k] is task i's
@@ -110,9 +113,12 @@ def sample_interleaved(tasks: Sequence[Task], numbers: Sequence[int], *,
     sample of most rounds and read the custom Function 1.9x slower than its equal reference.
     Stops when every task has min_samples samples and min_time measured, or (max_time > 0)
     when one task has spent max_time and every task has MIN_SAMPLES_FLOOR samples, or at
-    max_samples.
+    max_samples.  into: the lists to append to (the caller keeps what an interrupt cut off).
+    pooled: min_time is what the tasks measured on average, not each (the phases of a case
+    sampled as one measurement: the cheapest phase must not make every other run on until it
+    has measured min_time too).
     """
-    samples: list[list[float]] = [[] for _ in tasks]
+    samples: list[list[float]] = into if into is not None else [[] for _ in tasks]
     spent = [0.0] * len(tasks)
     order = list(range(len(tasks)))
     rng = random.Random(order_seed) if order_seed is not None else None
@@ -127,7 +133,7 @@ def sample_interleaved(tasks: Sequence[Task], numbers: Sequence[int], *,
         n = len(samples[0])
         if n >= max_samples:
             break
-        if n >= min_samples and min(spent) >= min_time:
+        if n >= min_samples and (sum(spent) / len(spent) if pooled else min(spent)) >= min_time:
             break
         if max_time > 0 and n >= MIN_SAMPLES_FLOOR and max(spent) >= max_time:
             break

@@ -54,11 +54,12 @@ def bench(
     report_dir: Annotated[Path, typer.Option("--report-dir", help="where bench-*.csv/json "
                                              "go")] = Path(DEFAULT_REPORT_DIR),
     min_time: Annotated[float, typer.Option("--min-time", help="seconds to measure per phase "
-                                            "and implementation, at least")] = 0.2,
+                                            "and implementation, on average over a case's")
+                        ] = 0.2,
     min_samples: Annotated[int, typer.Option("--min-samples", help="samples per phase and "
                                              "implementation, at least")] = 10,
-    max_time: Annotated[float, typer.Option("--max-time", help="stop a phase at 3 samples once "
-                                            "one implementation spent this long (0: never)")
+    max_time: Annotated[float, typer.Option("--max-time", help="stop a case at 3 samples once "
+                                            "one phase spent this long (0: never)")
                         ] = 1.0,
     case: Annotated[list[str] | None, typer.Option("--case", help="only these bench cases")
                     ] = None,
