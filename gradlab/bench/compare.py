@@ -99,25 +99,53 @@ def compare(old: BenchReport, new: BenchReport, threshold: float = DEFAULT_THRES
     return rows
 
 
-#: The phase every other phase of a case is part of (gradlab.bench.phase's WHOLE).
+#: The phase every other phase of a case is part of (gradlab.bench.phase's WHOLE), and the
+#: parts whose costs add up to it.
 WHOLE = "forward_backward"
+PARTS = ("forward_grad", "backward")
+#: A part that rose by x% makes its whole rise by about x% times its share of the whole.  A
+#: part's regression whose whole rose, at the top of its 95% interval, by less than this
+#: fraction of that is not judged: a burst of load in the part's samples, not the code.
+FOLLOW_FRACTION = 0.5
 #: What a part's regression says when the whole did not move with it.
 UNFOLLOWED = ("forward_backward did not follow ({:+.1f}%): a burst of load?  bench again to "
               "confirm")
+CONTRADICTED = ("not judged: forward_backward did not follow (read {:+.1f}%, at most {:+.1f}%; "
+                "a real {:+.1f}% here raises it {:+.1f}%): a burst of load?  bench again")
 
 
 def _note_unfollowed(rows: Sequence[CompareRow]) -> None:
-    """A part's regression that its case's forward_backward did not follow (no significant
-    rise) gets a note: a slower part makes the whole slower too, while a burst of other load
-    hits one phase's samples only.  The verdict stands: a note, since a small part's slowdown
-    can hide in the whole's scatter."""
+    """A part's regression that its case's forward_backward did not follow.
+
+    A slower part makes the whole slower by its share, while a burst of other load hits one
+    phase's samples only.  When the whole's interval excludes even FOLLOW_FRACTION of the rise
+    the part implies, the part is not judged (its note says why); when the whole merely did not
+    rise significantly, the verdict stands with a note, since a small part's real slowdown can
+    hide in the whole's scatter."""
     wholes = {(c.op, c.case, c.dtype, c.device): c for c in rows if c.phase == WHOLE}
     for c in rows:
         whole = wholes.get((c.op, c.case, c.dtype, c.device))
-        if (c.regression and c.phase != WHOLE and whole is not None
-                and whole.change_pct is not None
-                and not (whole.significant and whole.change_pct > 0)):
+        if (not c.regression or c.phase == WHOLE or whole is None or whole.change_pct is None
+                or c.change_pct is None):
+            continue
+        implied = _implied_rise(c, whole)
+        if (c.phase in PARTS and implied is not None and whole.ratio_high is not None
+                and (whole.ratio_high - 1.0) * 100 < FOLLOW_FRACTION * implied):
+            c.regression = False
+            rest = [n for n in c.note.split("; ") if n and n != "REGRESSION"]
+            c.note = "; ".join([CONTRADICTED.format(whole.change_pct,
+                                                    (whole.ratio_high - 1.0) * 100,
+                                                    c.change_pct, implied), *rest])
+        elif not (whole.significant and whole.change_pct > 0):
             c.note = "; ".join([c.note, UNFOLLOWED.format(whole.change_pct)])
+
+
+def _implied_rise(part: CompareRow, whole: CompareRow) -> float | None:
+    """How many percent the whole rises when the part rises by part.change_pct: that times the
+    part's share of the whole (old custom medians, at most 1)."""
+    if part.change_pct is None or not part.old_custom_s or not whole.old_custom_s:
+        return None
+    return part.change_pct * min(1.0, part.old_custom_s / whole.old_custom_s)
 
 
 def _custom(rows: Mapping[str, BenchRow]) -> BenchRow | None:
