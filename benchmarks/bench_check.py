@@ -3,7 +3,8 @@
     python benchmarks/bench_check.py [--rounds 5] [--sizes 1e2 1e4 1e5 1e6] [--memory]
 
 Interleaved rounds (every mode once per round, in a seeded random order), medians, one intra-op
-thread for every mode.  Modes per op (exp, conv2d) and input size (total input elements):
+thread for every mode, each run from a trimmed heap (as a fresh process would start).  Modes
+per op (exp, conv2d) and input size (total input elements):
 
 - `gradlab`: `gradlab.check(fn, args, reference=ref)` with defaults: forward and gradients
   against the reference, the contract, every variant, the jacobian and second_order checks.
@@ -22,6 +23,9 @@ how many times each mode calls the Function's forward and backward.
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
+import gc
 import json
 import os
 import random
@@ -45,6 +49,9 @@ sys.path.insert(0, str(ROOT))
 import gradlab  # noqa: E402
 from gradlab.ops.conv2d import Conv2dFunction  # noqa: E402
 from gradlab.ops.exp import Exp  # noqa: E402
+
+#: glibc, for malloc_trim (None elsewhere: runs then start from whatever heap is left).
+LIBC = ctypes.CDLL(ctypes.util.find_library("c")) if sys.platform.startswith("linux") else None
 
 MODES = ("gradlab", "gradlab probes", "torch fast", "torch fast 1st", "torch slow")
 #: The bundled specs' small cases are of this size (elements over all inputs).
@@ -125,7 +132,21 @@ def call_counts(op: str, n: int) -> dict[str, dict[str, int]]:
     return out
 
 
+def trimmed_heap() -> None:
+    """Free what earlier runs left: garbage, and the heap's free memory back to the system.
+
+    Each timed run then starts from the same state, as in a fresh process.  Without it a run
+    reused, without page faults, the memory the run before it freed: at 1e6 elements the same
+    mode read up to 25% apart depending on which mode ran before it, and gradlab (more memory)
+    came off worse after torch than torch after gradlab.
+    """
+    gc.collect()
+    if LIBC is not None:
+        LIBC.malloc_trim(0)
+
+
 def timed(mode: str, op: str, n: int) -> float:
+    trimmed_heap()
     t0 = time.perf_counter()
     run_mode(mode, op, n)
     return time.perf_counter() - t0

@@ -56,3 +56,19 @@ def test_large_outputs_still_catch_a_wrong_derivative(mode: str) -> None:
     assert "gradient" in flagged
     assert ("jacobian" in flagged) == (mode == "dense")
     assert all(r.hint == "constant_factor" for r in report.failures if r.check == "gradient")
+
+
+def test_bitwise_equal_tensors_pass_without_measuring_and_nan_still_fails_strictly() -> None:
+    from gradlab.checks.diagnose import compare
+    from gradlab.model import Tolerance
+
+    tol = Tolerance(1e-7, 1e-7)
+    x = torch.randn(70_000, dtype=torch.float64)  # beyond one chunk of the measured path
+    same = compare(x, x.clone(), tol)
+    assert same.ok and same.stats.max_abs == 0.0 and same.stats.max_rel == 0.0
+    close = compare(x * (1 + 1e-9), x, tol)
+    assert close.ok and close.stats.max_abs > 0.0  # measured, not the shortcut
+    x[123] = float("nan")
+    # NaN never equals itself: the shortcut leaves it to the rules (nothing verified there)
+    assert not compare(x, x.clone(), tol, strict_finite=True).ok
+    assert compare(x, x.clone(), tol).ok  # NaN where the reference is NaN: its domain
