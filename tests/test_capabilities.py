@@ -172,6 +172,32 @@ def test_the_matrix_says_what_each_function_supports() -> None:
     assert (autocast.state, autocast.status) == (NO, WARN)
 
 
+class ExpRandomRounding(torch.autograd.Function):
+    """Exp whose backward rounds stochastically from the global RNG (deterministic given it,
+    as dropout is): the noisy twin draws from a generator of its own instead."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        y = x.exp()
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        (y,) = ctx.saved_tensors
+        return g * y * (1 + 1e-14 * torch.randn_like(y))
+
+
+@pytest.mark.parametrize("checks", [None, ["capabilities"]])
+def test_randomness_from_the_global_rng_is_deterministic(checks: list[str] | None) -> None:
+    # with the jacobian check, the capabilities take their base run from its graph: the
+    # deterministic probe must replay the RNG from where that run began
+    r = gradlab.check(ExpRandomRounding.apply, args(SQUARE), reference=torch.exp, name="rr",
+                      checks=checks, variants=False)
+    (line,) = capability_matrix(r.rows)
+    assert line.cell("deterministic").state == YES, line.cell("deterministic").note
+
+
 def test_plain_torch_callables_are_measured_without_calling_vjp_fn(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # torch.func's vjp_fn imports torch._dynamo (a second) to run torch's own derivatives:

@@ -286,10 +286,15 @@ def measured_row(ctx: CaseContext, m: Measured) -> None:
                 note=m.note)
 
 
-def capability_rows(ctx: CaseContext, inputs: Inputs, gen: torch.Generator) -> None:
-    """Every capability this run measures, on one case (rows appended to ctx.rows)."""
-    state = RngState.now(ctx.device)
-    base = run_once(ctx.op.function, inputs.clone(), None, gen)
+def capability_rows(ctx: CaseContext, inputs: Inputs, gen: torch.Generator, *,
+                    base: Run | None = None, state: RngState | None = None) -> None:
+    """Every capability this run measures, on one case (rows appended to ctx.rows).
+
+    base: the Function's run on `inputs` already made (the jacobian check's first forward and
+    backward) and `state`, the RNG state it began in; else the Function runs here."""
+    if base is None or state is None:
+        state = RngState.now(ctx.device)
+        base = run_once(ctx.op.function, inputs.clone(), None, gen)
     if base.error is not None or not base.grad_outs64:
         return  # the Function itself fails here: the other checks say so
     probes: dict[str, Callable[[], Measured | None]] = {

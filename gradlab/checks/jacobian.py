@@ -70,10 +70,15 @@ def directional_derivative(fn: Callable[..., Any], inputs: Inputs, wrt: int, dir
 
 @dataclass
 class Backward:
-    """A graph built once; `vjp(v)` runs backward for a flat output vector v (J^T v per input)."""
+    """A graph built once; `vjp(v)` runs backward for a flat output vector v (J^T v per input).
+
+    `first` keeps the first vjp's v and result: the first backward after the graph's forward,
+    which a run of forward and backward from the same RNG state repeats (the capabilities
+    check takes its base run from it instead of running the Function again)."""
 
     outputs: list[Tensor]
     wrt: list[Tensor]
+    first: tuple[Tensor, list[Tensor | None]] | None = None
 
     @property
     def n_out(self) -> int:
@@ -89,10 +94,20 @@ class Backward:
         pairs = [(o, g) for o, g in zip(self.outputs, grads_out, strict=True) if o.requires_grad]
         if not pairs or not self.wrt:
             return [None] * len(self.wrt)
-        grads = torch.autograd.grad([p[0] for p in pairs], self.wrt, [p[1] for p in pairs],
-                                    retain_graph=True, allow_unused=True,
-                                    create_graph=create_graph)
-        return list(grads)
+        grads: list[Tensor | None] = list(torch.autograd.grad(
+            [p[0] for p in pairs], self.wrt, [p[1] for p in pairs], retain_graph=True,
+            allow_unused=True, create_graph=create_graph))
+        if self.first is None:
+            self.first = (v, grads)
+        return grads
+
+    def split(self, v: Tensor) -> list[Tensor]:
+        """A flat output vector as one float64 tensor per output (grad_outputs)."""
+        out, offset = [], 0
+        for o in self.outputs:
+            out.append(v[offset:offset + o.numel()].reshape(o.shape).to(torch.float64))
+            offset += o.numel()
+        return out
 
 
 def build_backward(fn: Callable[..., Any], inputs: Inputs, wrt: Sequence[int]) -> Backward:

@@ -13,7 +13,7 @@ import torch
 from gradlab import ops
 from gradlab.cases import NonLeafInputs, case_seed, materialize
 from gradlab.checks.autocast import autocast_row
-from gradlab.checks.capabilities import capability_rows
+from gradlab.checks.capabilities import RngState, capability_rows
 from gradlab.checks.compare import chain_rule_ignored, compare_runs
 from gradlab.checks.context import (
     CaseContext,
@@ -24,7 +24,8 @@ from gradlab.checks.context import (
     raised_in_user_code,
 )
 from gradlab.checks.contract import backward_again, contract_row
-from gradlab.checks.execute import run_once
+from gradlab.checks.execute import Run, run_once
+from gradlab.checks.jacobian import Backward, build_backward
 from gradlab.checks.numerical import jacobian_check
 from gradlab.checks.plan import Item, enabled_checks
 from gradlab.checks.rawbackward import grad_output_as
@@ -100,22 +101,40 @@ def numerical_rows(target: Target, case: Case, device: str, options: Options,
     if not inputs.diff_index:
         return ctx.rows
     first_ok = True
+    # the deterministic probe runs the Function again from the state its base run began in
+    state = RngState.now(device)
+    bw = None
     if "jacobian" in checks:
         t0 = time.perf_counter()
         try:
+            if options.mode != "dense":
+                # the probes' graph; second_order and capabilities take their base run from it
+                bw = build_backward(target.op.function, inputs, inputs.diff_index)
             r = jacobian_check(ctx, "jacobian", target.op.function, inputs, GRADCHECK_TOLERANCE,
-                               gen)
+                               gen, bw=bw)
             first_ok = not r.failed
         except Exception as exc:
-            first_ok = False
+            first_ok, bw = False, None
             ctx.crash_row("base", "jacobian", exc, seconds=time.perf_counter() - t0)
     if "second_order" in checks:
-        second_order_row(ctx, target.op, inputs.clone(), gen, first_ok)
+        second_order_row(ctx, target.op, inputs.clone(), gen, first_ok,
+                         outs=bw.outputs if bw is not None else None)
     if "autocast" in checks:
         guarded_check(ctx, "autocast", lambda: autocast_row(ctx, seed, gen, first_ok))
     if "capabilities" in checks:
-        guarded_check(ctx, "capabilities", lambda: capability_rows(ctx, inputs.clone(), gen))
+        base = base_of(bw)
+        guarded_check(ctx, "capabilities", lambda: capability_rows(
+            ctx, inputs.clone(), gen, base=base, state=state if base is not None else None))
     return ctx.rows
+
+
+def base_of(bw: Backward | None) -> Run | None:
+    """The jacobian graph's first backward as a run (outputs, gradients, their grad_outputs),
+    when it ran and backward gave a gradient for every input; else None."""
+    if bw is None or bw.first is None or any(g is None for g in bw.first[1]):
+        return None
+    v, grads = bw.first
+    return Run(list(bw.outputs), list(grads), grad_outs64=bw.split(v))
 
 
 def guarded_check(ctx: CaseContext, check: str, make_rows: Callable[[], None]) -> None:

@@ -36,10 +36,13 @@ def gradient_function(fn: Callable[..., Any], n_args: int, wrt: Sequence[int],
     return g
 
 
-def gradient_inputs(fn: Callable[..., Any], inputs: Inputs,
-                    gen: torch.Generator) -> tuple[Callable[..., Any], Inputs]:
-    """The first-order gradient function and its inputs (args + random grad_outputs)."""
-    outs = call(fn, inputs)
+def gradient_inputs(fn: Callable[..., Any], inputs: Inputs, gen: torch.Generator,
+                    outs: Sequence[Tensor] | None = None) -> tuple[Callable[..., Any], Inputs]:
+    """The first-order gradient function and its inputs (args + random grad_outputs).
+
+    outs: fn's outputs on these inputs when already made (their shapes are all it needs)."""
+    if outs is None:
+        outs = call(fn, inputs)
     gos = [standard_normal(o.shape, gen).to(o.dtype).to(o.device)
            .requires_grad_(o.requires_grad) for o in outs]
     g = gradient_function(fn, len(inputs.args), inputs.diff_index, inputs.kwargs)
@@ -94,8 +97,9 @@ def double_backward(g: Callable[..., Any], g_inputs: Inputs) -> tuple[BaseExcept
 
 
 def second_order_row(ctx: CaseContext, op: OpDef, inputs: Inputs, gen: torch.Generator,
-                     first_ok: bool) -> None:
-    """The second_order row of one case (appended to ctx.rows)."""
+                     first_ok: bool, outs: Sequence[Tensor] | None = None) -> None:
+    """The second_order row of one case (appended to ctx.rows); outs: the Function's outputs
+    on these inputs, when already made."""
     t0 = time.perf_counter()
     if op.second_order is False:
         exc = double_backward_raises(op.function, inputs)
@@ -109,7 +113,7 @@ def second_order_row(ctx: CaseContext, op: OpDef, inputs: Inputs, gen: torch.Gen
     bw = None
     if op.second_order is None:
         try:
-            g, g_inputs = gradient_inputs(op.function, inputs, gen)
+            g, g_inputs = gradient_inputs(op.function, inputs, gen, outs)
             exc, bw = double_backward(g, g_inputs)
         except Exception as raised:
             exc = raised
@@ -123,7 +127,7 @@ def second_order_row(ctx: CaseContext, op: OpDef, inputs: Inputs, gen: torch.Gen
             return
     try:
         if bw is None:
-            g, g_inputs = gradient_inputs(op.function, inputs, gen)
+            g, g_inputs = gradient_inputs(op.function, inputs, gen, outs)
         row = jacobian_check(ctx, "second_order", g, g_inputs, GRADCHECK_TOLERANCE, gen,
                              max_dense_calls=DENSE_MAX_CALLS_2ND, bw=bw)
         if row.failed and first_ok:
