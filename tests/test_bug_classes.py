@@ -16,6 +16,7 @@ import gc
 import sys
 import weakref
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -119,3 +120,19 @@ def test_what_the_hints_are_about_is_real() -> None:
         w.mul_(2)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         torch.autograd.grad(y.sum(), [x])
+
+
+def test_ragged_sizes_grow_together_and_one_at_a_time_only_after_a_failure() -> None:
+    def ragged_rows(fn: Any) -> list[tuple[str, str, str]]:
+        x = torch.rand(4, 16, dtype=torch.float64, requires_grad=True)
+        report = gradlab.check(fn, [x], reference=bf.double_reference, name="tiled",
+                               checks=["forward", "gradient"])
+        return [(r.variant, r.check, r.status) for r in report.rows if "ragged" in r.variant]
+
+    assert ragged_rows(bf.DoubleTiled) == [("ragged[16->17,4->5]", "forward", "pass"),
+                                           ("ragged[16->17,4->5]", "gradient", "pass")]
+    # the floor drops the last tile of the 16s: growing each size alone says which one
+    assert ragged_rows(bf.DoubleTiledFloor) == [
+        ("ragged[16->17,4->5]", "forward", "pass"), ("ragged[16->17,4->5]", "gradient", "fail"),
+        ("ragged[16->17]", "forward", "pass"), ("ragged[16->17]", "gradient", "fail"),
+        ("ragged[4->5]", "forward", "pass"), ("ragged[4->5]", "gradient", "pass")]

@@ -7,7 +7,9 @@
 - ragged: dims grown to the next odd size, so no multiple of 2, 8 or 16, every dim of one size in
   every tensor argument together (the sizes that must agree, such as a conv's out channels in
   weight and bias, stay in agreement).  Kernels written and tried at power-of-two sizes drop the
-  last partial tile (a launch grid of n // BLOCK instead of cdiv(n, BLOCK)).
+  last partial tile (a launch grid of n // BLOCK instead of cdiv(n, BLOCK)).  The two largest
+  sizes grow together in one variant; only when it fails (or forward refuses it) does each
+  size grow alone, to say which one.
 """
 
 from __future__ import annotations
@@ -77,27 +79,34 @@ def ragged_sizes(args: Sequence[Any]) -> list[int]:
     return sizes[:RAGGED_SIZES]
 
 
-def _grown(shape: Sequence[int], size: int) -> tuple[int, ...]:
-    return tuple(ragged_size(n) if n == size else n for n in shape)
+def _grown(shape: Sequence[int], sizes: Sequence[int]) -> tuple[int, ...]:
+    # all at once: growing 8 to 9 and then 9 to 11 would grow the first dims twice
+    return tuple(ragged_size(n) if n in sizes else n for n in shape)
 
 
-def ragged_case(case: Case, size: int) -> Case:
-    """`case` with every dim of `size` grown to ragged_size(size), in every tensor argument."""
+def ragged_case(case: Case, sizes: Sequence[int]) -> Case:
+    """`case` with every dim of each of `sizes` grown to ragged_size, in every tensor
+    argument."""
     args: list[Any] = []
     for a in case.args:
         if isinstance(a, TensorArg):
-            shape = _grown(a.shape, size)
+            shape = _grown(a.shape, sizes)
             # explicit strides were written for the old shape: the grown one is contiguous
             a = replace(a, shape=shape, layout="contiguous" if a.layout == "strided" else
                         a.layout, strides=None)
         elif isinstance(a, Tensor) and a.is_floating_point():
             gen = torch.Generator().manual_seed(RAGGED_SEED)
-            values = torch.rand(_grown(a.shape, size), generator=gen, dtype=torch.float64)
+            values = torch.rand(_grown(a.shape, sizes), generator=gen, dtype=torch.float64)
             a = (2 * values - 1).to(a.dtype).requires_grad_(a.requires_grad)
         args.append(a)
     return replace(case, args=tuple(args))
 
 
-def ragged_inputs(case: Case, size: int, dtype: str, device: str) -> Inputs:
-    """Concrete inputs of the ragged case for one grown size."""
-    return materialize(ragged_case(case, size), dtype, device, seed=RAGGED_SEED)
+def ragged_inputs(case: Case, sizes: Sequence[int], dtype: str, device: str) -> Inputs:
+    """Concrete inputs of the ragged case for the grown sizes."""
+    return materialize(ragged_case(case, sizes), dtype, device, seed=RAGGED_SEED)
+
+
+def ragged_name(sizes: Sequence[int]) -> str:
+    """`ragged[111->113,8->9]`."""
+    return f"ragged[{','.join(f'{n}->{ragged_size(n)}' for n in sizes)}]"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -23,8 +23,8 @@ from gradlab.checks.compare import compare_runs
 from gradlab.checks.context import CaseContext, first_line
 from gradlab.checks.contract import contract_row
 from gradlab.checks.execute import Run, backward_of, run_once, run_undefined
-from gradlab.checks.sizes import magnitude_inputs, ragged_inputs, ragged_size, ragged_sizes
-from gradlab.model import VARIANT_FAMILIES, TensorArg
+from gradlab.checks.sizes import magnitude_inputs, ragged_inputs, ragged_name, ragged_sizes
+from gradlab.model import VARIANT_FAMILIES, TensorArg, Tolerance
 from gradlab.results import SKIP
 
 #: The hint a failing variant gets when the base run of the same case passed.
@@ -58,6 +58,8 @@ class Variant:
     new_values: bool = False
     #: output positions whose gradient is left undefined.
     undefined: tuple[int, ...] = ()
+    #: ragged: the sizes each variant of its own grows, should this one (all of them) fail
+    parts: list[list[int]] = field(default_factory=list)
 
 
 def families(ctx: CaseContext) -> set[str]:
@@ -106,10 +108,19 @@ def value_variants(ctx: CaseContext, fams: set[str], base: Inputs) -> Iterator[V
         if big is not None:
             yield Variant("magnitude", "magnitude", big, new_values=True)
     if "ragged" in fams:
-        for size in ragged_sizes(ctx.case.args):
-            inputs = ragged_inputs(ctx.case, size, ctx.dtype, ctx.device)
-            yield Variant(f"ragged[{size}->{ragged_size(size)}]", "ragged", inputs,
-                          new_values=True)
+        sizes = ragged_sizes(ctx.case.args)
+        if sizes:
+            yield Variant(ragged_name(sizes), "ragged",
+                          ragged_inputs(ctx.case, sizes, ctx.dtype, ctx.device), new_values=True,
+                          parts=[[n] for n in sizes] if len(sizes) > 1 else [])
+
+
+def ragged_parts(ctx: CaseContext, v: Variant) -> Iterator[Variant]:
+    """The ragged variant's sizes grown one at a time (after the variant growing them all
+    failed or was refused: which size does it?)."""
+    for sizes in v.parts:
+        yield Variant(ragged_name(sizes), "ragged",
+                      ragged_inputs(ctx.case, sizes, ctx.dtype, ctx.device), new_values=True)
 
 
 def _go_layout_applies(layout: str, shape: tuple[int, ...]) -> bool:
@@ -250,35 +261,53 @@ def variant_rows(ctx: CaseContext, base: Inputs, grad_outs64: list[Tensor], base
     # When the base case fails too, its diagnosis (e.g. no_chain_rule) is the variants' best one.
     base_hints = {r.check: r.hint for r in ctx.rows if r.failed and r.hint}
     for v in generate(ctx, base, [tuple(g.shape) for g in grad_outs64]):
-        t0 = time.perf_counter()
-        n_before = len(ctx.rows)
-        got, want = run_variant(ctx, v, base, grad_outs64, base_want, gen,
-                                contract="contract" in checks, base_got=base_got)
-        if v.family == "expanded" and got.error is not None and got.stage == "forward":
-            expanded_refused(ctx, v, got, time.perf_counter() - t0)
-            continue
-        if v.family == "ragged" and got.error is not None and got.stage == "forward":
-            # a Function may require sizes the case implies (a kernel size that must match):
-            # refusing the grown shapes is a stated limit, not a wrong gradient
+        passed = one_variant(ctx, v, base, grad_outs64, base_want, checks, gen, base_got, tol,
+                             base_failed, base_hints, refusal_row=not v.parts)
+        if v.parts and not passed:
+            for part in ragged_parts(ctx, v):
+                one_variant(ctx, part, base, grad_outs64, base_want, checks, gen, base_got, tol,
+                            base_failed, base_hints)
+
+
+def one_variant(ctx: CaseContext, v: Variant, base: Inputs, grad_outs64: list[Tensor],
+                base_want: Run, checks: frozenset[str], gen: torch.Generator,
+                base_got: Run | None, tol: Tolerance, base_failed: bool,
+                base_hints: dict[str, str], refusal_row: bool = True) -> bool:
+    """Run one variant and append its rows; True when it passed (nothing failed or refused).
+
+    refusal_row: a forward refusing a ragged variant gets its declared skip row (not when its
+    sizes are tried one at a time next)."""
+    t0 = time.perf_counter()
+    n_before = len(ctx.rows)
+    got, want = run_variant(ctx, v, base, grad_outs64, base_want, gen,
+                            contract="contract" in checks, base_got=base_got)
+    if v.family == "expanded" and got.error is not None and got.stage == "forward":
+        expanded_refused(ctx, v, got, time.perf_counter() - t0)
+        return False
+    if v.family == "ragged" and got.error is not None and got.stage == "forward":
+        # a Function may require sizes the case implies (a kernel size that must match):
+        # refusing the grown shapes is a stated limit, not a wrong gradient
+        if refusal_row:
             ctx.row(v.name, "forward", SKIP, seconds=time.perf_counter() - t0, declared=True,
                     reason="ragged_refused", note=first_line(got.error))
-            continue
-        rows = compare_runs(ctx, v.name, got, want, v.inputs, tol,
-                            checks=checks & {"forward", "gradient"})
-        if v.family in ("grad_output", "requires_grad", "undefined_grad"):
-            # the forward is the base forward again: keep only the gradient row
-            for r in [r for r in rows if r.check == "forward" and not r.failed]:
-                ctx.rows.remove(r)
-        if "contract" in checks:
-            contract_row(ctx, v.name, got.contract, passing=False)
-        for r in ctx.rows[n_before:]:
-            r.seconds = time.perf_counter() - t0
-            if not r.failed or r.check == "contract":
-                continue  # contract rows keep their own, more specific, hint
-            if not base_failed:
-                # The base case passed: what is wrong is the variant itself.
-                r.hint = ONLY_HINT[v.family]
-            else:
-                # The base fails this check too: its diagnosis is the bug's (a no_chain_rule
-                # backward looks like a constant factor under an all-alike grad_output).
-                r.hint = base_hints.get(r.check, r.hint)
+        return False
+    rows = compare_runs(ctx, v.name, got, want, v.inputs, tol,
+                        checks=checks & {"forward", "gradient"})
+    if v.family in ("grad_output", "requires_grad", "undefined_grad"):
+        # the forward is the base forward again: keep only the gradient row
+        for r in [r for r in rows if r.check == "forward" and not r.failed]:
+            ctx.rows.remove(r)
+    if "contract" in checks:
+        contract_row(ctx, v.name, got.contract, passing=False)
+    for r in ctx.rows[n_before:]:
+        r.seconds = time.perf_counter() - t0
+        if not r.failed or r.check == "contract":
+            continue  # contract rows keep their own, more specific, hint
+        if not base_failed:
+            # The base case passed: what is wrong is the variant itself.
+            r.hint = ONLY_HINT[v.family]
+        else:
+            # The base fails this check too: its diagnosis is the bug's (a no_chain_rule
+            # backward looks like a constant factor under an all-alike grad_output).
+            r.hint = base_hints.get(r.check, r.hint)
+    return not any(r.failed for r in ctx.rows[n_before:])
