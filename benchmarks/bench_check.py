@@ -52,6 +52,8 @@ from gradlab.ops.exp import Exp  # noqa: E402
 
 #: glibc, for malloc_trim (None elsewhere: runs then start from whatever heap is left).
 LIBC = ctypes.CDLL(ctypes.util.find_library("c")) if sys.platform.startswith("linux") else None
+#: --warm-heap: each run starts from the heap the run before it left (see trimmed_heap).
+WARM_HEAP = False
 
 MODES = ("gradlab", "gradlab probes", "torch fast", "torch fast 1st", "torch slow")
 #: The bundled specs' small cases are of this size (elements over all inputs).
@@ -136,12 +138,13 @@ def trimmed_heap() -> None:
     """Free what earlier runs left: garbage, and the heap's free memory back to the system.
 
     Each timed run then starts from the same state, as in a fresh process.  Without it a run
-    reused, without page faults, the memory the run before it freed: at 1e6 elements the same
-    mode read up to 25% apart depending on which mode ran before it, and gradlab (more memory)
-    came off worse after torch than torch after gradlab.
+    reuses, without page faults, the memory the run before it freed, so a mode's time depends
+    on which mode ran before it: at exp 1e6 gradlab read 0.325 s after itself and 0.370 s after
+    torch's check (which frees less), torch's check 0.181 s and 0.186 s.  From a trimmed heap
+    both pay their page faults: 0.456-0.470 s and 0.280-0.289 s.  `--warm-heap` skips it.
     """
     gc.collect()
-    if LIBC is not None:
+    if LIBC is not None and not WARM_HEAP:
         LIBC.malloc_trim(0)
 
 
@@ -203,7 +206,11 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the medians here too")
     parser.add_argument("--calls", action="store_true",
                         help="also count the Function's forward and backward calls per mode")
+    parser.add_argument("--warm-heap", action="store_true",
+                        help="do not trim the heap before each timed run")
     args = parser.parse_args()
+    global WARM_HEAP
+    WARM_HEAP = args.warm_heap
     torch.set_num_threads(1)
     sizes = [int(s) for s in args.sizes]
     cells = [(op, n, m) for op in args.ops for n in sizes for m in MODES
@@ -221,7 +228,7 @@ def main() -> None:
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
     med = {c: statistics.median(v) for c, v in times.items()}
     print(f"median seconds over {args.rounds} interleaved rounds, 1 thread, "
-          f"torch {torch.__version__}")
+          f"{'warm' if WARM_HEAP else 'trimmed'} heap, torch {torch.__version__}")
     head = (f"{'op':<7}{'elements':>9}" + "".join(f"{m:>15}" for m in MODES)
             + f"{'check/fast':>11}{'probes/1st':>11}")
     print(head)

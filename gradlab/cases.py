@@ -61,14 +61,15 @@ class Inputs:
         return [i for i, a in enumerate(self.args) if isinstance(a, Tensor) and a.requires_grad]
 
     def clone(self, *, dtype: torch.dtype | None = None, device: str | None = None,
-              requires_grad: set[int] | None = None) -> Inputs:
+              requires_grad: set[int] | None = None, but: int | None = None) -> Inputs:
         """Fresh leaf copies of the tensor args (same strides), optionally cast or moved.
 
-        requires_grad: the positions that should require grad (default: as now).
+        requires_grad: the positions that should require grad (default: as now).  but: a
+        position kept as it is, not copied (the caller puts another tensor there).
         """
         args: list[Any] = []
         for i, a in enumerate(self.args):
-            if isinstance(a, Tensor):
+            if isinstance(a, Tensor) and i != but:
                 want = a.requires_grad if requires_grad is None else i in requires_grad
                 args.append(copy_like(a, dtype=dtype, device=device, requires_grad=want))
             else:

@@ -136,3 +136,30 @@ def test_ragged_sizes_grow_together_and_one_at_a_time_only_after_a_failure() -> 
         ("ragged[16->17,4->5]", "forward", "pass"), ("ragged[16->17,4->5]", "gradient", "fail"),
         ("ragged[16->17]", "forward", "pass"), ("ragged[16->17]", "gradient", "fail"),
         ("ragged[4->5]", "forward", "pass"), ("ragged[4->5]", "gradient", "pass")]
+
+
+class ExpZeroesGradData(torch.autograd.Function):
+    """Exp whose backward zeroes grad_output through .data: no version bump, only the values
+    tell (in float64 they are compared with the grad_output's float64 source, not a copy)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        y = x.exp()
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        (y,) = ctx.saved_tensors
+        out = g * y
+        g.data.zero_()
+        return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_a_grad_output_written_behind_autograds_back_is_seen(dtype: torch.dtype) -> None:
+    x = torch.randn(20, dtype=dtype, requires_grad=True)
+    rows = gradlab.check(ExpZeroesGradData.apply, [x], reference=torch.exp, name="z",
+                         checks=["contract"], variants=False).rows
+    assert [(r.status, r.hint) for r in rows if r.check == "contract"] == [
+        ("fail", "inplace_grad_output")]

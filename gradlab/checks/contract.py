@@ -64,12 +64,17 @@ class BackwardWatch:
 
     @classmethod
     def before(cls, grad_outputs: Sequence[Tensor], inputs: Inputs, outs: Sequence[Tensor],
-               kept: dict[int, Tensor] | None = None) -> BackwardWatch:
-        """kept: copies of inputs' current values already taken (not copied again)."""
+               kept: dict[int, Tensor] | None = None,
+               sources: Sequence[Tensor | None] | None = None) -> BackwardWatch:
+        """kept: copies of inputs' current values already taken (not copied again).  sources:
+        per grad_output, a tensor with its values that no Function is handed (the float64
+        grad_output it was made from), compared with instead of a copy."""
         kept = kept or {}
         values = {i: kept[i] if i in kept else inputs.args[i].detach().clone()
                   for i in inputs.tensor_index}
-        return cls([(g._version, g.detach().clone()) for g in grad_outputs], values,
+        sources = sources or [None] * len(grad_outputs)
+        return cls([(g._version, src if src is not None else g.detach().clone())
+                    for g, src in zip(grad_outputs, sources, strict=True)], values,
                    [o.detach().clone() for o in outs])
 
     def writes(self, grad_outputs: Sequence[Tensor], inputs: Inputs,

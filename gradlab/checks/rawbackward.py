@@ -57,6 +57,8 @@ class RawResult:
 def grad_output_as(g64: Tensor, like: Any, layout: str) -> Tensor:
     """grad_output with the values of `g64`, like's dtype and device, laid out as `layout`."""
     g = g64.to(dtype=like.dtype, device=like.device)
+    if layout == "contiguous" and g is not g64 and g.is_contiguous():
+        return g  # the cast made it fresh already: no second copy
     out = relayout(g, "broadcast" if layout == "expanded" else layout)
     # a layout that does not apply to this shape (a 0-d noncontiguous) is a plain copy
     return out if out is not None else g.clone()

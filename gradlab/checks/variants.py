@@ -96,7 +96,7 @@ def layout_variants(fams: set[str], base: Inputs) -> Iterator[Variant]:
             new = relayout(t, family) if _layout_applies(family, t) else None
             if new is None:
                 continue
-            inputs = base.clone()
+            inputs = base.clone(but=i)
             inputs.args[i] = new.requires_grad_(t.requires_grad)
             yield Variant(f"{family}[{i}]", family, inputs, new_values=family == "expanded")
 
@@ -142,8 +142,9 @@ def generate(ctx: CaseContext, base: Inputs,
         for layout in ("noncontiguous", "transposed", "expanded"):
             if not any(_go_layout_applies(layout, s) for s in out_shapes):
                 continue  # the base run again: a 1-d output has no transposed grad_output
-            # the stride-0 grad_output repeats one value: its expectation is recomputed
-            yield Variant(f"grad_output:{layout}", "grad_output", base.clone(), go_layout=layout,
+            # the stride-0 grad_output repeats one value: its expectation is recomputed.  The
+            # base inputs themselves: run_variant copies them if it runs a forward on them.
+            yield Variant(f"grad_output:{layout}", "grad_output", base, go_layout=layout,
                           new_values=layout == "expanded")
     diff = base.diff_index
     if "requires_grad" in fams and len(diff) > 1:
@@ -214,6 +215,9 @@ def run_variant(ctx: CaseContext, v: Variant, base: Inputs, grad_outs64: list[Te
         # the same inputs, so the same forward: only backward sees another grad_output
         got = backward_of(Run(base_got.outs, []), ctx.op.function, base, gos, gen,
                           go_layout=v.go_layout, check_contract=contract)
+    elif v.family == "grad_output":
+        got = run_once(ctx.op.function, base.clone(), gos, gen, go_layout=v.go_layout,
+                       check_contract=contract)
     else:
         got = run_once(ctx.op.function, v.inputs, gos, gen, go_layout=v.go_layout,
                        check_contract=contract)
