@@ -180,8 +180,11 @@ def probe_results(fn: Callable[..., object], inputs: Inputs, wrt: Sequence[int],
     # the tensors the graph saved change and every later backward refuses to run.
     inputs = inputs.clone()
     tol = with_roundoff(tol, bw.outputs, norm=True)
-    probes = [jac.unit_probe(bw.n_out, gen)]
-    vjps = [bw.vjp(probes[0])]
+    if bw.first is not None:  # a vector-Jacobian product the graph's maker ran already
+        probes, vjps = [bw.first[0]], [bw.first[1]]
+    else:
+        probes = [jac.unit_probe(bw.n_out, gen)]
+        vjps = [bw.vjp(probes[0])]
     us = {i: [jac.unit_probe(inputs.args[i].numel(), gen)] for i in wrt}
     results = {i: probe_input(fn, inputs, bw, k, i, probes, vjps, us[i], tol)
                for k, i in enumerate(wrt)}

@@ -75,25 +75,36 @@ def missing_second_order(ctx: CaseContext, op: OpDef, inputs: Inputs, exc: BaseE
                            note=first_line(exc))
 
 
-def double_backward(g: Callable[..., Any], g_inputs: Inputs) -> tuple[BaseException | None,
-                                                                    jac.Backward | None]:
+def double_backward(g: Callable[..., Any], g_inputs: Inputs, gen: torch.Generator | None = None
+                    ) -> tuple[BaseException | None, jac.Backward | None]:
     """Run the gradient function once and backward through it: what that raised, or (None and)
-    the graph kept for the second_order check's probes (one forward and backward fewer)."""
+    the graph kept for the second_order check's probes (one forward and backward fewer).
+
+    gen: backward runs along a random unit probe drawn from it, and the graph keeps the result
+    as its first vector-Jacobian product (the probes' first, one double backward fewer);
+    without it, along ones."""
+    wrt = [g_inputs.args[i] for i in g_inputs.diff_index]
     try:
         with torch.enable_grad():
             grads = list(g(*g_inputs.args))
-            total = sum(gr.sum() for gr in grads)
+            bw = jac.Backward(grads, wrt)
+            v = jac.unit_probe(bw.n_out, gen) if gen is not None else None
+            weights = bw.split(v) if v is not None else [None] * len(grads)
+            total = sum((gr * w.to(gr)).sum() if w is not None else gr.sum()
+                        for gr, w in zip(grads, weights, strict=True))
             assert isinstance(total, Tensor)
             # .backward() rather than autograd.grad: a once_differentiable error node has no
             # edges to the inputs, so autograd.grad(inputs=...) would never run (or raise) it.
             total.backward(retain_graph=True)
+            if v is not None:
+                bw.first = (v, [t.grad for t in wrt])
     except Exception as exc:
         return exc, None
     finally:
         for t in g_inputs.args:
             if isinstance(t, Tensor):
                 t.grad = None
-    return None, jac.Backward(grads, [g_inputs.args[i] for i in g_inputs.diff_index])
+    return None, bw
 
 
 def second_order_row(ctx: CaseContext, op: OpDef, inputs: Inputs, gen: torch.Generator,
@@ -114,7 +125,7 @@ def second_order_row(ctx: CaseContext, op: OpDef, inputs: Inputs, gen: torch.Gen
     if op.second_order is None:
         try:
             g, g_inputs = gradient_inputs(op.function, inputs, gen, outs)
-            exc, bw = double_backward(g, g_inputs)
+            exc, bw = double_backward(g, g_inputs, gen)
         except Exception as raised:
             exc = raised
         if exc is not None and not first_ok:
