@@ -600,3 +600,14 @@ def test_version_1_file_reads_ok_as_pass(tmp_path: Path) -> None:
     result = runner.invoke(app, ["compare", str(old), str(new)])
     assert result.exit_code == 0, result.output
     assert "not comparable (old pass" not in result.output
+
+
+def test_the_run_records_whether_it_fixed_the_heap() -> None:
+    import sys as _sys
+
+    on = bench.run([Target(small_op())], FAST, clock=ticking_clock(1.0))
+    off = bench.run([Target(small_op())], replace(FAST, steady_heap=False),
+                    clock=ticking_clock(1.0))
+    # glibc on Linux: fixed (this machine and CI); elsewhere the allocator stays as it is
+    assert on.settings["steady_heap"] is _sys.platform.startswith("linux")
+    assert off.settings["steady_heap"] is False

@@ -31,3 +31,6 @@ class BenchOptions:
     seed: int = 0
     resamples: int = BOOTSTRAP_RESAMPLES
     phases: tuple[str, ...] = PHASES
+    #: fix the allocator's thresholds for the process first (gradlab.bench.heap): freed memory
+    #: is kept for reuse, so a call's page faults do not depend on the calls before it.
+    steady_heap: bool = True

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from gradlab import ops
+from gradlab.bench.heap import steady_heap
 from gradlab.bench.impl import Impl
 from gradlab.bench.options import BenchOptions
 from gradlab.bench.phase import (
@@ -162,10 +163,12 @@ def run(targets: Sequence[Target], options: BenchOptions | None = None, *,
         raise BenchError(f"--case: no bench case named {', '.join(options.cases)}")
     devices = sorted({d for _, _, _, d in items})
     env_device = next((d for d in devices if d.startswith("cuda")), "cpu")
+    # CPU timings on a heap whose state the order of earlier allocations does not decide
+    steady = options.steady_heap and steady_heap()
     with intra_op_threads(options.threads):
         # the environment is read inside: it records the thread count the run uses
         report = BenchReport(env=environment(seed=options.seed, device=env_device),
-                             settings=settings_dict(options))
+                             settings=settings_dict(options) | {"steady_heap": steady})
         try:
             for t, case, dtype, device in items:
                 label = f"{t.op.name}/{case.name}/{dtype}/{device}"
