@@ -172,15 +172,9 @@ def test_the_matrix_says_what_each_function_supports() -> None:
     assert (autocast.state, autocast.status) == (NO, WARN)
 
 
-class ExpRandomRounding(torch.autograd.Function):
+class ExpRandomRounding(bf.Exp):
     """Exp whose backward rounds stochastically from the global RNG (deterministic given it,
     as dropout is): the noisy twin draws from a generator of its own instead."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
-        y = x.exp()
-        ctx.save_for_backward(y)
-        return y
 
     @staticmethod
     def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
