@@ -111,3 +111,19 @@ def test_variant_families_can_be_switched_off_in_a_spec() -> None:
     variants = {r.variant for r in rows}
     assert not any(v.startswith(("expanded", "grad_output")) for v in variants)
     assert any(v.startswith("noncontiguous") for v in variants)
+
+
+def test_a_stride_0_grad_output_reuses_the_references_graph() -> None:
+    calls = [0]
+
+    def counted_exp(x: Tensor) -> Tensor:
+        calls[0] += 1
+        return torch.exp(x)
+
+    x = torch.randn(6, 5, dtype=torch.float64, requires_grad=True)
+    report = gradlab.check(torch.exp, [x], reference=counted_exp, name="e",
+                           checks=["forward", "gradient"], variants=["grad_output"])
+    names = {r.variant for r in report.rows}
+    assert {"grad_output:expanded", "grad_output:transposed"} <= names
+    assert all(r.status == "pass" for r in report.rows), [message(r) for r in report.rows]
+    assert calls[0] == 1  # the base run only: every grad_output runs backward on its graph

@@ -30,7 +30,7 @@ from gradlab.checks.numerical import jacobian_check
 from gradlab.checks.plan import Item, enabled_checks
 from gradlab.checks.rawbackward import grad_output_as
 from gradlab.checks.second_order import second_order_row
-from gradlab.checks.variants import variant_rows
+from gradlab.checks.variants import Baseline, variant_rows
 from gradlab.model import GRADCHECK_TOLERANCE, Case, Target
 from gradlab.repro import save_failures
 from gradlab.results import ERROR, FAIL, SKIP, CheckRow, Finding
@@ -82,7 +82,9 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
     if got.error is None and want.error is None and grad_outs is not None:
         # The variants' expectation on the base values: the reference run, or without a
         # reference the Function's own contiguous run.
-        variant_rows(ctx, inputs, grad_outs, want, checks, gen, base_got=reusable)
+        variant_rows(ctx, Baseline(inputs, grad_outs, want, gen,
+                                   want_inputs=ref_inputs if op.reference is not None else None,
+                                   got=reusable), checks)
     return ctx.rows
 
 

@@ -171,11 +171,29 @@ def generate(ctx: CaseContext, base: Inputs,
                           materialize(case, ctx.dtype, ctx.device, seed=1234), new_values=True)
 
 
-def expected(ctx: CaseContext, v: Variant, base_want: Run, grad_outs64: list[Tensor] | None,
-             gen: torch.Generator) -> Run:
+@dataclass
+class Baseline:
+    """What every variant of a case is run against: the base inputs and grad_outputs, the
+    expected run on them, and the Function's own base run when its backward may run again."""
+
+    inputs: Inputs
+    grad_outs64: list[Tensor]
+    #: the reference's run on the base values (or, without a reference, the Function's own)
+    want: Run
+    gen: torch.Generator
+    #: the reference's float64 inputs of `want`, whose graph a new grad_output reuses
+    want_inputs: Inputs | None = None
+    #: the Function's base run, when its backward passed the re-entrancy check
+    got: Run | None = None
+
+
+def expected(ctx: CaseContext, v: Variant, b: Baseline, grad_outs64: list[Tensor]) -> Run:
     """What the variant must produce: the reference (or base Function run) on its values."""
     fn = ctx.op.reference or ctx.op.function
     dtype = torch.float64 if ctx.op.reference is not None else None
+    if v.family == "grad_output" and v.new_values and b.want_inputs is not None:
+        # the same values: the reference's base graph runs backward again (no forward)
+        return backward_of(Run(b.want.outs, []), fn, b.want_inputs, grad_outs64, b.gen)
     if v.new_values:
         # contiguous copies of the variant's own values
         inputs = Inputs([copy_like(a.contiguous(), dtype=dtype, requires_grad=a.requires_grad)
@@ -183,8 +201,8 @@ def expected(ctx: CaseContext, v: Variant, base_want: Run, grad_outs64: list[Ten
                         {k: copy_like(a.contiguous(), dtype=dtype, requires_grad=False)
                          if isinstance(a, Tensor) else a for k, a in v.inputs.kwargs.items()})
         # other shapes (size-1, ragged) need grad_outputs of their own
-        return run_once(fn, inputs, None if v.family in NEW_SHAPES else grad_outs64, gen)
-    return base_want
+        return run_once(fn, inputs, None if v.family in NEW_SHAPES else grad_outs64, b.gen)
+    return b.want
 
 
 def variant_grad_outputs(v: Variant, grad_outs64: list[Tensor]) -> list[Tensor]:
@@ -198,22 +216,21 @@ def variant_grad_outputs(v: Variant, grad_outs64: list[Tensor]) -> list[Tensor]:
     return gos64
 
 
-def run_variant(ctx: CaseContext, v: Variant, base: Inputs, grad_outs64: list[Tensor],
-                base_want: Run, gen: torch.Generator, *, contract: bool = True,
-                base_got: Run | None = None) -> tuple[Run, Run]:
+def run_variant(ctx: CaseContext, v: Variant, b: Baseline, *,
+                contract: bool = True) -> tuple[Run, Run]:
     """The Function's run of the variant (checking the contract too) and what it must match.
 
-    base_got: the Function's base run on `base`, when its backward may run again (it passed
-    the re-entrancy check): a grad_output variant then runs backward on its graph."""
-    gos64 = variant_grad_outputs(v, grad_outs64)
-    want = expected(ctx, v, base_want, gos64, gen)
+    A grad_output variant runs backward on the Function's base graph when it may (b.got)."""
+    base, gen = b.inputs, b.gen
+    gos64 = variant_grad_outputs(v, b.grad_outs64)
+    want = expected(ctx, v, b, gos64)
     # other shapes: the expectation's own grad_outputs (random ones when it has none)
     gos = (want.grad_outs64 or None) if v.family in NEW_SHAPES else gos64
     if v.undefined:
         got = run_undefined(ctx.op.function, v.inputs, gos64, v.undefined)
-    elif v.family == "grad_output" and base_got is not None:
+    elif v.family == "grad_output" and b.got is not None:
         # the same inputs, so the same forward: only backward sees another grad_output
-        got = backward_of(Run(base_got.outs, []), ctx.op.function, base, gos, gen,
+        got = backward_of(Run(b.got.outs, []), ctx.op.function, base, gos, gen,
                           go_layout=v.go_layout, check_contract=contract)
     elif v.family == "grad_output":
         got = run_once(ctx.op.function, base.clone(), gos, gen, go_layout=v.go_layout,
@@ -251,40 +268,42 @@ def expanded_refused(ctx: CaseContext, v: Variant, got: Run, seconds: float) -> 
                            hint="expanded_refused", reason="expanded_refused", note=note)
 
 
-def variant_rows(ctx: CaseContext, base: Inputs, grad_outs64: list[Tensor], base_want: Run,
-                 checks: frozenset[str], gen: torch.Generator,
-                 base_got: Run | None = None) -> None:
+def variant_rows(ctx: CaseContext, b: Baseline, checks: frozenset[str]) -> None:
     """Run every variant and append its rows to ctx.rows.
 
-    base_want: the expected run on the base values with `grad_outs64` (the reference's, or the
-    Function's own contiguous run when there is no reference); variants on the same values
-    are compared with it, the others get their own.  base_got: see run_variant.
-    """
-    tol = ctx.op.tolerance(ctx.dtype)
-    base_failed = any(r.failed for r in ctx.rows)
-    # When the base case fails too, its diagnosis (e.g. no_chain_rule) is the variants' best one.
-    base_hints = {r.check: r.hint for r in ctx.rows if r.failed and r.hint}
-    for v in generate(ctx, base, [tuple(g.shape) for g in grad_outs64]):
-        passed = one_variant(ctx, v, base, grad_outs64, base_want, checks, gen, base_got, tol,
-                             base_failed, base_hints, refusal_row=not v.parts)
+    Variants on the base values are compared with b.want, the others get their own expected
+    run (Baseline says what each field serves)."""
+    judge = Judge(ctx.op.tolerance(ctx.dtype), checks, any(r.failed for r in ctx.rows),
+                  # when the base case fails too, its diagnosis (e.g. no_chain_rule) is the
+                  # variants' best one
+                  {r.check: r.hint for r in ctx.rows if r.failed and r.hint})
+    for v in generate(ctx, b.inputs, [tuple(g.shape) for g in b.grad_outs64]):
+        passed = one_variant(ctx, v, b, judge, refusal_row=not v.parts)
         if v.parts and not passed:
             for part in ragged_parts(ctx, v):
-                one_variant(ctx, part, base, grad_outs64, base_want, checks, gen, base_got, tol,
-                            base_failed, base_hints)
+                one_variant(ctx, part, b, judge)
 
 
-def one_variant(ctx: CaseContext, v: Variant, base: Inputs, grad_outs64: list[Tensor],
-                base_want: Run, checks: frozenset[str], gen: torch.Generator,
-                base_got: Run | None, tol: Tolerance, base_failed: bool,
-                base_hints: dict[str, str], refusal_row: bool = True) -> bool:
+@dataclass(frozen=True)
+class Judge:
+    """How a case's variants are judged: tolerance, checks, and the base case's own verdict."""
+
+    tol: Tolerance
+    checks: frozenset[str]
+    base_failed: bool
+    base_hints: dict[str, str]
+
+
+def one_variant(ctx: CaseContext, v: Variant, b: Baseline, judge: Judge,
+                refusal_row: bool = True) -> bool:
     """Run one variant and append its rows; True when it passed (nothing failed or refused).
 
     refusal_row: a forward refusing a ragged variant gets its declared skip row (not when its
     sizes are tried one at a time next)."""
     t0 = time.perf_counter()
     n_before = len(ctx.rows)
-    got, want = run_variant(ctx, v, base, grad_outs64, base_want, gen,
-                            contract="contract" in checks, base_got=base_got)
+    checks = judge.checks
+    got, want = run_variant(ctx, v, b, contract="contract" in checks)
     if v.family == "expanded" and got.error is not None and got.stage == "forward":
         expanded_refused(ctx, v, got, time.perf_counter() - t0)
         return False
@@ -295,7 +314,7 @@ def one_variant(ctx: CaseContext, v: Variant, base: Inputs, grad_outs64: list[Te
             ctx.row(v.name, "forward", SKIP, seconds=time.perf_counter() - t0, declared=True,
                     reason="ragged_refused", note=first_line(got.error))
         return False
-    rows = compare_runs(ctx, v.name, got, want, v.inputs, tol,
+    rows = compare_runs(ctx, v.name, got, want, v.inputs, judge.tol,
                         checks=checks & {"forward", "gradient"})
     if v.family in ("grad_output", "requires_grad", "undefined_grad"):
         # the forward is the base forward again: keep only the gradient row
@@ -307,11 +326,11 @@ def one_variant(ctx: CaseContext, v: Variant, base: Inputs, grad_outs64: list[Te
         r.seconds = time.perf_counter() - t0
         if not r.failed or r.check == "contract":
             continue  # contract rows keep their own, more specific, hint
-        if not base_failed:
+        if not judge.base_failed:
             # The base case passed: what is wrong is the variant itself.
             r.hint = ONLY_HINT[v.family]
         else:
             # The base fails this check too: its diagnosis is the bug's (a no_chain_rule
             # backward looks like a constant factor under an all-alike grad_output).
-            r.hint = base_hints.get(r.check, r.hint)
+            r.hint = judge.base_hints.get(r.check, r.hint)
     return not any(r.failed for r in ctx.rows[n_before:])
