@@ -23,8 +23,6 @@ how many times each mode calls the Function's forward and backward.
 from __future__ import annotations
 
 import argparse
-import ctypes
-import ctypes.util
 import gc
 import json
 import os
@@ -47,11 +45,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import gradlab  # noqa: E402
+from gradlab.bench.heap import libc  # noqa: E402
 from gradlab.ops.conv2d import Conv2dFunction  # noqa: E402
 from gradlab.ops.exp import Exp  # noqa: E402
 
 #: glibc, for malloc_trim (None elsewhere: runs then start from whatever heap is left).
-LIBC = ctypes.CDLL(ctypes.util.find_library("c")) if sys.platform.startswith("linux") else None
+LIBC = libc()
 #: --warm-heap: each run starts from the heap the run before it left (see trimmed_heap).
 WARM_HEAP = False
 

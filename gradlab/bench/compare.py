@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gradlab.bench.stats import BOOTSTRAP_RESAMPLES, median_ratio, ratio_change
-from gradlab.results.bench import BenchReport, BenchRow
+from gradlab.results.bench import PARTS, WHOLE, BenchReport, BenchRow
 from gradlab.results.status import PASS
 
 #: Default regression threshold of `compare`, in percent of the custom/reference ratio.
@@ -99,10 +99,6 @@ def compare(old: BenchReport, new: BenchReport, threshold: float = DEFAULT_THRES
     return rows
 
 
-#: The phase every other phase of a case is part of (gradlab.bench.phase's WHOLE), and the
-#: parts whose costs add up to it.
-WHOLE = "forward_backward"
-PARTS = ("forward_grad", "backward")
 #: A part that rose by x% makes its whole rise by about x% times its share of the whole.  A
 #: part's regression whose whole rose, at the top of its 95% interval, by less than this
 #: fraction of that is not judged: a burst of load in the part's samples, not the code.

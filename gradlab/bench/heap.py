@@ -23,18 +23,20 @@ MMAP_THRESHOLD_MAX = 32 << 20
 TRIM_THRESHOLD = (1 << 31) - 1
 
 
+def libc() -> ctypes.CDLL | None:
+    """The C library on Linux; None elsewhere, or where it cannot be loaded."""
+    name = ctypes.util.find_library("c") if sys.platform.startswith("linux") else None
+    try:
+        return ctypes.CDLL(name) if name is not None else None
+    except OSError:
+        return None
+
+
 def steady_heap() -> bool:
     """Fix glibc's trim and mmap thresholds for this process; True when it did (glibc on
     Linux), False elsewhere.  There is no way back to glibc's moving thresholds."""
-    if not sys.platform.startswith("linux"):
-        return False
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
-    try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # musl and others have no mallopt
+    mallopt = getattr(libc(), "mallopt", None)  # musl and others have none
+    if mallopt is None:
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)

@@ -48,15 +48,11 @@ from gradlab.bench.timing import (
     sample_interleaved,
     warm_up,
 )
-from gradlab.results.bench import BenchRow
+from gradlab.results.bench import PARTS, WHOLE, BenchRow
 from gradlab.results.status import ERROR, PASS
 
 #: The two implementations of a bench case (the `impl` column).
 CUSTOM, REFERENCE = "custom", "reference"
-#: The phase every other phase is a part of: none can take longer (beyond noise).
-WHOLE = "forward_backward"
-#: The parts whose costs add up to the whole's.
-PARTS = ("forward_grad", "backward")
 #: A contradicting phase is sampled again up to this many times (a burst of load from another
 #: job rarely lasts through two more samplings; a bound keeps the cost known).
 MAX_RESAMPLES = 2

@@ -11,6 +11,11 @@ from typing import Any
 from gradlab.errors import GradlabError
 from gradlab.results.status import ERROR, PASS
 
+#: The phase every other phase of a case is a part of: none can take longer (beyond noise)...
+WHOLE = "forward_backward"
+#: ...and the parts whose costs add up to it.
+PARTS = ("forward_grad", "backward")
+
 #: The columns of a bench row, in order (CSV adds the environment columns after these; the raw
 #: samples go to the JSON only).
 COLUMNS = ("op", "case", "dtype", "device", "impl", "phase", "status", "median_s", "iqr_s",
