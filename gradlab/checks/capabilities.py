@@ -291,7 +291,8 @@ def capability_rows(ctx: CaseContext, inputs: Inputs, gen: torch.Generator, *,
     """Every capability this run measures, on one case (rows appended to ctx.rows).
 
     base: the Function's run on `inputs` already made (the jacobian check's first forward and
-    backward) and `state`, the RNG state it began in; else the Function runs here."""
+    backward) and `state`, the RNG state it began in; without a base the Function runs here
+    (and `state` is taken here)."""
     if base is None or state is None:
         state = RngState.now(ctx.device)
         base = run_once(ctx.op.function, inputs.clone(), None, gen)

@@ -80,9 +80,6 @@ def backward_of(run: Run, fn: Callable[..., Any], inputs: Inputs,
     go = [grad_output_as(g, o, go_layout)
           for g, o in zip(grad_outs64, outs, strict=True)]
     pairs = [(o, g) for o, g in zip(outs, go, strict=True) if o.requires_grad]
-    # a float64 grad_output holds its source's values unless expanded (one value repeated)
-    sources = [g if go_layout != "expanded" and g.dtype == o.dtype and g.device == o.device
-               else None for g, o in zip(grad_outs64, outs, strict=True) if o.requires_grad]
     if not pairs:
         run.grads = [None] * len(diff)
         return run
@@ -93,6 +90,9 @@ def backward_of(run: Run, fn: Callable[..., Any], inputs: Inputs,
     # the copies taken before forward still hold the inputs' values unless forward wrote them
     kept = {i: t for i, t in (before or {}).items()
             if not run.contract and not contract.shares_storage(inputs.args[i], outs)}
+    # a float64 grad_output holds its source's values unless expanded (one value repeated)
+    sources = [g if go_layout != "expanded" and g.dtype == o.dtype and g.device == o.device
+               else None for g, o in zip(grad_outs64, outs, strict=True) if o.requires_grad]
     watch = contract.BackwardWatch.before([g for _, g in pairs], inputs, outs, kept, sources)
     raw = direct_backward(fn, inputs, outs, go) if len(pairs) == len(outs) else None
     if raw is None:

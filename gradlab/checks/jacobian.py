@@ -86,11 +86,8 @@ class Backward:
 
     def vjp(self, v: Tensor, create_graph: bool = False) -> list[Tensor | None]:
         """J^T v for every `wrt` tensor (None where backward returned no gradient)."""
-        grads_out, offset = [], 0
-        for o in self.outputs:
-            n = o.numel()
-            grads_out.append(v[offset:offset + n].reshape(o.shape).to(o.dtype).to(o.device))
-            offset += n
+        grads_out = [g.to(o.dtype).to(o.device) for g, o in zip(self.split(v), self.outputs,
+                                                                  strict=True)]
         pairs = [(o, g) for o, g in zip(self.outputs, grads_out, strict=True) if o.requires_grad]
         if not pairs or not self.wrt:
             return [None] * len(self.wrt)

@@ -124,9 +124,8 @@ def numerical_rows(target: Target, case: Case, device: str, options: Options,
     if "autocast" in checks:
         guarded_check(ctx, "autocast", lambda: autocast_row(ctx, seed, gen, first_ok))
     if "capabilities" in checks:
-        base = base_of(bw)
         guarded_check(ctx, "capabilities", lambda: capability_rows(
-            ctx, inputs.clone(), gen, base=base, state=state if base is not None else None))
+            ctx, inputs.clone(), gen, base=base_of(bw), state=state))
     return ctx.rows
 
 

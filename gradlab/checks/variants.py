@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -58,8 +58,8 @@ class Variant:
     new_values: bool = False
     #: output positions whose gradient is left undefined.
     undefined: tuple[int, ...] = ()
-    #: ragged: the sizes each variant of its own grows, should this one (all of them) fail
-    parts: list[list[int]] = field(default_factory=list)
+    #: ragged: the sizes grown (more than one: each grows alone too should this one fail)
+    sizes: tuple[int, ...] = ()
 
 
 def families(ctx: CaseContext) -> set[str]:
@@ -110,17 +110,21 @@ def value_variants(ctx: CaseContext, fams: set[str], base: Inputs) -> Iterator[V
     if "ragged" in fams:
         sizes = ragged_sizes(ctx.case.args)
         if sizes:
-            yield Variant(ragged_name(sizes), "ragged",
-                          ragged_inputs(ctx.case, sizes, ctx.dtype, ctx.device), new_values=True,
-                          parts=[[n] for n in sizes] if len(sizes) > 1 else [])
+            yield ragged_variant(ctx, sizes)
+
+
+def ragged_variant(ctx: CaseContext, sizes: Sequence[int]) -> Variant:
+    """The case with `sizes` grown (gradlab.checks.sizes)."""
+    return Variant(ragged_name(sizes), "ragged",
+                   ragged_inputs(ctx.case, sizes, ctx.dtype, ctx.device), new_values=True,
+                   sizes=tuple(sizes))
 
 
 def ragged_parts(ctx: CaseContext, v: Variant) -> Iterator[Variant]:
     """The ragged variant's sizes grown one at a time (after the variant growing them all
     failed or was refused: which size does it?)."""
-    for sizes in v.parts:
-        yield Variant(ragged_name(sizes), "ragged",
-                      ragged_inputs(ctx.case, sizes, ctx.dtype, ctx.device), new_values=True)
+    for n in v.sizes:
+        yield ragged_variant(ctx, [n])
 
 
 def _go_layout_applies(layout: str, shape: tuple[int, ...]) -> bool:
@@ -278,8 +282,8 @@ def variant_rows(ctx: CaseContext, b: Baseline, checks: frozenset[str]) -> None:
                   # variants' best one
                   {r.check: r.hint for r in ctx.rows if r.failed and r.hint})
     for v in generate(ctx, b.inputs, [tuple(g.shape) for g in b.grad_outs64]):
-        passed = one_variant(ctx, v, b, judge, refusal_row=not v.parts)
-        if v.parts and not passed:
+        split = len(v.sizes) > 1
+        if not one_variant(ctx, v, b, judge, refusal_row=not split) and split:
             for part in ragged_parts(ctx, v):
                 one_variant(ctx, part, b, judge)
 
