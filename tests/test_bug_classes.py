@@ -157,3 +157,6 @@ def test_a_grad_output_written_behind_autograds_back_is_seen(dtype: torch.dtype)
                          checks=["contract"], variants=False).rows
     assert [(r.status, r.hint) for r in rows if r.check == "contract"] == [
         ("fail", "inplace_grad_output")]
+    twin = gradlab.check(bf.Exp.apply, [x.detach().clone().requires_grad_()],
+                         reference=torch.exp, name="z", checks=["contract"], variants=False).rows
+    assert [(r.status, r.hint) for r in twin if r.check == "contract"] == [("pass", "")]
