@@ -75,6 +75,8 @@ def compare_outputs(ctx: CaseContext, variant: str, got: list[Tensor], want: lis
             finding = Finding("output", k, hint, shape=tuple(g.shape), stats=d.stats,
                               worst=dg.output_elements(d, k, g.shape),
                               pattern=pattern_of(d, g.shape))
+            if hint == "forward":  # the row says forward; the finding says the error's level
+                with_level(finding, g, w, d, tol, ctx.dtype)
             return ctx.row(variant, "forward", FAIL, max_abs_err=d.stats.max_abs,
                            max_rel_err=d.stats.max_rel, hint=hint, findings=[finding])
     return ctx.row(variant, "forward", PASS, max_abs_err=worst[0], max_rel_err=worst[1])
@@ -89,11 +91,28 @@ def pattern_of(d: dg.Diff, shape: Sequence[int]) -> Pattern | None:
     return find_pattern(d.mask.reshape(tuple(shape))) if d.mask is not None else None
 
 
+def with_level(f: Finding, g: Tensor, w: Tensor, d: dg.Diff, tol: Tolerance,
+               dtype: str) -> bool:
+    """Give `f` the level hint of its error (precision_loss, approximate) and the tolerance
+    that would pass, when the level tells; True when it did."""
+    level = dg.level_hint(d, dtype)
+    if not level:
+        return False
+    f.hint = level
+    passing = dg.passing_tolerance(g, w, tol)
+    f.passing_tolerance = (passing.atol, passing.rtol) if passing is not None else None
+    return True
+
+
 def grad_finding(i: int, g: Tensor, w: Tensor, d: dg.Diff, want: Run, inputs: Inputs,
-                 tol: Tolerance) -> Finding:
+                 tol: Tolerance, dtype: str = "") -> Finding:
     """A wrong gradient of input i, with the hint its error pattern suggests."""
     f = Finding("input", i, dg.factor_hint(d), shape=tuple(g.shape), stats=d.stats,
                 worst=dg.input_elements(d, i, g.shape), pattern=pattern_of(d, g.shape))
+    # an error small everywhere has its level as its cause: a pattern in which of its
+    # elements cross the tolerance, a transpose or swap within it, would be chance
+    if not f.hint and with_level(f, g, w, d, tol, dtype):
+        return f
     if f.pattern is not None and f.hint in ("", "zero"):
         f.hint = PATTERN_HINTS[f.pattern.kind]
     pair = dg.transposed_hint(g, w, tol)
@@ -128,7 +147,7 @@ def compare_grads(ctx: CaseContext, variant: str, got: Run, want: Run, inputs: I
         d = dg.compare(g, w, tol, scaled=True)
         worst = (max(worst[0], d.stats.max_abs), max(worst[1], d.stats.max_rel))
         if not d.ok:
-            findings.append(grad_finding(i, g, w, d, want, inputs, tol))
+            findings.append(grad_finding(i, g, w, d, want, inputs, tol, ctx.dtype))
             if ctx.options.error_maps:
                 findings[-1].error_map = error_map(g, w)
     status = FAIL if findings else PASS

@@ -30,6 +30,9 @@ class Diff:
     worst: list[tuple[int, float, float]] = field(default_factory=list)
     #: which elements are wrong (flat, bool); None when nothing was compared.
     mask: Tensor | None = None
+    #: the largest finite |want| (measured only when something is wrong; 0.0 otherwise): the
+    #: scale level_hint judges the error against.
+    scale: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -81,7 +84,8 @@ def compare(got: Tensor, want: Tensor, tol: Tolerance, k: int = TOP_K, *, scaled
     keep = ~bad & torch.isfinite(g) & torch.isfinite(w)
     stats = ErrorStats(float(err.max()), float(rel.max()), float(wrong.double().mean()),
                        *_cosine_ratio(g[keep], w[keep]), of, int(bad.sum()))
-    return Diff(stats, worst, wrong)
+    scale = float(w[keep].abs().max()) if bool(keep.any()) else 0.0
+    return Diff(stats, worst, wrong, scale)
 
 
 def _scaled(tol: Tolerance, w: np.ndarray) -> Tolerance:
@@ -185,3 +189,84 @@ def transposed_hint(got: Tensor, want: Tensor, tol: Tolerance) -> tuple[int, int
                 if compare(got.transpose(a, b), want, tol).ok:
                     return (a, b)
     return None
+
+
+def passing_tolerance(got: Tensor, want: Tensor, tol: Tolerance) -> Tolerance | None:
+    """The tolerance under which `compare(got, want, it, scaled=True)` passes: tol's atol and
+    rtol both scaled up by one common factor (twice the least that passes: a margin for other
+    values and seeds), each rounded up to one significant digit; `tol` itself when it already
+    passes, never tighter.  None when no tolerance helps: a non-finite value where the expected
+    one is finite (or the other way round), or a zero tolerance against a nonzero error.
+    """
+    if compare(got, want, tol, scaled=True).ok:
+        return tol
+    g = got.detach().reshape(-1).to(torch.float64).cpu()
+    w = want.detach().reshape(-1).to(torch.float64).cpu()
+    err = (g - w).abs()
+    same = (g == w) | (torch.isnan(g) & torch.isnan(w))  # compare's own passes (NaN and inf)
+    if got.is_floating_point():  # and its overflow to an inf of the right sign
+        same |= ((w.abs() > torch.finfo(got.dtype).max) & torch.isinf(g)
+                 & (torch.sign(g) == torch.sign(w)))
+    err = torch.where(same, torch.zeros_like(err), err)
+    if not bool(torch.isfinite(err).all()):
+        return None
+    scaled = _scaled(tol, w.numpy())
+    bound = scaled.atol + scaled.rtol * w.abs()
+    need = torch.where(err > 0, err / bound, torch.zeros_like(err))  # err/0 -> inf -> None
+    factor = float(need.max())
+    if not math.isfinite(factor):
+        return None
+    factor = max(factor, 1.0) * PASSING_MARGIN
+    out = Tolerance(round_up(tol.atol * factor), round_up(tol.rtol * factor))
+    # rounding only grows both; the check guards the last ulp of float arithmetic
+    return out if compare(got, want, out, scaled=True).ok else None
+
+
+#: How far beyond the least passing tolerance passing_tolerance goes: the error of an
+#: approximate method varies with the values and the seed, a tolerance at the edge would not.
+PASSING_MARGIN = 2.0
+
+
+def round_up(x: float) -> float:
+    """x rounded up to one significant digit (3.2e-7 -> 4e-7); 0 stays 0."""
+    if x <= 0 or not math.isfinite(x):
+        return x
+    p = 10.0 ** math.floor(math.log10(x))
+    out = math.ceil(x / p * (1 - 1e-12)) * p
+    out = float(f"{out:.1g}")  # 3 * 1e-7 is 3.0000000000000004e-07: keep one digit
+    return out if out >= x else float(f"{out + p:.1g}")
+
+
+#: float32's machine epsilon: a float64 result rounded through float32 is off by a few of these
+#: (relative to the tensor's scale: the rounding of each term summed, not of each element).
+EPS32 = 2.0 ** -23
+#: A float64 result off by more than this, relative to its scale, is not float64 rounding
+#: (float64 sums of thousands of terms stay below 1e-12); float32 rounding starts at eps32/2,
+#: so 1e-9 leaves room for a value that passed through float32 in only a small term.
+PRECISION_LOSS_LOW = 1e-9
+#: ... and at most this: a float32 computation of modest depth (sums of up to thousands of
+#: terms, a few functions) stays within 64 eps32 (7.6e-6); more is an error of another kind.
+PRECISION_LOSS_HIGH = 64 * EPS32
+#: An error at most this relative to the tensor's scale, with the direction kept (cosine above
+#: APPROXIMATE_COSINE), is small but real: an approximate method (an adjoint solver at its
+#: tolerance, a truncated series), or a bug too small to have a shape of its own.
+APPROXIMATE_REL = 1e-2
+APPROXIMATE_COSINE = 0.9999
+
+
+def level_hint(d: Diff, dtype: str) -> str:
+    """'precision_loss' when a float64 result is only about float32-accurate, 'approximate'
+    when the error is small everywhere but real, else '' (the error has no telling level).
+
+    The error is judged relative to the tensor's scale (its largest |want|), as compare's
+    scaled atol: an element that cancels to ~0 carries the rounding of the terms it sums.
+    """
+    s = d.stats
+    if d.ok or s.nonfinite or d.scale <= 0 or not math.isfinite(s.max_abs):
+        return ""
+    rel = s.max_abs / d.scale
+    if dtype == "float64" and PRECISION_LOSS_LOW <= rel <= PRECISION_LOSS_HIGH:
+        return "precision_loss"
+    if rel <= APPROXIMATE_REL and s.cosine > APPROXIMATE_COSINE:
+        return "approximate"
+    return ""

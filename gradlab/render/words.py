@@ -96,6 +96,10 @@ HINTS: dict[str, str] = {
     "noncontiguous_missing": "required by the spec (requires: [noncontiguous]) and missing: "
                              "call .contiguous() where the code needs it",
     "cuda_missing": "required by the spec (requires: [cuda]) and missing",
+    "precision_loss": "a float64 result only about float32-accurate (computed in float32 "
+                      "internally?)",
+    "approximate": "small error everywhere (an approximate method: a solver at its tolerance, "
+                   "a series?); if by design, set `tolerances:`",
 }
 
 #: Why a row was skipped, or passed with a remark.
@@ -190,8 +194,19 @@ def pattern_words(p: Pattern) -> str:
     return f"all wrong elements in {where}"
 
 
-def describe(f: Finding) -> str:
-    """One finding as a clause: 'input 1 [3, 5]: off by a constant factor 2; max abs err ...'."""
+def tolerance_words(f: Finding, dtype: str) -> str:
+    """The tolerance that would pass, as a spec's `tolerances:` would say it."""
+    if f.passing_tolerance is None:
+        return ""
+    atol, rtol = f.passing_tolerance
+    return (f"tolerances that would pass: {{{dtype or 'this dtype'}: {{atol: {atol:.1g}, "
+            f"rtol: {rtol:.1g}}}}}")
+
+
+def describe(f: Finding, dtype: str = "") -> str:
+    """One finding as a clause: 'input 1 [3, 5]: off by a constant factor 2; max abs err ...'.
+
+    dtype: the row's, to name it in the tolerance that would pass."""
     words = HINTS.get(f.hint, "")
     if f.hint == "constant_factor" and f.stats is not None:
         words = f"off by a constant factor {f.stats.ratio:.4g}"
@@ -200,7 +215,8 @@ def describe(f: Finding) -> str:
         words = (f"gradient missing (None) for an input that requires grad (if input {f.index} "
                  "is a constant, mark it requires_grad: false)")
     where = pattern_words(f.pattern) if f.pattern is not None else ""
-    body = "; ".join(p for p in (words, _fact(f), where, _stats(f)) if p)
+    body = "; ".join(p for p in (words, _fact(f), where, _stats(f), tolerance_words(f, dtype))
+                     if p)
     return f"{_subject(f)}: {body}" if body else _subject(f)
 
 
@@ -211,7 +227,7 @@ def message(row: CheckRow) -> str:
         parts.append(f"{row.mode} mode")
     if row.hint and row.hint not in {f.hint for f in row.findings}:
         parts.append(HINTS.get(row.hint, row.hint))
-    parts += [describe(f) for f in row.findings]
+    parts += [describe(f, row.dtype) for f in row.findings]
     if row.reason:
         parts.append(REASONS.get(row.reason, row.reason))
     if row.note:

@@ -117,6 +117,9 @@ class Finding:
     node: str = ""
     #: where the wrong elements lie, when they form a pattern.
     pattern: Pattern | None = None
+    #: (atol, rtol) under which this comparison would pass (gradlab.checks.diagnose
+    #: .passing_tolerance), given with a level hint (precision_loss, approximate).
+    passing_tolerance: tuple[float, float] | None = None
     #: |got - want| of this input's gradient as a 2-D array (at most ERROR_MAP_SIDE a side),
     #: kept only when a run asks for plots; never written to the CSV or JSON (too big).
     error_map: Any = field(default=None, repr=False, compare=False)
