@@ -44,7 +44,10 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     when none does).  reference: the same math in plain autograd.  second_order: True checks
     the second-order Jacobian, False asserts that double backward raises, None lets the
     reference decide (a `warn` where it supports double backward and the Function does not).
-    dtypes default to the examples' dtype; the numerical checks run in float64.  checks: names
+    dtypes default to the examples' dtype; the numerical checks run in float64.  tolerances:
+    dtype -> (atol, rtol) for every comparison in that dtype (the finite-difference checks
+    take the larger of it and gradcheck's per component), and "finite_differences" -> (atol,
+    rtol) for the finite-difference checks outright.  checks: names
     from gradlab.model.CHECKS.  requires: capabilities (gradlab.model.CAPABILITIES) whose
     absence fails instead of warning (or, for the information ones, instead of passing with a
     reason); strict: all warn-kind ones.  capabilities: "default" measures all but
@@ -83,7 +86,7 @@ def _example_op(fn: Callable[..., Any], args: Sequence[Any], *,
     import torch
 
     from gradlab.cases import dtype_name
-    from gradlab.model import DEFAULT_TOLERANCES, Case, OpDef, Tolerance, canonical_dtype
+    from gradlab.model import FD_TOLERANCE_KEY, Case, OpDef, Tolerance, canonical_dtype
     from gradlab.spec import as_callable
 
     example = list(args)
@@ -96,16 +99,21 @@ def _example_op(fn: Callable[..., Any], args: Sequence[Any], *,
         (dtype_name(floating[0].dtype),) if floating else ("float64",))
     devs = tuple(devices) if devices else ((str(floating[0].device.type),) if floating
                                           else ("cpu",))
-    tols = dict(DEFAULT_TOLERANCES)
+    tols: dict[str, Tolerance] = {}
+    fd_tol = None
     for k, (atol, rtol) in (tolerances or {}).items():
-        if not (math.isfinite(atol) and math.isfinite(rtol)):
-            # a NaN tolerance makes every comparison pass
-            raise ValueError(f"tolerances[{k!r}]: expected finite atol and rtol, got "
+        if not (math.isfinite(atol) and math.isfinite(rtol) and atol >= 0 and rtol >= 0):
+            # a NaN tolerance makes every comparison pass, a negative one every one fail
+            raise ValueError(f"tolerances[{k!r}]: expected finite atol and rtol >= 0, got "
                              f"({atol}, {rtol})")
-        tols[canonical_dtype(k)] = Tolerance(atol, rtol)
+        if k == FD_TOLERANCE_KEY:
+            fd_tol = Tolerance(atol, rtol)
+        else:
+            tols[canonical_dtype(k)] = Tolerance(atol, rtol)
     return OpDef(name=str(name or getattr(fn, "__name__", type(fn).__name__)), summary="python",
                  function=as_callable(fn),
                  reference=as_callable(reference) if reference is not None else None,
                  cases=(Case("example", tuple(example), dict(kwargs or {}),
                              tuple(tuple(g) for g in size1)),),
-                 second_order=second_order, tolerances=tols, dtypes=dts, devices=devs)
+                 second_order=second_order, tolerances=tols, fd_tolerance=fd_tol, dtypes=dts,
+                 devices=devs)

@@ -31,7 +31,7 @@ from gradlab.checks.plan import Item, enabled_checks
 from gradlab.checks.rawbackward import grad_output_as
 from gradlab.checks.second_order import second_order_row
 from gradlab.checks.variants import Baseline, variant_rows
-from gradlab.model import GRADCHECK_TOLERANCE, Case, Target
+from gradlab.model import Case, Target
 from gradlab.repro import save_failures
 from gradlab.results import ERROR, FAIL, SKIP, CheckRow, Finding
 from gradlab.torchstate import TorchState, preserved_rng
@@ -112,8 +112,8 @@ def numerical_rows(target: Target, case: Case, device: str, options: Options,
             if options.mode != "dense":
                 # the probes' graph; second_order and capabilities take their base run from it
                 bw = build_backward(target.op.function, inputs, inputs.diff_index)
-            r = jacobian_check(ctx, "jacobian", target.op.function, inputs, GRADCHECK_TOLERANCE,
-                               gen, bw=bw)
+            r = jacobian_check(ctx, "jacobian", target.op.function, inputs,
+                               target.op.numerical_tolerance(target.numerical_dtype), gen, bw=bw)
             first_ok = not r.failed
         except Exception as exc:
             first_ok, bw = False, None

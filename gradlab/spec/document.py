@@ -36,6 +36,7 @@ from gradlab.spec.values import (
     join,
     key_name,
     parse_dtype,
+    parse_fd_tolerance,
     parse_names,
     parse_switches,
     parse_tolerances,
@@ -158,8 +159,9 @@ def parse_op(entry: Any, key: str, lookup: OpLookup, folder: Path | None = None)
                 else Start(_user_op(entry, key, folder)))
     op = _with_cases(_with_facts(op, entry, key), entry, key, base, folder)
     if "tolerances" in entry:
-        op = replace(op, tolerances=parse_tolerances(entry["tolerances"],
-                                                     join(key, "tolerances"), op.tolerances))
+        tk = join(key, "tolerances")
+        op = replace(op, tolerances=parse_tolerances(entry["tolerances"], tk, op.tolerances),
+                     fd_tolerance=parse_fd_tolerance(entry["tolerances"], tk, op.fd_tolerance))
     return _target(op, entry, key)
 
 

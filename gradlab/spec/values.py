@@ -17,6 +17,8 @@ from gradlab.model import (
     CHECK_ALIASES,
     DEFAULT_TOLERANCES,
     DTYPES,
+    FD_TOLERANCE_KEY,
+    GRADCHECK_TOLERANCE,
     INTEGER_DTYPES,
     Tolerance,
     canonical_dtype,
@@ -145,16 +147,37 @@ def aliased(v: Any) -> Any:
 
 
 def parse_tolerances(v: Any, key: str, base: Mapping[str, Tolerance]) -> dict[str, Tolerance]:
-    """dtype: {atol, rtol} over `base` (a missing atol or rtol keeps the base's)."""
+    """dtype: {atol, rtol} over `base` (a missing atol or rtol keeps the base's, or the
+    default's); the finite_differences key is parse_fd_tolerance's."""
     if not isinstance(v, Mapping):
         raise fail(key, f"expected a mapping dtype: {{atol, rtol}}, got {shown(v)}")
     out = dict(base)
     for name, tol in v.items():
+        if name == FD_TOLERANCE_KEY:
+            continue
         dk = join(key, key_name(name))
         dtype = parse_dtype(name, dk)
-        if not isinstance(tol, Mapping) or not set(tol) <= {"atol", "rtol"}:
-            raise fail(dk, f"expected {{atol: X, rtol: Y}}, got {shown(tol)}")
-        old = out.get(dtype, DEFAULT_TOLERANCES[dtype])
-        out[dtype] = Tolerance(parse_number(tol.get("atol", old.atol), join(dk, "atol")),
-                               parse_number(tol.get("rtol", old.rtol), join(dk, "rtol")))
+        out[dtype] = parse_tolerance(tol, dk, out.get(dtype, DEFAULT_TOLERANCES[dtype]))
     return out
+
+
+def parse_fd_tolerance(v: Any, key: str, base: Tolerance | None) -> Tolerance | None:
+    """The finite_differences entry of `tolerances:` (v is the whole mapping): the
+    finite-difference checks' tolerance, a missing atol or rtol kept from `base` or gradcheck's;
+    `base` when the entry is absent."""
+    if not isinstance(v, Mapping) or FD_TOLERANCE_KEY not in v:
+        return base
+    return parse_tolerance(v[FD_TOLERANCE_KEY], join(key, FD_TOLERANCE_KEY),
+                           base or GRADCHECK_TOLERANCE)
+
+
+def parse_tolerance(tol: Any, key: str, old: Tolerance) -> Tolerance:
+    """{atol: X, rtol: Y}, each a finite number >= 0 (a missing one is old's)."""
+    if not isinstance(tol, Mapping) or not set(tol) <= {"atol", "rtol"}:
+        raise fail(key, f"expected {{atol: X, rtol: Y}}, got {shown(tol)}")
+    atol = parse_number(tol.get("atol", old.atol), join(key, "atol"))
+    rtol = parse_number(tol.get("rtol", old.rtol), join(key, "rtol"))
+    for name, x in (("atol", atol), ("rtol", rtol)):
+        if x < 0:
+            raise fail(join(key, name), f"expected a number >= 0, got {x:g}")
+    return Tolerance(atol, rtol)
