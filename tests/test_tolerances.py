@@ -1,0 +1,230 @@
+"""Tolerances that reach every comparison, and findings that say an error's level (issue 21).
+
+- a Function 0.5% off by design (an approximate backward) fails with a value-level finding
+  (`approximate` and the tolerance that would pass, no layout hint) by default, and passes every
+  check once the user sets that tolerance, through the API and through a spec;
+- a float64 Function whose backward computes in float32 fails with `precision_loss` (judged by a
+  float64 tolerance), its correct twin passes;
+- the finite_differences key sets the finite-difference checks' tolerance apart, and is
+  validated (exit 2, one line naming file and key);
+- passing_tolerance's tolerance really passes (random tensors), level_hint's levels.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import DATA, run_cli
+
+import gradlab
+from gradlab.checks import diagnose as dg
+from gradlab.model import DEFAULT_TOLERANCES, GRADCHECK_TOLERANCE, OpDef, Tolerance
+from gradlab.render.words import message
+from gradlab.results import CheckRow, Report
+
+TOLS = DATA / "tolerances"
+sys.path.insert(0, str(TOLS))
+import tol_functions as tf  # noqa: E402
+
+#: Hints that blame a layout or a variant: never right for an error that depends on the values.
+LAYOUT_HINTS = ("grad_output_layout",)
+#: The checks a passing run of the approximate Function must have passed (not skipped).
+NUMERIC_CHECKS = ("forward", "gradient", "jacobian", "second_order")
+
+
+def example() -> list[torch.Tensor]:
+    # values spread over a few periods of sin(3x): the error varies with them
+    x = torch.linspace(-3, 3, 60, dtype=torch.float64).reshape(6, 10) + 0.01
+    return [x.requires_grad_()]
+
+
+def failures(r: Report) -> list[tuple[str, str, str, str]]:
+    return [(x.variant, x.check, x.hint, message(x)) for x in r.failures]
+
+
+def layout_blamed(rows: list[CheckRow]) -> list[str]:
+    return [f"{x.variant}/{x.check}: {x.hint}" for x in rows
+            if x.hint.endswith("_only") or x.hint in LAYOUT_HINTS]
+
+
+def base_gradient(r: Report) -> CheckRow:
+    return next(x for x in r.rows if x.variant == "base" and x.check == "gradient")
+
+
+def widest_passing(r: Report) -> tuple[float, float]:
+    """The loosest (atol, rtol) any finding of the run says would pass."""
+    tols = [f.passing_tolerance for x in r.rows for f in x.findings
+            if f.passing_tolerance is not None]
+    assert tols, failures(r)
+    return max(t[0] for t in tols), max(t[1] for t in tols)
+
+
+def test_an_approximate_backward_fails_on_its_values_by_default() -> None:
+    r = gradlab.check(tf.ApproxSinX, example(), reference=tf.reference)
+    assert not r.passed
+    row = base_gradient(r)
+    assert row.status == "fail" and row.hint == "approximate", failures(r)
+    finding = row.findings[0]
+    assert finding.hint == "approximate" and finding.passing_tolerance is not None
+    assert "tolerances that would pass: {float64: {atol: " in message(row)
+    assert not layout_blamed(r.rows), layout_blamed(r.rows)
+
+
+def test_the_tolerance_it_names_makes_every_check_pass() -> None:
+    atol, rtol = widest_passing(gradlab.check(tf.ApproxSinX, example(), reference=tf.reference))
+    r = gradlab.check(tf.ApproxSinX, example(), reference=tf.reference,
+                      tolerances={"float64": (atol, rtol)})
+    assert r.passed, failures(r)
+    for check in NUMERIC_CHECKS:
+        rows = [x for x in r.rows if x.check == check]
+        assert rows and all(x.status == "pass" for x in rows), (check, failures(r))
+    assert len({x.variant for x in r.rows}) > 5  # the variants ran, and passed
+
+
+def test_the_finite_difference_tolerance_can_be_set_apart() -> None:
+    loose = (1e-3, 1e-2)
+    strict = gradlab.check(tf.ApproxSinX, example(), reference=tf.reference, mode="dense",
+                           tolerances={"float64": loose,
+                                       "finite_differences": (1e-5, 1e-3)})
+    assert {x.check for x in strict.failures} == {"jacobian"}, failures(strict)
+    fd_only = gradlab.check(tf.ApproxSinX, example(), reference=tf.reference,
+                            tolerances={"finite_differences": loose})
+    assert "jacobian" not in {x.check for x in fd_only.failures}, failures(fd_only)
+    assert "gradient" in {x.check for x in fd_only.failures}
+
+
+@pytest.mark.parametrize("bad", [(-1e-5, 1e-3), (math.nan, 1e-3), (1e-5, math.inf)])
+def test_an_api_tolerance_must_be_finite_and_not_negative(bad: tuple[float, float]) -> None:
+    with pytest.raises(ValueError, match="finite_differences"):
+        gradlab.check(tf.ExactSinX, example(), reference=tf.reference,
+                      tolerances={"finite_differences": bad})
+
+
+def test_autocast_honours_the_users_autocast_dtype_tolerance() -> None:
+    """autocast compares under autocast against the reference under autocast: a user's
+    bfloat16 tolerance is what governs it (here tightened below the 0.5% error)."""
+    r = gradlab.check(tf.ApproxSinX, [x.float() for x in example()], reference=tf.reference,
+                      dtypes=["float64"],
+                      tolerances={"float64": (1e-3, 1e-2), "bfloat16": (1e-4, 1e-4)})
+    assert [x.check for x in r.failures] == ["autocast"], failures(r)
+
+
+def test_numerical_tolerance_is_gradchecks_loosened_by_the_users() -> None:
+    op = OpDef("f", "", print, None, None)
+    assert op.numerical_tolerance("float64") == GRADCHECK_TOLERANCE
+    tight = OpDef("f", "", print, None, None, tolerances={"float64": Tolerance(1e-12, 1e-12)})
+    assert tight.numerical_tolerance("float64") == GRADCHECK_TOLERANCE
+    mixed = OpDef("f", "", print, None, None, tolerances={"float64": Tolerance(1e-9, 1e-2)})
+    assert mixed.numerical_tolerance("float64") == Tolerance(GRADCHECK_TOLERANCE.atol, 1e-2)
+    assert mixed.numerical_tolerance("float32") == GRADCHECK_TOLERANCE
+    fd = OpDef("f", "", print, None, None, tolerances={"float64": Tolerance(1, 1)},
+               fd_tolerance=Tolerance(1e-6, 1e-4))
+    assert fd.numerical_tolerance("float64") == Tolerance(1e-6, 1e-4)
+
+
+def test_float64_is_judged_by_a_float64_tolerance() -> None:
+    # float32's rounding (eps 1.2e-7) must fail it by a wide margin
+    tol = DEFAULT_TOLERANCES["float64"]
+    assert tol.rtol <= 1e-8 and tol.atol <= 1e-9
+
+
+def test_a_float32_backward_of_a_float64_function_is_precision_loss() -> None:
+    r = gradlab.check(tf.Float32Backward, example(), reference=tf.reference)
+    row = base_gradient(r)
+    assert row.status == "fail" and row.hint == "precision_loss", failures(r)
+    assert row.findings[0].passing_tolerance is not None
+    assert "tolerances that would pass: {float64: " in message(row)
+    # second order (finite differences of a float32-accurate gradient are rounding noise) is
+    # not blamed on second order alone
+    assert all(x.hint != "second_order_only" for x in r.rows), failures(r)
+    twin = gradlab.check(tf.ExactSinX, example(), reference=tf.reference)
+    assert twin.passed, failures(twin)
+
+
+def cli(spec: str, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        *extra: str) -> tuple[int, str]:
+    code, out, err = run_cli(["check", str(TOLS / spec), "--no-isolate", "--report-dir",
+                              str(tmp_path), *extra], capsys)
+    return code, out + err
+
+
+def test_through_specs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out = cli("approx.yaml", capsys, tmp_path)
+    assert code == 1 and "approximate" in out and "tolerances that would pass" in out, out
+    code, out = cli("approx_tolerated.yaml", capsys, tmp_path)
+    assert code == 0, out
+    # dense: a random probe v^T J u averages a 0.5% error varying with the values down to
+    # about gradcheck's rtol (fast mode's known blind spot); the Jacobian entries do not
+    code, out = cli("approx_fd_strict.yaml", capsys, tmp_path, "--mode", "dense")
+    assert code == 1 and "jacobian" in out, out
+    code, out = cli("float32_backward.yaml", capsys, tmp_path)
+    assert code == 1 and "precision_loss" in out and "second_order_only" not in out, out
+    code, out = cli("exact.yaml", capsys, tmp_path)
+    assert code == 0, out
+
+
+@pytest.mark.parametrize(("spec", "key"), [
+    ("bad_fd_negative.yaml", "tolerances.finite_differences.atol"),
+    ("bad_fd_value.yaml", "tolerances.finite_differences"),
+    ("bad_fd_key.yaml", "tolerances.finite_differences"),
+])
+def test_a_bad_finite_difference_tolerance_is_one_line(spec: str, key: str,
+                                                       capsys: pytest.CaptureFixture[str],
+                                                       tmp_path: Path) -> None:
+    code, out = cli(spec, capsys, tmp_path)
+    assert code == 2, out
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    assert len(lines) == 1 and f"{spec}: {key}:" in lines[0], out
+
+
+def test_passing_tolerance_passes_on_random_tensors() -> None:
+    gen = torch.Generator().manual_seed(0)
+    for trial in range(60):
+        n = int(torch.randint(1, 300, (1,), generator=gen))
+        scale = 10.0 ** float(torch.randint(-3, 4, (1,), generator=gen))
+        want = torch.randn(n, generator=gen, dtype=torch.float64) * scale
+        rel = 10.0 ** float(torch.randint(-9, -1, (1,), generator=gen))
+        noise = torch.randn(n, generator=gen, dtype=torch.float64)
+        got = want * (1 + rel * noise) + rel * scale * torch.randn(n, generator=gen,
+                                                                   dtype=torch.float64)
+        if trial % 3 == 0:
+            got, want = got.float(), want.float()
+        tol = DEFAULT_TOLERANCES["float64" if got.dtype == torch.float64 else "float32"]
+        out = dg.passing_tolerance(got, want, tol)
+        assert out is not None
+        assert dg.compare(got, want, out, scaled=True).ok, (trial, out)
+        assert out.atol >= tol.atol and out.rtol >= tol.rtol
+        for x in (out.atol, out.rtol):  # one significant digit
+            assert float(f"{x:.1g}") == x
+
+
+def test_passing_tolerance_edges() -> None:
+    want = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    tol = DEFAULT_TOLERANCES["float64"]
+    assert dg.passing_tolerance(want.clone(), want, tol) == tol  # already passes
+    nan = torch.tensor([1.0, math.nan, 3.0], dtype=torch.float64)
+    assert dg.passing_tolerance(nan, want, tol) is None  # no tolerance helps
+    assert dg.passing_tolerance(want + 1, want, Tolerance(0.0, 0.0)) is None
+    assert dg.round_up(3.2e-7) == 4e-7 and dg.round_up(3e-7) == 3e-7 and dg.round_up(0.0) == 0
+
+
+def test_level_hint() -> None:
+    gen = torch.Generator().manual_seed(1)
+    want = torch.randn(200, generator=gen, dtype=torch.float64)
+    tol = DEFAULT_TOLERANCES["float64"]
+
+    def level(got: torch.Tensor, dtype: str = "float64") -> str:
+        return dg.level_hint(dg.compare(got, want, tol, scaled=True), dtype)
+
+    rounded = want.float().double()  # float32-accurate
+    assert level(rounded) == "precision_loss"
+    assert level(rounded, "float32") == "approximate"  # float32's own rounding is no loss
+    assert level(want * (1 + 0.004 * torch.sin(5 * want))) == "approximate"
+    assert level(want * 2) == ""  # a bug, not a level
+    assert level(want + 0.5 * torch.randn(200, generator=gen, dtype=torch.float64)) == ""
+    assert level(torch.where(want > 1, math.nan, want)) == ""
+    assert level(want) == ""
