@@ -1,0 +1,375 @@
+"""The hint-precision corpus: broken custom Functions with known causes, each beside its twin.
+
+Most entries are generated: a base op (corpus_ops.OPS: exp, tanh, mul, matmul, conv2d, ...)
+crossed with a bug mutation (a constant factor, a flipped sign, a transpose, swapped gradients,
+the chain rule dropped, a missing gradient, a wrong band or tail tile, a layout assumption, a
+term of a multi-term derivative with the wrong factor).  The rest are written by hand
+(corpus_special.py: a dropout replaying the wrong mask, state kept on the Function class, a
+cached forward, ...) or imported from the bug classes (tests/data/bugclasses).
+
+Each `Entry` says which hint codes (gradlab.render.words.HINTS) name the true cause: `right`.
+An EMPTY right set means no hint names it (a mixed error: every likely cause gradlab could
+offer sends the user to the wrong place, so the right answer is to stay silent).
+
+Every Function made here is also a module attribute (`corpus_functions:exp_x2`), so a spec can
+name it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.autograd import Function
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from corpus_ops import (
+    OPS,
+    BaseOp,
+    Entry,
+    GradFn,
+    Grads,
+    example,
+    gelu_grad,
+    layernorm_parts,
+    silu_grad,
+)
+from corpus_special import special
+
+
+def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    """The strides of a row-major tensor of `shape`."""
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def raw(t: Tensor) -> Tensor:
+    """t's memory read as if it were row-major contiguous (a kernel taking data_ptr())."""
+    return t.as_strided(t.shape, contiguous_strides(t.shape))
+
+
+def wrap(name: str, op: BaseOp, grads: GradFn, *, raw_input: bool = False,
+         stash: bool = False, doc: str = "") -> type[Function]:
+    """A custom Function computing op.fwd with `grads` as its backward.
+
+    raw_input: forward reads its inputs' raw memory (assumes contiguous inputs); stash: the
+    inputs are kept detached on ctx instead of save_for_backward (first order still right).
+    """
+
+    def forward(ctx: Any, *xs: Tensor) -> Tensor:
+        y = op.fwd(*(raw(x) for x in xs)) if raw_input else op.fwd(*xs)
+        if stash:
+            ctx.stash = tuple(x.detach() for x in xs)
+        else:
+            ctx.save_for_backward(*xs)
+        return y
+
+    def backward(ctx: Any, g: Tensor) -> Grads:
+        xs = ctx.stash if stash else ctx.saved_tensors
+        return grads(tuple(xs), g)
+
+    cls = type(name, (Function,), {"forward": staticmethod(forward),
+                                   "backward": staticmethod(backward),
+                                   "__doc__": doc or f"{op.name}: correct", "__module__": __name__})
+    cls.__qualname__ = name
+    globals()[name] = cls
+    return cls
+
+
+# --------------------------------------------------------------------------------------------
+# mutations: a base op's correct backward -> a broken one
+
+Mutate = Callable[[BaseOp], GradFn]
+
+
+def on(which: Sequence[int] | None, f: Callable[[Tensor], Tensor | None]) -> Mutate:
+    """Apply f to the gradients of the inputs in `which` (None: all)."""
+
+    def build(op: BaseOp) -> GradFn:
+        def grads(xs: tuple[Tensor, ...], g: Tensor) -> Grads:
+            out = list(op.grads(xs, g))
+            for i in range(len(out)) if which is None else which:
+                t = out[i]
+                out[i] = f(t) if t is not None else None
+            return tuple(out)
+        return grads
+    return build
+
+
+def band(dim: int, start: int, stop: int, factor: float) -> Callable[[Tensor], Tensor]:
+    """Indices start..stop-1 of `dim` multiplied by factor (0: never written)."""
+
+    def f(t: Tensor) -> Tensor:
+        t = t.clone()
+        t.narrow(dim, start, stop - start).mul_(factor)
+        return t
+    return f
+
+
+def border(t: Tensor) -> Tensor:
+    """The 1-wide border of the last two dims left at zero (a boundary case not handled)."""
+    out = torch.zeros_like(t)
+    out[..., 1:-1, 1:-1] = t[..., 1:-1, 1:-1]
+    return out
+
+
+#: the tile of the tiled backward (a kernel's BLOCK)
+TILE = 8
+
+
+def whole_tiles(t: Tensor) -> Tensor:
+    """Only n // TILE whole tiles of the last dim written: the remainder is dropped."""
+    out = torch.zeros_like(t)
+    n = t.shape[-1] // TILE * TILE
+    out[..., :n] = t[..., :n]
+    return out
+
+
+#: an approximate method's error: 0.5% that varies element by element
+APPROX = 5e-3
+
+
+def approx(t: Tensor) -> Tensor:
+    wobble = torch.cos(torch.arange(t.numel(), dtype=t.dtype, device=t.device)).view(t.shape)
+    return t * (1 + APPROX * wobble)
+
+
+def nochain(op: BaseOp) -> GradFn:
+    return lambda xs, g: op.grads(xs, torch.ones_like(g))
+
+
+def swapped(op: BaseOp) -> GradFn:
+    return lambda xs, g: tuple(reversed(op.grads(xs, g)))
+
+
+def raw_grad_output(op: BaseOp) -> GradFn:
+    return lambda xs, g: op.grads(xs, raw(g))
+
+
+def inplace_grad_output(op: BaseOp) -> GradFn:
+    """Saves an allocation: the (unary) gradient written into grad_output and returned."""
+
+    def grads(xs: tuple[Tensor, ...], g: Tensor) -> Grads:
+        (gx,) = op.grads(xs, g)
+        assert gx is not None
+        return (g.copy_(gx),)
+    return grads
+
+
+def inplace_saved(op: BaseOp) -> GradFn:
+    """The gradient is right, but backward scales a saved input in place afterwards."""
+
+    def grads(xs: tuple[Tensor, ...], g: Tensor) -> Grads:
+        out = op.grads(xs, g)
+        xs[0].mul_(2)
+        return out
+    return grads
+
+
+def one_short(op: BaseOp) -> GradFn:
+    return lambda xs, g: op.grads(xs, g)[:-1]
+
+
+def detached(op: BaseOp) -> GradFn:
+    """Backward computed from detached inputs: first order right, its own derivative lost."""
+    return lambda xs, g: op.grads(tuple(x.detach() for x in xs), g)
+
+
+def in_float32(op: BaseOp) -> GradFn:
+    """A float64 backward computed in float32 and cast back."""
+    return lambda xs, g: tuple(t.to(g.dtype) if t is not None else None
+                               for t in op.grads(tuple(x.float() for x in xs), g.float()))
+
+
+def scaled(c: float, which: Sequence[int] | None = None) -> Mutate:
+    return on(which, lambda t: c * t)
+
+
+CF = frozenset({"constant_factor"})
+#: a factor -1 is a sign flip, and also truly a constant factor
+SIGN = frozenset({"sign", "constant_factor"})
+#: None reaches the user as no gradient; both words name it
+MISSING = frozenset({"missing", "zero"})
+TAIL = frozenset({"tail_tile", "ragged_only"})
+#: every hint that says "assumes contiguous input memory"
+LAYOUT_IN = frozenset({"noncontiguous_only", "transposed_only", "channels_last_only",
+                       "expanded_only", "expanded_refused"})
+NONE: frozenset[str] = frozenset()
+
+
+def H(*codes: str) -> frozenset[str]:
+    return frozenset(codes)
+
+
+#: name -> (mutation, right hints, what the bug is)
+MUTATIONS: dict[str, tuple[Mutate, frozenset[str], str]] = {
+    "x2": (scaled(2.0), CF, "backward scaled by 2"),
+    "x0.5": (scaled(0.5), CF, "backward scaled by 0.5"),
+    "x-3": (scaled(-3.0), CF, "backward scaled by -3"),
+    "x10": (scaled(10.0), CF, "backward scaled by 10"),
+    "neg": (scaled(-1.0), SIGN, "backward negated"),
+    "in1_x2": (scaled(2.0, (1,)), CF, "input 1's gradient scaled by 2"),
+    "in0_neg": (scaled(-1.0, (0,)), SIGN, "input 0's gradient negated"),
+    "t0": (on((0,), lambda t: t.T), H("transposed"), "input 0's gradient transposed"),
+    "t1": (on((1,), lambda t: t.T), H("transposed"), "input 1's gradient transposed"),
+    "swap": (swapped, H("swapped"), "the two gradients returned in swapped order"),
+    "nochain": (nochain, H("no_chain_rule"), "grad_output ignored (chain rule dropped)"),
+    "none0": (on((0,), lambda t: None), MISSING, "input 0's gradient returned as None"),
+    "none1": (on((1,), lambda t: None), MISSING, "input 1's gradient returned as None"),
+    "none2": (on((2,), lambda t: None), MISSING, "input 2's gradient returned as None"),
+    "zero0": (on((0,), torch.zeros_like), H("zero", "missing"), "input 0's gradient zero"),
+    "zero1": (on((1,), torch.zeros_like), H("zero", "missing"), "input 1's gradient zero"),
+    "rows": (on((0,), band(0, 1, 3, 3.0)), H("index_range"), "rows 1..2 of the gradient x3"),
+    "cols0": (on((0,), band(1, 2, 5, 0.0)), H("index_range"),
+              "columns 2..4 of the gradient never written"),
+    "chan1": (on((1,), band(0, 1, 2, 2.0)), H("index_range"),
+              "output channel 1 of the weight gradient x2"),
+    "border0": (on((0,), border), H("border_band"), "the border of the gradient left at 0"),
+    "tiles": (on((0,), whole_tiles), TAIL, "a tiled loop that drops the remainder tile"),
+    "keepdim2": (on((2,), lambda t: t[None]), H("wrong_shape"),
+                 "the bias gradient summed with keepdim (shape [1, n])"),
+    "rawgo": (raw_grad_output, H("grad_output_layout"),
+              "backward reads grad_output's raw memory (assumes it contiguous)"),
+    # the in-place write also raises on a stride-0 grad_output (y.sum().backward()) and
+    # input: "the Function raised an exception" is then the bug itself, not another cause
+    "inplacego": (inplace_grad_output, H("inplace_grad_output", "crash"),
+                  "the gradient written into grad_output in place"),
+    "inplacesaved": (inplace_saved, H("inplace_saved", "crash"),
+                     "backward scales a saved input in place"),
+    "count": (one_short, H("wrong_count"), "one gradient too few returned"),
+    "detach": (detached, H("second_order_only"),
+               "backward from detached inputs (not differentiable twice)"),
+    "f32": (in_float32, H("precision_loss"), "a float64 backward computed in float32"),
+    "approx": (on(None, approx), H("approximate"), "a 0.5% error that varies by element"),
+}
+
+#: mutations whose hint is another change's (xfail until it lands)
+PENDING = {"f32": "precision_loss", "approx": "approximate"}
+
+
+# --------------------------------------------------------------------------------------------
+# mixed errors: one term of a multi-term derivative wrong.  The per-element ratio to the right
+# gradient varies, so no constant factor, sign or transpose names the cause: right set EMPTY.
+
+
+def _unary(f: Callable[[Tensor, Tensor], Tensor]) -> Mutate:
+    return lambda op: lambda xs, g: (f(xs[0], g),)
+
+
+def _layernorm_without(term: str) -> Mutate:
+    def build(op: BaseOp) -> GradFn:
+        def grads(xs: tuple[Tensor, ...], g: Tensor) -> Grads:
+            xhat, inv = layernorm_parts(xs[0])
+            mg = g.mean(-1, keepdim=True)
+            mgx = (g * xhat).mean(-1, keepdim=True)
+            return (inv * (g - xhat * mgx) if term == "mean" else inv * (g - mg),)
+        return grads
+    return build
+
+
+#: (op, name) -> (mutation, what the bug is)
+MIXED: dict[tuple[str, str], tuple[Mutate, str]] = {
+    ("gelu", "no3"): (_unary(lambda x, g: g * gelu_grad(x, cubic=1.0)),
+                      "GELU (tanh): the 3 of d(x^3)/dx forgotten"),
+    ("silu", "term2"): (_unary(lambda x, g: g * silu_grad(x, second=2.0)),
+                        "SiLU: the x * sigmoid'(x) term doubled"),
+    ("sinx", "cos2"): (_unary(lambda x, g: g * (2 * torch.cos(x) * x + torch.sin(x))),
+                       "sin(x) * x: the cos term doubled"),
+    ("sinx", "dropterm"): (_unary(lambda x, g: g * torch.cos(x) * x),
+                           "sin(x) * x: product rule, the sin(x) term dropped"),
+    ("softplus2", "beta"): (_unary(lambda x, g: g * torch.sigmoid(x)),
+                            "softplus(beta=2): sigmoid(x) instead of sigmoid(beta x)"),
+    ("tanh", "nosquare"): (_unary(lambda x, g: g * (1 - torch.tanh(x))),
+                           "tanh: 1 - y instead of 1 - y^2"),
+    ("sigmoid", "plus"): (_unary(lambda x, g: g * torch.sigmoid(x) * (1 + torch.sigmoid(x))),
+                          "sigmoid: s (1 + s) instead of s (1 - s)"),
+    ("layernorm", "nomean"): (_layernorm_without("mean"),
+                              "layernorm: the mean(grad) term dropped"),
+    ("layernorm", "noxhat"): (_layernorm_without("xhat"),
+                              "layernorm: the xhat * mean(grad * xhat) term dropped"),
+    ("softmax", "nosum"): (_unary(lambda x, g: torch.softmax(x, -1) * g),
+                           "softmax: the sum(grad * s) term dropped"),
+    ("div", "nox"): (lambda op: lambda xs, g: (g / xs[1], -g / xs[1] ** 2),
+                     "x / y: d/dy written as -1 / y^2 (the x forgotten)"),
+}
+
+#: (op, mutation, shapes): the generated entries (shapes None: the op's own)
+GENERATED: list[tuple[str, str, tuple[tuple[int, ...], ...] | None]] = [
+    *[("exp", m, None) for m in ("x2", "neg", "nochain", "t0", "zero0", "rawgo", "inplacego",
+                                 "f32", "approx")],
+    ("exp", "tiles", ((3, 20),)),
+    *[("tanh", m, None) for m in ("x0.5", "neg", "nochain", "t0", "none0", "inplacesaved",
+                                  "detach", "f32")],
+    ("tanh", "tiles", ((3, 16),)),
+    *[("sigmoid", m, None) for m in ("x-3", "x10", "nochain", "t0", "rows", "rawgo")],
+    *[("softplus", m, None) for m in ("x2", "neg", "zero0")],
+    ("softplus", "border0", ((6, 6),)),
+    *[("sinx", m, None) for m in ("x0.5", "nochain", "t0", "f32", "approx")],
+    *[("softmax", m, None) for m in ("x2", "neg", "nochain", "t0")],
+    ("softmax", "cols0", ((4, 8),)),
+    *[("layernorm", m, None) for m in ("x10", "neg", "nochain")],
+    *[("sumdim", m, None) for m in ("x2", "neg", "nochain")],
+    *[("mul", m, None) for m in ("swap", "in1_x2", "in0_neg", "nochain", "none1", "zero1", "t1",
+                                 "count", "rawgo")],
+    *[("div", m, None) for m in ("swap", "x0.5", "nochain", "none0", "in0_neg")],
+    *[("matmul", m, None) for m in ("swap", "t1", "t0", "x2", "nochain", "none1", "rawgo",
+                                    "f32")],
+    *[("linear", m, None) for m in ("t1", "x2", "neg", "nochain", "none2", "keepdim2")],
+    *[("conv2d", m, None) for m in ("x2", "neg", "nochain", "none1", "border0", "chan1")],
+]
+
+#: ops whose forward reads its inputs' raw memory; ops that keep their inputs on ctx
+RAW_INPUT = ("exp", "tanh", "mul", "matmul")
+STASHED = ("exp", "mul")
+
+
+def _ident(s: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in s)
+
+
+def _twin(op: BaseOp) -> type[Function]:
+    name = _ident(op.name)
+    return globals().get(name) or wrap(name, op, op.grads)
+
+
+def _args(op: BaseOp, shapes: tuple[tuple[int, ...], ...] | None) -> Callable[[], list[Any]]:
+    return lambda: example(op, 0, shapes)
+
+
+def _entry(op_name: str, key: str, mutate: Mutate, right: frozenset[str], cause: str, *,
+           shapes: tuple[tuple[int, ...], ...] | None = None, pending: str = "",
+           **flags: bool) -> Entry:
+    op = OPS[op_name]
+    eid = f"{op_name}-{key}"
+    broken = wrap(_ident(eid), op, mutate(op), doc=f"BROKEN: {cause}", **flags)
+    return Entry(eid, broken, _twin(op), op.fwd, _args(op, shapes), right, cause,
+                 twin_id=f"{op_name}{list(shapes) if shapes else ''}", pending=pending)
+
+
+def generated() -> list[Entry]:
+    """The base-op x mutation entries, the layout and ctx entries, and the mixed errors."""
+    out = [_entry(op, m, MUTATIONS[m][0], MUTATIONS[m][1], MUTATIONS[m][2], shapes=shapes,
+                  pending=PENDING.get(m, "")) for op, m, shapes in GENERATED]
+    out += [_entry(op, "rawin", lambda o: o.grads, LAYOUT_IN,
+                   "forward reads its inputs' raw memory (assumes them contiguous)",
+                   raw_input=True) for op in RAW_INPUT]
+    out += [_entry(op, "stash", lambda o: o.grads, H("ctx_input", "second_order_only"),
+                   "inputs kept detached on ctx instead of save_for_backward", stash=True)
+            for op in STASHED]
+    out += [_entry(op, key, mutate, NONE, cause) for (op, key), (mutate, cause) in MIXED.items()]
+    return out
+
+
+def corpus() -> list[Entry]:
+    """Every entry: generated, hand-written and the bug classes."""
+    return generated() + special()
+
+
+CORPUS = corpus()
