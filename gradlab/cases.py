@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 
 from gradlab.model import Case, FixedValues, TensorArg, is_integer_dtype, non_overlapping
+from gradlab.torchstate import replay
 
 _TORCH_DTYPES = {
     "float64": torch.float64,
@@ -252,7 +253,9 @@ def flat_outputs(out: Any) -> list[Tensor]:
 
 
 def call(fn: Callable[..., Any], inputs: Inputs) -> list[Tensor]:
-    """Call `fn` on the inputs and return its floating-point tensor outputs."""
+    """Call `fn` on the inputs and return its floating-point tensor outputs (from the case's
+    RNG state: each finite difference of a stochastic Function draws the same numbers)."""
+    replay()
     return flat_outputs(fn(*inputs.args, **inputs.kwargs))
 
 

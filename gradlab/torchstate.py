@@ -3,6 +3,10 @@
 A run gives every setting back as it found it, and so does each case: a Function that flips the
 default dtype or grad mode must not make the next, correct op fail (or the caller's program
 after `gradlab.check` returns).
+
+Also the one RNG state of a case (`case_rng`, `replay`): a Function may draw random numbers
+(dropout), so every evaluation that must agree with another (the Function, its reference, each
+finite difference) starts from the same state of torch's global generators.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
+from torch import Tensor
 
 
 @contextmanager
@@ -80,3 +85,64 @@ def preserved_rng() -> Iterator[None]:
         torch.set_rng_state(cpu)
         if cuda is not None:
             torch.cuda.set_rng_state_all(cuda)
+
+
+@dataclass(frozen=True)
+class RngState:
+    """torch's global generators' state (CPU, and CUDA's on a CUDA run)."""
+
+    cpu: Tensor
+    cuda: list[Tensor] | None = None
+
+    @classmethod
+    def now(cls, device: str) -> RngState:
+        return cls(torch.get_rng_state(),
+                   torch.cuda.get_rng_state_all() if device == "cuda" else None)
+
+    def restore(self) -> None:
+        torch.set_rng_state(self.cpu)
+        if self.cuda is not None:
+            torch.cuda.set_rng_state_all(self.cuda)
+
+    def same(self, other: RngState) -> bool:
+        """True when both hold the same states (no generator moved between them)."""
+        if not torch.equal(self.cpu, other.cpu):
+            return False
+        if self.cuda is None or other.cuda is None:
+            return True
+        return all(torch.equal(a, b) for a, b in zip(self.cuda, other.cuda, strict=True))
+
+
+#: The RNG states of the cases entered (the innermost last); empty outside a case.
+_CASES: list[RngState] = []
+
+
+@contextmanager
+def case_rng(seed: int, device: str) -> Iterator[RngState]:
+    """One RNG state for the block: torch's generators seeded with `seed` (a case's seed, so a
+    repro draws the same numbers), CUDA's too on a CUDA run; `replay()` sets them back to it.
+
+    The caller's state is not given back here: `preserved_rng` around this does that."""
+    torch.manual_seed(seed)  # CPU and every CUDA generator (lazily where CUDA is not started)
+    state = RngState.now(device)
+    _CASES.append(state)
+    try:
+        yield state
+    finally:
+        _CASES.pop()
+
+
+def replay() -> None:
+    """Set torch's generators back to the current case's state (nothing outside a case).
+
+    Called before every forward that must agree with another, so a stochastic Function draws
+    the same numbers in each; setting the CPU state costs about a microsecond."""
+    if _CASES:
+        _CASES[-1].restore()
+
+
+def rng_now() -> RngState:
+    """The generators' state now (CUDA's too inside a CUDA case): compared before and after a
+    call, it says whether the call drew random numbers."""
+    cuda = bool(_CASES) and _CASES[-1].cuda is not None
+    return RngState.now("cuda" if cuda else "cpu")

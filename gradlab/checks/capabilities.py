@@ -44,6 +44,7 @@ from gradlab.checks.rawbackward import custom_nodes
 from gradlab.model import INFO_CAPABILITIES, Tolerance
 from gradlab.results import FAIL, PASS, SKIP, Finding
 from gradlab.results.capabilities import BREAKS, NO, WRONG, YES
+from gradlab.torchstate import RngState, replay
 
 #: The backend torch.compile is measured with (see the module docstring).
 COMPILE_BACKEND = "aot_eager"
@@ -97,24 +98,6 @@ def probe_noncontiguous(ctx: CaseContext, inputs: Inputs, base: Run,
     nc = Inputs(args, inputs.clone().kwargs)
     got = run_once(ctx.op.function, nc, base.grad_outs64, gen)
     return judged(ctx, "noncontiguous", got, base, nc)
-
-
-@dataclass
-class RngState:
-    """torch's global generators' state (CPU, and CUDA's on a CUDA run)."""
-
-    cpu: Tensor
-    cuda: list[Tensor] | None
-
-    @classmethod
-    def now(cls, device: str) -> RngState:
-        return cls(torch.get_rng_state(),
-                   torch.cuda.get_rng_state_all() if device == "cuda" else None)
-
-    def restore(self) -> None:
-        torch.set_rng_state(self.cpu)
-        if self.cuda is not None:
-            torch.cuda.set_rng_state_all(self.cuda)
 
 
 def probe_deterministic(ctx: CaseContext, inputs: Inputs, base: Run, gen: torch.Generator,
@@ -185,6 +168,7 @@ def summed(fn: Callable[..., Any], plain: Inputs, diff: Sequence[int],
         args = list(plain.args)
         for i, t in zip(diff, tensors, strict=True):
             args[i] = t
+        replay()  # the case's RNG state, as the eager run it is compared with
         outs = flat_outputs(fn(*args, **plain.kwargs))
         total = sum((o * g.to(o.dtype).to(o.device)).sum()
                     for o, g in zip(outs, grad_outs64, strict=True))

@@ -9,10 +9,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gradlab.cases import Inputs, flat_outputs, standard_normal
+from gradlab.cases import Inputs, copy_like, flat_outputs, standard_normal
 from gradlab.checks import contract
 from gradlab.checks.rawbackward import direct_backward, grad_output_as, raw_backward
-from gradlab.results import Finding
+from gradlab.results import CheckRow, Finding
+from gradlab.torchstate import replay, rng_now
 
 
 @dataclass
@@ -32,6 +33,11 @@ class Run:
     raw_unavailable: str = ""
     #: the graph held no custom Function node: only the in-place checks applied.
     no_custom: bool = False
+    #: forward drew random numbers from torch's global generators (a stochastic Function).
+    drew: bool = False
+    #: backward moved torch's global generators: it drew numbers of its own (a fresh mask)
+    #: instead of replaying forward's under a forked RNG state.
+    drew_backward: bool = False
 
     def with_grads(self, grads: list[Tensor | None]) -> Run:
         """The same run with other gradients (a requires_grad subset of these)."""
@@ -51,14 +57,22 @@ def run_once(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tenso
     check_contract: also check backward's raw return value and watch for in-place writes (a
     reference run or a side run skips both: nothing reports them)."""
     before = contract.snapshot(inputs) if check_contract else {}
+    replay()  # the case's RNG state: the Function and its reference draw the same numbers
+    start = rng_now()
     try:
         with torch.enable_grad():
             outs = flat_outputs(fn(*inputs.args, **inputs.kwargs))
     except Exception as exc:
-        return Run([], [], exc, "forward")
-    run = Run(outs, [], contract=contract.forward_writes(before, inputs, outs))
-    return backward_of(run, fn, inputs, grad_outs64, gen, go_layout=go_layout,
-                       check_contract=check_contract, before=before)
+        return Run([], [], exc, "forward", drew=not start.same(rng_now()))
+    forwarded = rng_now()
+    run = Run(outs, [], contract=contract.forward_writes(before, inputs, outs),
+              drew=not start.same(forwarded))
+    run = backward_of(run, fn, inputs, grad_outs64, gen, go_layout=go_layout,
+                      check_contract=check_contract, before=before)
+    # a forward run again inside (the raw backward's) replays the case's state and leaves the
+    # generators where this forward did: only draws made in backward move them from there
+    run.drew_backward = not forwarded.same(rng_now())
+    return run
 
 
 def backward_of(run: Run, fn: Callable[..., Any], inputs: Inputs,
@@ -133,6 +147,7 @@ def run_undefined(fn: Callable[..., Any], inputs: Inputs, gos: list[Tensor],
                   undefined: tuple[int, ...]) -> Run:
     """Backward with some outputs' gradients undefined (autograd passes None / zeros)."""
     try:
+        replay()
         with torch.enable_grad():
             outs = flat_outputs(fn(*inputs.args, **inputs.kwargs))
         pairs = [(o, g.to(o.dtype).to(o.device))
@@ -144,3 +159,64 @@ def run_undefined(fn: Callable[..., Any], inputs: Inputs, gos: list[Tensor],
         return Run(outs, list(grads), grad_outs64=gos)
     except Exception as exc:
         return Run([], [], exc, "backward", grad_outs64=gos)
+
+
+#: Hints a wrong random draw in backward cannot give by chance: they name what the gradient
+#: is (None, a constant multiple of the right one, the right one ignoring grad_output), which a
+#: mask other than forward's does not imitate.  Any other hint on a stochastic Function's
+#: failing gradient (a range, a tile, a layout) may be the chance shape of two masks' mismatch.
+RNG_INDEPENDENT_HINTS = frozenset({"missing", "constant_factor", "sign", "no_chain_rule",
+                                   "wrong_shape", "wrong_dtype", "wrong_device"})
+
+
+def rng_hint(run: Run, hint: str) -> str:
+    """The hint of a failing gradient (or Jacobian) of `run`'s Function: `rng_replay` when
+    its random draws are the likely cause, else `hint`.
+
+    Every evaluation of a case starts from one RNG state, so a Function whose backward replays
+    forward's draws agrees with its reference; a failure is then the draws' fault when backward
+    moved the generators (it drew numbers of its own: decisive, whatever the error looks like),
+    or when forward drew and the failure has no hint that a wrong mask cannot produce (a
+    backward replaying from the wrong state moves nothing)."""
+    if run.drew_backward:
+        return "rng_replay"
+    if run.drew and hint not in RNG_INDEPENDENT_HINTS:
+        return "rng_replay"
+    return hint
+
+
+#: Contract findings a backward drawing numbers of its own makes by itself: run again on the
+#: same graph (or after another forward) it draws other numbers, another gradient.
+RNG_CONTRACT_HINTS = frozenset({"not_reentrant", "state_outside_ctx"})
+
+
+def rng_replayed(rows: Sequence[CheckRow], run: Run) -> None:
+    """Failing gradient or jacobian rows of `run`'s Function given `rng_hint`'s verdict; where
+    it is rng_replay, the findings lose the hints a mismatch of two masks gives by chance (a
+    range, a tail tile, a passing tolerance): those would send the user to the wrong place.
+    A contract row's re-entrancy findings become rng_replay when backward drew numbers."""
+    for row in rows:
+        if row.check == "contract":
+            if run.drew_backward and row.hint in RNG_CONTRACT_HINTS:
+                row.hint = "rng_replay"
+                for f in row.findings:
+                    f.hint = "rng_replay" if f.hint in RNG_CONTRACT_HINTS else f.hint
+            continue
+        row.hint = rng_hint(run, row.hint)
+        if row.hint != "rng_replay":
+            continue
+        for f in row.findings:
+            if f.hint not in RNG_INDEPENDENT_HINTS:
+                f.hint, f.pattern, f.passing_tolerance = "", None, None
+
+
+def as_dtypes_of(inputs: Inputs, like: Inputs) -> Inputs:
+    """Copies of `inputs` (same strides) in the dtypes of `like`'s tensors: a stochastic
+    Function's reference runs in the Function's own dtypes, since torch draws other numbers
+    for float32 than for float64 from one state."""
+    args = [copy_like(a, dtype=b.dtype) if isinstance(a, Tensor) and isinstance(b, Tensor)
+            else a for a, b in zip(inputs.args, like.args, strict=True)]
+    kwargs = {k: copy_like(v, dtype=like.kwargs[k].dtype, requires_grad=False)
+              if isinstance(v, Tensor) and isinstance(like.kwargs.get(k), Tensor) else v
+              for k, v in inputs.kwargs.items()}
+    return Inputs(args, kwargs)

@@ -37,33 +37,47 @@ def _get(t: Tensor, flat: int) -> float:
     return float(t.detach()[unravel(flat, t.shape)])
 
 
-def numerical_jacobian(fn: Callable[..., Any], inputs: Inputs, wrt: int,
-                       eps: float = EPS) -> Tensor:
-    """Central-difference Jacobian of the concatenated outputs w.r.t. args[wrt] (dense)."""
+def differentiable(outs: Sequence[Tensor]) -> list[int]:
+    """Positions of the outputs that require grad: gradcheck's differentiable outputs (one
+    marked with ctx.mark_non_differentiable, or returned detached, has no Jacobian rows)."""
+    return [k for k, o in enumerate(outs) if o.requires_grad]
+
+
+def _kept(outs: Sequence[Tensor], keep: Sequence[int] | None) -> list[Tensor]:
+    return list(outs) if keep is None else [outs[k] for k in keep]
+
+
+def numerical_jacobian(fn: Callable[..., Any], inputs: Inputs, wrt: int, eps: float = EPS,
+                       keep: Sequence[int] | None = None) -> Tensor:
+    """Central-difference Jacobian of the concatenated outputs w.r.t. args[wrt] (dense).
+
+    keep: the positions of the outputs it covers (Backward.covered; None: all)."""
     x = inputs.args[wrt]
     cols = []
     for k in range(x.numel()):
         orig = _get(x, k)
         _set(x, k, orig + eps)
-        plus = _concat(call(fn, inputs), torch.float64)
+        plus = _concat(_kept(call(fn, inputs), keep), torch.float64)
         _set(x, k, orig - eps)
-        minus = _concat(call(fn, inputs), torch.float64)
+        minus = _concat(_kept(call(fn, inputs), keep), torch.float64)
         _set(x, k, orig)
         cols.append((plus - minus) / (2 * eps))
-    n_out = cols[0].numel() if cols else _concat(call(fn, inputs), torch.float64).numel()
+    n_out = (cols[0].numel() if cols
+             else _concat(_kept(call(fn, inputs), keep), torch.float64).numel())
     return torch.stack(cols, dim=1) if cols else torch.zeros(n_out, 0, dtype=torch.float64)
 
 
 def directional_derivative(fn: Callable[..., Any], inputs: Inputs, wrt: int, direction: Tensor,
-                           eps: float = EPS) -> Tensor:
-    """(f(x + eps*u) - f(x - eps*u)) / 2eps for args[wrt] = x: the numerical J @ u."""
+                           eps: float = EPS, keep: Sequence[int] | None = None) -> Tensor:
+    """(f(x + eps*u) - f(x - eps*u)) / 2eps for args[wrt] = x: the numerical J @ u (over the
+    outputs at positions `keep`, all when None)."""
     x = inputs.args[wrt]
     orig = x.detach().clone()
     u = direction.to(dtype=x.dtype, device=x.device)
     x.detach().copy_(orig + eps * u)
-    plus = _concat(call(fn, inputs), torch.float64)
+    plus = _concat(_kept(call(fn, inputs), keep), torch.float64)
     x.detach().copy_(orig - eps * u)
-    minus = _concat(call(fn, inputs), torch.float64)
+    minus = _concat(_kept(call(fn, inputs), keep), torch.float64)
     x.detach().copy_(orig)
     return (plus - minus) / (2 * eps)
 
@@ -74,15 +88,36 @@ class Backward:
 
     `first` keeps the first vjp's v and result: the first backward after the graph's forward,
     which a run of forward and backward from the same RNG state repeats (the capabilities
-    check takes its base run from it instead of running the Function again)."""
+    check takes its base run from it instead of running the Function again).
+
+    The flat output vector covers the differentiable outputs only (`covered`), as gradcheck's
+    Jacobians do: an output that does not require grad has no gradient to check."""
 
     outputs: list[Tensor]
     wrt: list[Tensor]
     first: tuple[Tensor, list[Tensor | None]] | None = None
+    #: cover every output, whether it requires grad or not (second order: a gradient that does
+    #: not require grad is a double backward that drops its dependence, not a constant).
+    every_output: bool = False
+
+    @property
+    def covered(self) -> list[int]:
+        """Positions (in `outputs`) of the outputs the flat vector covers, in order."""
+        return list(range(len(self.outputs))) if self.every_output \
+            else differentiable(self.outputs)
 
     @property
     def n_out(self) -> int:
-        return sum(o.numel() for o in self.outputs)
+        return sum(self.outputs[k].numel() for k in self.covered)
+
+    def position(self, m: int) -> tuple[int, tuple[int, ...]]:
+        """(output number in `outputs`, index) of entry m of the flat output vector."""
+        for k in self.covered:
+            shape = self.outputs[k].shape
+            if m < math.prod(shape):
+                return k, unravel(m, shape)
+            m -= math.prod(shape)
+        return -1, (m,)
 
     def vjp(self, v: Tensor, create_graph: bool = False) -> list[Tensor | None]:
         """J^T v for every `wrt` tensor (None where backward returned no gradient)."""
@@ -99,19 +134,24 @@ class Backward:
         return grads
 
     def split(self, v: Tensor) -> list[Tensor]:
-        """A flat output vector as one float64 tensor per output (grad_outputs)."""
-        out, offset = [], 0
-        for o in self.outputs:
+        """A flat output vector as one float64 tensor per output (grad_outputs): zeros for an
+        output the vector does not cover."""
+        out, offset, covered = [], 0, set(self.covered)
+        for k, o in enumerate(self.outputs):
+            if k not in covered:
+                out.append(torch.zeros(o.shape, dtype=torch.float64, device=v.device))
+                continue
             out.append(v[offset:offset + o.numel()].reshape(o.shape).to(torch.float64))
             offset += o.numel()
         return out
 
 
-def build_backward(fn: Callable[..., Any], inputs: Inputs, wrt: Sequence[int]) -> Backward:
+def build_backward(fn: Callable[..., Any], inputs: Inputs, wrt: Sequence[int], *,
+                   every_output: bool = False) -> Backward:
     """Run `fn` with grad enabled and keep its graph for repeated vector-Jacobian products."""
     with torch.enable_grad():
         outs = call(fn, inputs)
-    return Backward(outs, [inputs.args[i] for i in wrt])
+    return Backward(outs, [inputs.args[i] for i in wrt], every_output=every_output)
 
 
 def analytical_jacobians(bw: Backward) -> tuple[list[Tensor], list[bool]]:

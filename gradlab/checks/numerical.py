@@ -8,7 +8,6 @@ gradcheck's fast_mode, with several probes) and localises a failing probe by bis
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -55,22 +54,23 @@ def dense_calls(fn: Callable[..., object], inputs: Inputs, wrt: Sequence[int]) -
 def jacobian_check(ctx: CaseContext, check: str, fn: Callable[..., object], inputs: Inputs,
                    tol: Tolerance, gen: torch.Generator,
                    max_dense_calls: int = DENSE_MAX_CALLS,
-                   bw: jac.Backward | None = None) -> CheckRow:
-    """Analytical against numerical Jacobian of `fn` w.r.t. every differentiable input.
+                   bw: jac.Backward | None = None, every_output: bool = False) -> CheckRow:
+    """Analytical against numerical Jacobian of `fn` w.r.t. every differentiable input, over
+    its outputs that require grad (every output when `every_output`, see jac.Backward).
 
     bw: `fn`'s graph on `inputs` when the caller has built it already (probes reuse it)."""
     t0 = time.perf_counter()
     wrt = inputs.diff_index
     mode = ctx.options.mode
     if mode == "dense":
-        results = dense_results(fn, inputs, wrt, tol)
+        results = dense_results(fn, inputs, wrt, tol, every_output)
     else:
-        results = probe_results(fn, inputs, wrt, tol, gen, bw)
+        results = probe_results(fn, inputs, wrt, tol, gen, bw, every_output)
         failed = any(r.finding is not None for r in results.values())
         if mode == "auto" and failed and dense_calls(fn, inputs, wrt) <= max_dense_calls:
             # Probes detect (gradcheck's fast_mode cost); a small case is then diagnosed
             # densely.  Should the dense Jacobians agree after all, the probe's failure stands.
-            dense = dense_results(fn, inputs, wrt, tol)
+            dense = dense_results(fn, inputs, wrt, tol, every_output)
             if any(r.finding is not None for r in dense.values()):
                 results, mode = dense, "dense"
         mode = "fast" if mode == "auto" else mode
@@ -118,25 +118,14 @@ def with_roundoff(tol: Tolerance, outputs: Sequence[Tensor], *, norm: bool) -> T
     return Tolerance(tol.atol + 4 * torch.finfo(torch.float64).eps * size / jac.EPS, tol.rtol)
 
 
-def out_position(shapes: Sequence[torch.Size], m: int) -> tuple[int, tuple[int, ...]]:
-    """(output number, index) of entry m of the concatenated flat outputs."""
-    for k, shape in enumerate(shapes):
-        n = math.prod(shape)
-        if m < n:
-            return k, dg.unravel(m, shape)
-        m -= n
-    return -1, (m,)
-
-
 def dense_results(fn: Callable[..., object], inputs: Inputs, wrt: Sequence[int],
-                  tol: Tolerance) -> dict[int, InputResult]:
+                  tol: Tolerance, every_output: bool = False) -> dict[int, InputResult]:
     """Dense mode: both Jacobians entry by entry, compared per input."""
-    bw = jac.build_backward(fn, inputs, wrt)
-    shapes = [o.shape for o in bw.outputs]
-    tol = with_roundoff(tol, bw.outputs, norm=False)
+    bw = jac.build_backward(fn, inputs, wrt, every_output=every_output)
+    tol = with_roundoff(tol, [bw.outputs[k] for k in bw.covered], norm=False)
     analytical, missing = jac.analytical_jacobians(bw)
     numeric_inputs = inputs.clone()  # perturbed in place; the graph's tensors stay untouched
-    numerical = [jac.numerical_jacobian(fn, numeric_inputs, i) for i in wrt]
+    numerical = [jac.numerical_jacobian(fn, numeric_inputs, i, keep=bw.covered) for i in wrt]
     results = {}
     for k, i in enumerate(wrt):
         a, n = analytical[k], numerical[k]
@@ -159,7 +148,7 @@ def dense_results(fn: Callable[..., object], inputs: Inputs, wrt: Sequence[int],
                     f.hint, f.equals_input = "swapped", j
         n_in = max(x.numel(), 1)
         for flat, got, want in d.worst:
-            o, o_idx = out_position(shapes, flat // n_in)
+            o, o_idx = bw.position(flat // n_in)
             f.worst.append(Element(got, want, output=o, output_index=o_idx, input=i,
                                    input_index=dg.unravel(flat % n_in, x.shape)))
         results[i].finding = f
@@ -167,19 +156,19 @@ def dense_results(fn: Callable[..., object], inputs: Inputs, wrt: Sequence[int],
 
 
 def probe_results(fn: Callable[..., object], inputs: Inputs, wrt: Sequence[int], tol: Tolerance,
-                  gen: torch.Generator, bw: jac.Backward | None = None
-                  ) -> dict[int, InputResult]:
+                  gen: torch.Generator, bw: jac.Backward | None = None,
+                  every_output: bool = False) -> dict[int, InputResult]:
     """Fast mode: v^T J u per input against finite differences along u.
 
     One probe pair per input first; an input it fails is probed N_PROBES times (for the factor
     and sign hints), then localised without a dense Jacobian: bisection over masks of u finds
     the wrong input elements, bisection over masks of v their output elements.
     """
-    bw = bw or jac.build_backward(fn, inputs, wrt)
+    bw = bw or jac.build_backward(fn, inputs, wrt, every_output=every_output)
     # Finite differences perturb inputs in place: do it on copies, or the version counters of
     # the tensors the graph saved change and every later backward refuses to run.
     inputs = inputs.clone()
-    tol = with_roundoff(tol, bw.outputs, norm=True)
+    tol = with_roundoff(tol, [bw.outputs[k] for k in bw.covered], norm=True)
     if bw.first is not None:  # a vector-Jacobian product the graph's maker ran already
         probes, vjps = [bw.first[0]], [bw.first[1]]
     else:
@@ -208,7 +197,8 @@ def probe_input(fn: Callable[..., object], inputs: Inputs, bw: jac.Backward, k: 
     x = inputs.args[i]
     n = len(probes)
     an = [float(flat_grad(vjps[p][k], x) @ us[p]) for p in range(n)]
-    num = [float(v @ jac.directional_derivative(fn, inputs, i, us[p].reshape(x.shape)))
+    num = [float(v @ jac.directional_derivative(fn, inputs, i, us[p].reshape(x.shape),
+                                                keep=bw.covered))
            for p, v in enumerate(probes)]
     d = dg.compare(torch.tensor(an), torch.tensor(num), tol, of="probes", strict_finite=True)
     if d.ok:
@@ -240,10 +230,10 @@ def localise(fn: Callable[..., object], inputs: Inputs, bw: jac.Backward, k: int
     wrong input elements were found."""
     x = inputs.args[i]
     gflat = flat_grad(g0, x)
-    shapes = [o.shape for o in bw.outputs]
+    keep = bw.covered
 
     def in_err(mask: Tensor) -> float:
-        dd = jac.directional_derivative(fn, inputs, i, (u * mask).reshape(x.shape))
+        dd = jac.directional_derivative(fn, inputs, i, (u * mask).reshape(x.shape), keep=keep)
         return float(gflat @ (u * mask) - v @ dd)
 
     found: list[Element] = []
@@ -251,7 +241,7 @@ def localise(fn: Callable[..., object], inputs: Inputs, bw: jac.Backward, k: int
     for c in cols[:dg.TOP_K]:
         e = torch.zeros(x.numel(), dtype=torch.float64)
         e[c] = 1.0
-        col = jac.directional_derivative(fn, inputs, i, e.reshape(x.shape))
+        col = jac.directional_derivative(fn, inputs, i, e.reshape(x.shape), keep=keep)
 
         def out_err(mask: Tensor, col: Tensor = col, c: int = c) -> float:
             gm = bw.vjp(v * mask)[k]
@@ -263,7 +253,7 @@ def localise(fn: Callable[..., object], inputs: Inputs, bw: jac.Backward, k: int
             e_m[m] = 1.0
             gm = bw.vjp(e_m)[k]
             got = 0.0 if gm is None else float(gm.detach().reshape(-1)[c])
-            o, o_idx = out_position(shapes, m)
+            o, o_idx = bw.position(m)
             found.append(Element(got, float(col[m]), output=o, output_index=o_idx, input=i,
                                  input_index=dg.unravel(c, x.shape)))
     return found, len(cols)

@@ -31,6 +31,7 @@ from torch import Tensor
 
 from gradlab.cases import Inputs, dtype_name, flat_outputs, relayout, standard_normal
 from gradlab.results import Finding
+from gradlab.torchstate import replay
 
 #: Graph nodes visited at most when looking for custom Function nodes (a guard, not a limit
 #: any real model reaches between one op's inputs and outputs).
@@ -248,6 +249,7 @@ def leaf_gradients(node: Any, raw: Sequence[Any], inputs: Inputs) -> list[Any] |
 def raw_backward(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tensor],
                  go_layout: str) -> RawResult:
     """Call the backward nodes of `fn`'s graph directly and check what they return."""
+    replay()  # the case's RNG state, as for every forward of the Function
     with torch.enable_grad():
         outs = flat_outputs(fn(*inputs.args, **inputs.kwargs))
     roots = [o.grad_fn for o in outs if o.grad_fn is not None]

@@ -13,7 +13,7 @@ import torch
 from gradlab import ops
 from gradlab.cases import NonLeafInputs, case_seed, materialize
 from gradlab.checks.autocast import autocast_row
-from gradlab.checks.capabilities import RngState, capability_rows
+from gradlab.checks.capabilities import capability_rows
 from gradlab.checks.compare import chain_rule_ignored, compare_runs
 from gradlab.checks.context import (
     CaseContext,
@@ -24,7 +24,7 @@ from gradlab.checks.context import (
     raised_in_user_code,
 )
 from gradlab.checks.contract import backward_again, contract_row
-from gradlab.checks.execute import Run, run_once
+from gradlab.checks.execute import Run, as_dtypes_of, rng_replayed, run_once
 from gradlab.checks.jacobian import Backward, build_backward
 from gradlab.checks.numerical import jacobian_check
 from gradlab.checks.plan import Item, enabled_checks
@@ -34,7 +34,7 @@ from gradlab.checks.variants import Baseline, variant_rows
 from gradlab.model import Case, Target
 from gradlab.repro import save_failures
 from gradlab.results import ERROR, FAIL, SKIP, CheckRow, Finding
-from gradlab.torchstate import TorchState, preserved_rng
+from gradlab.torchstate import RngState, TorchState, case_rng, preserved_rng
 
 
 def case_rows(target: Target, case: Case, dtype: str, device: str, options: Options,
@@ -56,9 +56,12 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
     got = run_once(op.function, inputs, None, gen, check_contract="contract" in checks)
     grad_outs = got.grad_outs64 or None
     want = got
+    # torch draws other numbers per dtype: a stochastic Function's reference runs in its own
+    ref_inputs = as_dtypes_of(ref_inputs, inputs) if got.drew else ref_inputs
     if op.reference is not None:
         want = run_once(op.reference, ref_inputs, grad_outs, gen)
         rows = compare_runs(ctx, "base", got, want, inputs, op.tolerance(dtype), checks=checks)
+        rng_replayed([r for r in rows if r.failed and r.check == "gradient"], got)
         if any(r.failed and r.check == "gradient" for r in rows) and not rows[-1].hint:
             if chain_rule_ignored(op.function, inputs.clone(), gen):
                 rows[-1].hint = "no_chain_rule"
@@ -84,7 +87,9 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
         # reference the Function's own contiguous run.
         variant_rows(ctx, Baseline(inputs, grad_outs, want, gen,
                                    want_inputs=ref_inputs if op.reference is not None else None,
-                                   got=reusable), checks)
+                                   got=reusable, stochastic=got.drew), checks)
+    # the variants that took the base's diagnosis, and the contract row
+    rng_replayed([r for r in ctx.rows if r.hint == "rng_replay" or r.check == "contract"], got)
     return ctx.rows
 
 
@@ -115,6 +120,9 @@ def numerical_rows(target: Target, case: Case, device: str, options: Options,
             r = jacobian_check(ctx, "jacobian", target.op.function, inputs,
                                target.op.numerical_tolerance(target.numerical_dtype), gen, bw=bw)
             first_ok = not r.failed
+            if r.failed:  # did the Function draw random numbers, in forward or in backward?
+                rng_replayed([r], run_once(target.op.function, inputs.clone(), None,
+                                           torch.Generator().manual_seed(seed)))
         except Exception as exc:
             first_ok, bw = False, None
             ctx.crash_row("base", "jacobian", exc, seconds=time.perf_counter() - t0)
@@ -163,7 +171,8 @@ def item_rows(item: Item, options: Options) -> list[CheckRow]:
         return [CheckRow(t.op.name, case.name, dtype, device, "base", check, SKIP,
                          reason="cuda_unavailable", declared=options.skip_unavailable)]
     before = TorchState.now()
-    with preserved_rng():
+    # one RNG state per case, replayed before every forward; the caller's given back after
+    with preserved_rng(), case_rng(seed, device):
         rows = guarded_rows(item, options, seed)
         if any(LEAF_INPLACE in r.note for r in rows):
             # An in-place Function (ctx.mark_dirty) cannot take a leaf that requires grad; in a

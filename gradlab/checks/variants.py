@@ -189,12 +189,19 @@ class Baseline:
     want_inputs: Inputs | None = None
     #: the Function's base run, when its backward passed the re-entrancy check
     got: Run | None = None
+    #: the Function draws random numbers (its base forward moved torch's generators)
+    stochastic: bool = False
 
 
 def expected(ctx: CaseContext, v: Variant, b: Baseline, grad_outs64: list[Tensor]) -> Run:
     """What the variant must produce: the reference (or base Function run) on its values."""
     fn = ctx.op.reference or ctx.op.function
     dtype = torch.float64 if ctx.op.reference is not None else None
+    if b.stochastic and v.family not in ("grad_output", "requires_grad"):
+        # torch draws per dtype and memory layout (rand_like fills a transposed tensor in
+        # memory order): a stochastic Function's expectation runs on the variant's own inputs
+        return run_once(fn, v.inputs.clone(), None if v.family in NEW_SHAPES else grad_outs64,
+                        b.gen)
     if v.family == "grad_output" and v.new_values and b.want_inputs is not None:
         # the same values: the reference's base graph runs backward again (no forward)
         return backward_of(Run(b.want.outs, []), fn, b.want_inputs, grad_outs64, b.gen)

@@ -96,6 +96,9 @@ HINTS: dict[str, str] = {
     "noncontiguous_missing": "required by the spec (requires: [noncontiguous]) and missing: "
                              "call .contiguous() where the code needs it",
     "cuda_missing": "required by the spec (requires: [cuda]) and missing",
+    "rng_replay": "backward does not replay forward's random draws (a fresh mask drawn in "
+                  "backward, or the RNG state saved after drawing): save "
+                  "torch.get_rng_state() before drawing and replay it in backward",
     "precision_loss": "a float64 result only about float32-accurate (computed in float32 "
                       "internally?)",
     "approximate": "small error everywhere (an approximate method: a solver at its tolerance, "
