@@ -45,8 +45,11 @@ class Run:
 
 
 def random_grad_outputs(outs: Sequence[Tensor], gen: torch.Generator) -> list[Tensor]:
-    """One random float64 grad_output per output (the same for the Function and the reference)."""
-    return [standard_normal(o.shape, gen) for o in outs]
+    """One random float64 grad_output per output (the same for the Function and the reference);
+    zeros for an output that does not require grad (no gradient flows from it, so none is
+    handed to the reference either), drawn all the same so the stream does not depend on it."""
+    return [g if o.requires_grad else g.zero_()
+            for g, o in ((standard_normal(o.shape, gen), o) for o in outs)]
 
 
 def run_once(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tensor] | None,

@@ -9,9 +9,10 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import torch
+from torch import Tensor
 
 from gradlab import ops
-from gradlab.cases import NonLeafInputs, case_seed, materialize
+from gradlab.cases import Inputs, NonLeafInputs, case_seed, materialize
 from gradlab.checks.autocast import autocast_row
 from gradlab.checks.capabilities import capability_rows
 from gradlab.checks.compare import chain_rule_ignored, compare_runs
@@ -23,7 +24,12 @@ from gradlab.checks.context import (
     first_line,
     raised_in_user_code,
 )
-from gradlab.checks.contract import backward_again, contract_row
+from gradlab.checks.contract import (
+    as_differentiated,
+    backward_checks,
+    contract_row,
+    differentiability,
+)
 from gradlab.checks.execute import Run, as_dtypes_of, rng_replayed, run_once
 from gradlab.checks.jacobian import Backward, build_backward
 from gradlab.checks.numerical import jacobian_check
@@ -60,6 +66,8 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
     ref_inputs = as_dtypes_of(ref_inputs, inputs) if got.drew else ref_inputs
     if op.reference is not None:
         want = run_once(op.reference, ref_inputs, grad_outs, gen)
+        # the variants compare what the Function differentiates (see as_differentiated)
+        ctx.target = as_differentiated(target, got.outs)
         rows = compare_runs(ctx, "base", got, want, inputs, op.tolerance(dtype), checks=checks)
         rng_replayed([r for r in rows if r.failed and r.check == "gradient"], got)
         if any(r.failed and r.check == "gradient" for r in rows) and not rows[-1].hint:
@@ -69,16 +77,7 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
         ctx.crash_row("base", "forward", got.error)
     reusable = None
     if "contract" in checks and (got.error is None or got.contract):
-        # a backward that raised may still have shown what it returns
-        # the second backward runs on the base run's own graph (its first was the base run's)
-        twice, note = ([], "") if got.error is not None or grad_outs is None else \
-            backward_again(got.outs, inputs, [grad_output_as(g, o, "contiguous") for g, o in
-                                              zip(grad_outs, got.outs, strict=True)],
-                           got.grads, op.tolerance(dtype))
-        contract_row(ctx, "base", got.contract + twice, passing=True,
-                     unavailable=got.raw_unavailable, no_custom=got.no_custom, note=note)
-        # backward ran twice on the base graph alike: the grad_output variants may run it again
-        reusable = got if got.error is None and not got.contract and not twice else None
+        reusable = base_contract(ctx, got, want, inputs, grad_outs)
     for r in ctx.rows:
         if not r.seconds:
             r.seconds = time.perf_counter() - t0
@@ -91,6 +90,27 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
     # the variants that took the base's diagnosis, and the contract row
     rng_replayed([r for r in ctx.rows if r.hint == "rng_replay" or r.check == "contract"], got)
     return ctx.rows
+
+
+def base_contract(ctx: CaseContext, got: Run, want: Run, inputs: Inputs,
+                  grad_outs: list[Tensor] | None) -> Run | None:
+    """The base run's contract row; `got` when its graph may take more backwards (the
+    grad_output variants reuse it), else None."""
+    # a backward that raised may still have shown what it returns
+    # the second backward runs on the base run's own graph (its first was the base run's)
+    twice, note = ([], "") if got.error is not None or grad_outs is None else \
+        backward_checks(ctx.op.function, got.outs, inputs,
+                        [grad_output_as(g, o, "contiguous")
+                         for g, o in zip(grad_outs, got.outs, strict=True)],
+                        got.grads, ctx.op.tolerance(ctx.dtype))
+    # the reference's run says which outputs are differentiable (want is got without one)
+    fails, warns = differentiability(got.outs, want.outs)
+    contract_row(ctx, "base", got.contract + twice + fails, passing=True,
+                 unavailable=got.raw_unavailable, no_custom=got.no_custom, note=note,
+                 warnings=warns)
+    # backward ran again on the base graph alike (after another forward too): the grad_output
+    # variants may run it again
+    return got if got.error is None and not got.contract and not twice else None
 
 
 def numerical_rows(target: Target, case: Case, device: str, options: Options,

@@ -91,7 +91,9 @@ def double_backward(g: Callable[..., Any], g_inputs: Inputs, gen: torch.Generato
     try:
         with torch.enable_grad():
             grads = list(g(*g_inputs.args))
-            bw = jac.Backward(grads, wrt)
+            # every gradient is a row of the Jacobian: one that does not require grad is a
+            # double backward that dropped its dependence on the inputs, not a constant
+            bw = jac.Backward(grads, wrt, every_output=True)
             v = jac.unit_probe(bw.n_out, gen) if gen is not None else None
             weights = bw.split(v) if v is not None else [None] * len(grads)
             total = sum((gr * w.to(gr)).sum() if w is not None else gr.sum()
@@ -145,7 +147,7 @@ def second_order_row(ctx: CaseContext, op: OpDef, inputs: Inputs, gen: torch.Gen
             g, g_inputs = gradient_inputs(op.function, inputs, gen, outs)
         row = jacobian_check(ctx, "second_order", g, g_inputs,
                              op.numerical_tolerance(ctx.dtype), gen,
-                             max_dense_calls=DENSE_MAX_CALLS_2ND, bw=bw)
+                             max_dense_calls=DENSE_MAX_CALLS_2ND, bw=bw, every_output=True)
         if row.failed and first_ok:
             row.hint = first_order_level(ctx, op, inputs, gen) or "second_order_only"
     except Exception as exc:

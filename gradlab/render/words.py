@@ -64,6 +64,17 @@ HINTS: dict[str, str] = {
     "not_reentrant": "backward run twice on the same graph (retain_graph=True) gives another "
                      "result: it changes ctx or saved state (a second loss or a gradient "
                      "penalty through it is wrong)",
+    "state_outside_ctx": "backward used what a later forward left: state kept on the Function "
+                         "class or a global instead of ctx (two micro-batches, or activation "
+                         "checkpointing, run two forwards before the first backward): save it "
+                         "with ctx.save_for_backward or on ctx",
+    "output_differentiable": "this output requires grad where the reference's does not: a "
+                             "running-statistics buffer updated from it keeps every step's "
+                             "graph alive, and a second backward through it raises; mark it "
+                             "with ctx.mark_non_differentiable or return it detached",
+    "output_not_differentiable": "this output does not require grad where the reference's "
+                                 "does: a loss through it gets no gradient (marked "
+                                 "non-differentiable, or returned detached, by mistake?)",
     "second_order_missing": "double backward raises where the reference supports it (a "
                             "gradient penalty through this Function will crash in training): "
                             "make backward differentiable (save_for_backward, no "
