@@ -142,7 +142,7 @@ def replay() -> None:
 
 
 def rng_now() -> RngState:
-    """The generators' state now (CUDA's too inside a CUDA case): compared before and after a
-    call, it says whether the call drew random numbers."""
-    cuda = bool(_CASES) and _CASES[-1].cuda is not None
+    """The generators' state now (CUDA's too inside a CUDA case, or once CUDA is started):
+    compared before and after a call, it says whether the call drew random numbers."""
+    cuda = (bool(_CASES) and _CASES[-1].cuda is not None) or torch.cuda.is_initialized()
     return RngState.now("cuda" if cuda else "cpu")

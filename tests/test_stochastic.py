@@ -170,6 +170,18 @@ def test_case_rng_replays_the_cuda_generator() -> None:
         assert torch.equal(torch.rand(4, device="cuda"), first)
 
 
+@pytest.mark.cuda
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_a_correct_stochastic_function_passes_on_a_gpu_machine(device: str) -> None:
+    """On CUDA too; and the cuda capability (the Function on the CPU against CUDA) says its
+    values were not compared: the two generators draw other numbers."""
+    x = args(1)[0].detach().to(device).requires_grad_()
+    report = gradlab.check(sf.LeanDropout, [x], reference=sf.dropout_reference)
+    assert report.passed, failures(report)
+    notes = [r.note for r in report.rows if r.variant == "cuda" and r.check == "capabilities"]
+    assert all("not compared" in n for n in notes)
+
+
 def row(hint: str, check: str = "gradient") -> CheckRow:
     f = Finding("input", 0, hint)
     return CheckRow("op", "case", "float64", "cpu", "base", check, FAIL, hint=hint,
