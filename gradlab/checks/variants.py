@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -24,8 +23,18 @@ from gradlab.checks.context import CaseContext, first_line
 from gradlab.checks.contract import contract_row
 from gradlab.checks.execute import Run, backward_of, run_once, run_undefined
 from gradlab.checks.sizes import magnitude_inputs, ragged_inputs, ragged_name, ragged_sizes
+from gradlab.checks.verdicts import (
+    LAYOUT_FAMILIES,
+    VALUE_FAMILIES,
+    expanded_refused,
+    mark_value_level,
+    narrowed_failures,
+    near_bound,
+    plain_copy_failures,
+    reference_refused,
+)
 from gradlab.model import VARIANT_FAMILIES, TensorArg, Tolerance
-from gradlab.results import SKIP
+from gradlab.results import SKIP, CheckRow
 
 #: The hint a failing variant gets when the base run of the same case passed.
 ONLY_HINT = {
@@ -256,29 +265,6 @@ def run_variant(ctx: CaseContext, v: Variant, b: Baseline, *,
     return got, want
 
 
-def accepts(fn: Callable[..., Any], inputs: Inputs) -> bool:
-    """True when a forward of `fn` on `inputs` runs."""
-    try:
-        with torch.enable_grad():
-            fn(*inputs.args, **inputs.kwargs)
-    except Exception:
-        return False
-    return True
-
-
-def expanded_refused(ctx: CaseContext, v: Variant, got: Run, seconds: float) -> None:
-    """Forward refused an expanded input: a missing capability when the reference accepts it
-    (a `warn`: refusing is a choice, not a wrong gradient), not applicable when it refuses too."""
-    note = first_line(got.error) if got.error is not None else ""
-    name = v.name
-    if ctx.op.reference is not None and not accepts(ctx.op.reference, v.inputs.clone()):
-        ctx.row(name, "forward", SKIP, seconds=seconds, declared=True,
-                reason="expanded_refused_by_reference", note=note)
-    else:
-        ctx.capability_row(name, "forward", "expanded_input", seconds=seconds,
-                           hint="expanded_refused", reason="expanded_refused", note=note)
-
-
 def variant_rows(ctx: CaseContext, b: Baseline, checks: frozenset[str]) -> None:
     """Run every variant and append its rows to ctx.rows.
 
@@ -316,7 +302,11 @@ def one_variant(ctx: CaseContext, v: Variant, b: Baseline, judge: Judge,
     checks = judge.checks
     got, want = run_variant(ctx, v, b, contract="contract" in checks)
     if v.family == "expanded" and got.error is not None and got.stage == "forward":
-        expanded_refused(ctx, v, got, time.perf_counter() - t0)
+        expanded_refused(ctx, v.name, v.inputs, got, time.perf_counter() - t0)
+        return False
+    if ctx.op.reference is not None and want.error is not None and want.stage == "forward":
+        if refusal_row:
+            reference_refused(ctx, v.name, got, want.error, time.perf_counter() - t0)
         return False
     if v.family == "ragged" and got.error is not None and got.stage == "forward":
         # a Function may require sizes the case implies (a kernel size that must match):
@@ -331,17 +321,53 @@ def one_variant(ctx: CaseContext, v: Variant, b: Baseline, judge: Judge,
         # the forward is the base forward again: keep only the gradient row
         for r in [r for r in rows if r.check == "forward" and not r.failed]:
             ctx.rows.remove(r)
+    if ctx.op.reference is None:
+        without_reference(v, [r for r in rows if r in ctx.rows])
     if "contract" in checks:
         contract_row(ctx, v.name, got.contract, passing=False)
+    failing = [r for r in ctx.rows[n_before:] if r.failed and r.check != "contract"]
+    if failing:
+        # contract rows keep their own, more specific, hint
+        judge_failures(ctx, v, b, judge, failing, (got, want))
     for r in ctx.rows[n_before:]:
         r.seconds = time.perf_counter() - t0
-        if not r.failed or r.check == "contract":
-            continue  # contract rows keep their own, more specific, hint
-        if not judge.base_failed:
-            # The base case passed: what is wrong is the variant itself.
-            r.hint = ONLY_HINT[v.family]
-        else:
-            # The base fails this check too: its diagnosis is the bug's (a no_chain_rule
-            # backward looks like a constant factor under an all-alike grad_output).
-            r.hint = judge.base_hints.get(r.check, r.hint)
     return not any(r.failed for r in ctx.rows[n_before:])
+
+
+def without_reference(v: Variant, rows: list[CheckRow]) -> None:
+    """Rows compared with the Function's own contiguous run (no reference) say so; a value
+    variant's is that run on the same plain values again, which measures nothing: no errors."""
+    for r in rows:
+        r.reason = r.reason or "no_reference"
+        if v.family in VALUE_FAMILIES and not r.failed:
+            r.max_abs_err = r.max_rel_err = None
+
+
+def judge_failures(ctx: CaseContext, v: Variant, b: Baseline, judge: Judge,
+                   failing: list[CheckRow], runs: tuple[Run, Run]) -> None:
+    """The hints of a variant's failing forward and gradient rows.
+
+    The base case passed: the variant's hint (`*_only`, grad_output_layout) when the failure is
+    the variant's, a value-level one when it is the values' (gradlab.checks.verdicts).  The base
+    fails this check too: its diagnosis is the bug's (a no_chain_rule backward looks like a
+    constant factor under an all-alike grad_output)."""
+    if judge.base_failed:
+        for r in failing:
+            r.hint = judge.base_hints.get(r.check, r.hint)
+        return
+    got, want = runs
+    values: set[str] = set()
+    if v.family in LAYOUT_FAMILIES:
+        # the cost: one more run, for a failing variant only
+        values = plain_copy_failures(ctx, v.inputs, variant_grad_outputs(v, b.grad_outs64),
+                                     want, judge.tol, b.gen)
+    elif v.family in VALUE_FAMILIES:
+        values = {r.check for r in failing if near_bound(r, got, want, v.inputs, judge.tol)}
+        if v.family == "ragged" and len(values) < len(failing):
+            # the grown sizes' own values at the case's sizes: a tile bug passes there
+            values |= narrowed_failures(ctx, v.inputs, b.inputs, judge.tol, b.gen)
+    for r in failing:
+        if r.check in values:
+            mark_value_level(r, got, want, v.inputs, judge.tol)
+        else:
+            r.hint = ONLY_HINT[v.family]

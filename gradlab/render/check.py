@@ -16,6 +16,7 @@ from rich.text import Text
 
 from gradlab.errors import ExitCode
 from gradlab.render.capabilities import capability_table
+from gradlab.render.files import op_references
 from gradlab.render.findings import FailureGroup, failing_cases, group_failures, where
 from gradlab.render.tables import Column, fit
 from gradlab.render.words import HINTS, message
@@ -40,35 +41,53 @@ def _num(x: float | None) -> str:
 
 
 def group_rows(rows: Sequence[CheckRow]) -> list[dict[str, Any]]:
-    """One line per (op, case, dtype, device, check): the worst status over its variants, the
-    reason of the row that decided it, and the largest errors of the rows that were compared
-    (an errored line has none)."""
+    """One line per (op, case, dtype, device, check): the worst status of its variants that
+    ran (a declared skip, such as a variant the reference refuses, is counted apart and does
+    not decide the line: a line is `skip` only when nothing ran or a skip nobody declared is
+    there), the reason of the row that decided it, and the largest errors measured by the rows
+    that were compared (an errored line has none)."""
     groups: dict[tuple[str, ...], dict[str, Any]] = {}
     for r in rows:
         key = (r.op, r.case, r.dtype, r.device, r.check)
         g = groups.setdefault(key, {"op": r.op, "case": r.case, "dtype": r.dtype,
-                                    "device": r.device, "check": r.check, "status": r.status,
-                                    "reason": r.reason, "declared": r.declared,
-                                    "max_abs_err": None, "max_rel_err": None, "seconds": 0.0,
-                                    "variants": 0, "failed_variants": 0})
-        g["variants"] += 1
-        g["failed_variants"] += r.failed
+                                    "device": r.device, "check": r.check, "status": None,
+                                    "reason": "", "declared": False, "max_abs_err": None,
+                                    "max_rel_err": None, "seconds": 0.0, "variants": 0,
+                                    "failed_variants": 0, "skipped_variants": 0,
+                                    "skip_reasons": {}, "first_skip": None})
         g["seconds"] += r.seconds
-        if SEVERITY[r.status] > SEVERITY[g["status"]]:
+        if r.status == SKIP:
+            g["skipped_variants"] += 1
+            reason = r.reason or "unspecified"
+            g["skip_reasons"][reason] = g["skip_reasons"].get(reason, 0) + 1
+            g["first_skip"] = g["first_skip"] or r
+            if r.declared:
+                continue  # counted apart: it decides the line only when nothing ran
+        else:
+            g["variants"] += 1
+            g["failed_variants"] += r.failed
+        if g["status"] is None or SEVERITY[r.status] > SEVERITY[g["status"]]:
             g["status"], g["reason"], g["declared"] = r.status, r.reason, r.declared
         for col in ("max_abs_err", "max_rel_err"):
             v = getattr(r, col)
             if v is not None and not math.isnan(v) and r.status != ERROR:
                 g[col] = v if g[col] is None else max(g[col], v)
     for g in groups.values():
+        first = g.pop("first_skip")
+        if g["status"] is None:  # nothing ran: the line is the (declared) skip
+            g["status"], g["reason"], g["declared"] = SKIP, first.reason, first.declared
         if g["status"] == ERROR:
             g["max_abs_err"] = g["max_rel_err"] = None
     return list(groups.values())
 
 
 def _variants(g: dict[str, Any]) -> str:
-    n = g["variants"]
-    return f"{g['failed_variants']}/{n} bad" if g["failed_variants"] else str(n)
+    """'14', '1/14 bad', '13 +1 skipped', '1/13 bad +1 skipped', '1 skipped' (nothing ran)."""
+    n, skipped = g["variants"], g["skipped_variants"]
+    if not n:
+        return f"{skipped} skipped"
+    ran = f"{g['failed_variants']}/{n} bad" if g["failed_variants"] else str(n)
+    return f"{ran} +{skipped} skipped" if skipped else ran
 
 
 def _key(key: str) -> Callable[[dict[str, Any]], str]:
@@ -175,9 +194,25 @@ def render_check(report: Report, console: Console, *, verdict: bool = True,
         render_verdict(report, console, empty_ok=empty_ok)
 
 
+def reference_line(report: Report) -> str:
+    """What the ops checked without a reference were compared with, in one line ("" when every
+    op had one): a PASSED there verified less than it says."""
+    ops = [op for op, ref in op_references(report.rows).items() if ref == "none"]
+    if not ops:
+        return ""
+    more = f" (+{len(ops) - 3})" if len(ops) > 3 else ""
+    return (f"no reference for {', '.join(ops[:3])}{more}: forward values not verified; "
+            "variants compared with the Function's own contiguous run, gradients with finite "
+            "differences")
+
+
 def render_verdict(report: Report, console: Console, *, empty_ok: bool = False) -> None:
-    """The one-line verdict, PASSED in green or FAILED in red."""
+    """The line about a missing reference (if any), then the one-line verdict, PASSED in green
+    or FAILED in red."""
     passed = exit_code(report, empty_ok=empty_ok) == ExitCode.OK
+    said = reference_line(report)
+    if said:
+        console.print(Text(said, style="yellow"))
     console.print(Text(verdict_line(report, passed), style="bold green" if passed
                        else "bold red"))
 
@@ -190,6 +225,20 @@ def _by_reason(groups: list[dict[str, Any]], status: str) -> str:
             key = f"undeclared: {reason}" if status == SKIP and not g["declared"] else reason
             counts[key] = counts.get(key, 0) + 1
     return f" ({', '.join(f'{k} {n}' for k, n in counts.items())})" if counts else ""
+
+
+def _skipped_inside(groups: list[dict[str, Any]]) -> str:
+    """'; 2 skipped: ragged_refused 2': the skipped variant rows of lines that ran (the
+    table's '+N skipped'), by reason."""
+    counts: dict[str, int] = {}
+    for g in groups:
+        if g["status"] != SKIP:
+            for reason, n in g["skip_reasons"].items():
+                counts[reason] = counts.get(reason, 0) + n
+    if not counts:
+        return ""
+    return (f"; {sum(counts.values())} skipped: "
+            f"{', '.join(f'{k} {n}' for k, n in counts.items())}")
 
 
 def verdict_line(report: Report, passed: bool | None = None) -> str:
@@ -210,4 +259,4 @@ def verdict_line(report: Report, passed: bool | None = None) -> str:
     return (f"{verdict}: {len(groups)} checks: {counts[PASS]} passed, {counts[FAIL]} failed, "
             f"{counts[ERROR]} errors, {counts[SKIP]} skipped{_by_reason(groups, SKIP)}, "
             f"{counts[WARN]} warnings{_by_reason(groups, WARN)} ({len(report.rows)} rows with "
-            f"variants){extra}")
+            f"variants{_skipped_inside(groups)}){extra}")

@@ -13,7 +13,7 @@ import io
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,16 @@ from typing import Any
 from gradlab.errors import GradlabError, ReportError
 from gradlab.fileio import atomic_write, ensure_writable, read_limited, reserve_stem
 from gradlab.render.words import message
-from gradlab.results import COLUMNS, CheckRow, Element, ErrorStats, Finding, ProbeStats, Report
+from gradlab.results import (
+    COLUMNS,
+    SKIP,
+    CheckRow,
+    Element,
+    ErrorStats,
+    Finding,
+    ProbeStats,
+    Report,
+)
 from gradlab.results.capabilities import capability_matrix, matrix_dict
 
 #: Marks a check JSON file (older files without it are read too, by their keys).
@@ -53,6 +62,23 @@ def write_report_files(folder: str | Path, stem: str, csv_text: str,
     return paths
 
 
+#: Reason codes of rows compared without a reference (gradlab.checks.runner, .variants).
+NO_REFERENCE_REASONS = ("no_reference", "no_reference_base")
+
+
+def op_references(rows: Sequence[CheckRow]) -> dict[str, str]:
+    """{op: "none"} for each op checked without a reference, {op: "given"} for each whose
+    forward or gradient was compared with one; an op with neither kind of row (its forward and
+    gradient checks switched off) is left out: nothing says which."""
+    out: dict[str, str] = {}
+    for r in rows:
+        if r.reason in NO_REFERENCE_REASONS:
+            out[r.op] = "none"
+        elif r.check in ("forward", "gradient") and r.status != SKIP:
+            out.setdefault(r.op, "given")
+    return out
+
+
 def check_report_texts(report: Report) -> tuple[str, str]:
     """The CSV (table columns + environment) and JSON (rows with details, and the capability
     matrix: {op: {capability: state}}) of a check report."""
@@ -66,6 +92,8 @@ def check_report_texts(report: Report) -> tuple[str, str]:
                "stopped": report.stopped,
                "columns": list(COLUMNS),
                "capabilities": matrix_dict(capability_matrix(report.rows)),
+               # what each op's forward and gradients were compared with
+               "ops": {op: {"reference": ref} for op, ref in op_references(report.rows).items()},
                "rows": [r.as_dict() | {"message": m}
                         for r, m in zip(report.rows, messages, strict=True)]}
     # no indent: json's C encoder runs only without one (0.2 s against 0.02 s for the bundled

@@ -1,0 +1,195 @@
+"""How a variant's outcome is judged (gradlab.checks.variants asks): refusals, and whether a
+failure is the layout's or the values'.
+
+- Refusals: a variant the reference refuses lies outside the op's domain (a declared skip, never
+  the Function's bug); an expanded input the Function alone refuses is a missing capability.
+- Layout or values: a layout hint (`noncontiguous_only`, `grad_output_layout`, ...) sends the
+  user to strides and memory, a value-variant hint (`magnitude_only`, `ragged_only`) to
+  overflows and tiles.  Each is given only where the evidence says so:
+  - layout variants: the failing variant's values, copied plain and contiguous (inputs and
+    grad_outputs), run again; when that copy fails alike, the error depends on the values (an
+    approximate method whose error varies with them), not on the layout;
+  - value variants (magnitude, ragged, size1, whose inputs are plain already): a failure whose
+    every wrong element lies within VALUE_LEVEL_FACTOR of the tolerance bound is the level of an
+    approximate method, not an overflow or a dropped tile.
+  A value-level failure gets the level hint of its error (precision_loss, approximate) or
+  `value_dependent`, and the tolerance that would pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from gradlab.cases import Inputs, copy_like
+from gradlab.checks import diagnose as dg
+from gradlab.checks.compare import PATTERN_HINTS, compared_aside
+from gradlab.checks.context import CaseContext, first_line
+from gradlab.checks.execute import Run, run_once
+from gradlab.model import Tolerance
+from gradlab.results import SKIP, CheckRow, Finding
+
+#: Families whose variant keeps the values and changes only the memory layout (expanded and
+#: the stride-0 grad_output repeat one slice's values: their plain copy keeps those values).
+LAYOUT_FAMILIES = ("noncontiguous", "transposed", "channels_last", "expanded", "grad_output")
+#: Families whose variant draws other values (or sizes) in plain contiguous memory.
+VALUE_FAMILIES = ("magnitude", "ragged", "size1")
+#: A value variant's failure is value-level when the tolerance that would pass (with
+#: passing_tolerance's margin of 2) is at most this many times the one used: an overflow gives
+#: inf or NaN, a dropped tile or a wrong remainder an error the size of the value itself
+#: (1e9 times float64's rtol, 1e3 times float32's), while a discretisation or series error that
+#: varies with the values crosses its tolerance by a small factor.
+VALUE_LEVEL_FACTOR = 100.0
+#: The level hints (gradlab.checks.diagnose.level_hint).
+LEVEL_HINTS = ("approximate", "precision_loss")
+#: Finding hints a value-level failure keeps: they say more than a level would.
+KEPT_HINTS = ("non_finite", "missing", "wrong_shape")
+
+
+def accepts(fn: Callable[..., Any], inputs: Inputs) -> bool:
+    """True when a forward of `fn` on `inputs` runs."""
+    try:
+        with torch.enable_grad():
+            fn(*inputs.args, **inputs.kwargs)
+    except Exception:
+        return False
+    return True
+
+
+def expanded_refused(ctx: CaseContext, name: str, inputs: Inputs, got: Run,
+                     seconds: float) -> None:
+    """Forward refused an expanded input: a missing capability when the reference accepts it
+    (a `warn`: refusing is a choice, not a wrong gradient), not applicable when it refuses too."""
+    note = first_line(got.error) if got.error is not None else ""
+    if ctx.op.reference is not None and not accepts(ctx.op.reference, inputs.clone()):
+        ctx.row(name, "forward", SKIP, seconds=seconds, declared=True,
+                reason="expanded_refused_by_reference", note=note)
+    else:
+        ctx.capability_row(name, "forward", "expanded_input", seconds=seconds,
+                           hint="expanded_refused", reason="expanded_refused", note=note)
+
+
+def reference_refused(ctx: CaseContext, name: str, got: Run, error: BaseException,
+                      seconds: float) -> None:
+    """The reference's forward refuses the variant's inputs: they lie outside the op's domain
+    (a channel count the group count no longer divides), so there is nothing to compare with
+    and nothing wrong with the Function: a declared skip, never a failure or a tile hint.
+
+    A Function that computes anyway gets the reason that says so (no input validation?) on this
+    row rather than a `warn`: a reference narrower than the op (a reshape-based one beside a
+    C++ kernel that handles more sizes) is common, and a warning there would cry wolf."""
+    accepted = got.error is None or got.stage != "forward"
+    ctx.row(name, "forward", SKIP, seconds=seconds, declared=True,
+            reason="reference_refused_function_accepts" if accepted else "reference_refused",
+            note=f"{name}: {first_line(error)}")
+
+
+def plain_copy(inputs: Inputs) -> Inputs:
+    """The same values in fresh contiguous memory (requires_grad as they are)."""
+    def plain(a: Any, grad: bool | None) -> Any:
+        return copy_like(a.contiguous(), requires_grad=grad) if isinstance(a, Tensor) else a
+
+    return Inputs([plain(a, None) for a in inputs.args],
+                  {k: plain(a, False) for k, a in inputs.kwargs.items()})
+
+
+def plain_copy_failures(ctx: CaseContext, inputs: Inputs, grad_outs64: Sequence[Tensor],
+                        want: Run, tol: Tolerance, gen: torch.Generator) -> set[str]:
+    """The checks (forward, gradient) the Function fails on a plain contiguous copy of a
+    variant's inputs and grad_outputs, against the variant's own expectation."""
+    inputs = plain_copy(inputs)
+    got = run_once(ctx.op.function, inputs, [g.contiguous() for g in grad_outs64], gen)
+    return {r.check for r in compared_aside(ctx, ctx.dtype, got, want, inputs, tol) if r.failed}
+
+
+def narrowed_to(inputs: Inputs, base: Inputs) -> Inputs:
+    """`inputs` (a ragged variant's) with each tensor cut back to the shape of the base case's
+    tensor in its place: the variant's own leading values at the sizes the case has."""
+    args: list[Any] = []
+    for a, s in zip(inputs.args, base.args, strict=True):
+        if isinstance(a, Tensor) and isinstance(s, Tensor) and a.dim() == s.dim():
+            t = a.detach()
+            for d, n in enumerate(s.shape):
+                t = t.narrow(d, 0, min(n, t.shape[d]))
+            a = copy_like(t.contiguous(), requires_grad=a.requires_grad)
+        args.append(a)
+    return Inputs(args, plain_copy(inputs).kwargs)
+
+
+def narrowed_failures(ctx: CaseContext, inputs: Inputs, base: Inputs, tol: Tolerance,
+                      gen: torch.Generator) -> set[str]:
+    """The checks the Function fails on a ragged variant's values cut back to the case's sizes
+    (no tile left partial): failing there too, the error is the values', not the sizes'.
+    Without a reference nothing can fail there (the Function would be its own expectation)."""
+    if ctx.op.reference is None:
+        return set()
+    small = narrowed_to(inputs, base)
+    want = run_once(ctx.op.reference, small.clone(dtype=torch.float64), None, gen)
+    if want.error is not None:
+        return set()
+    return plain_copy_failures(ctx, small, want.grad_outs64, want, tol, gen)
+
+
+def compared_tensors(f: Finding, got: Run, want: Run,
+                     inputs: Inputs) -> tuple[Tensor, Tensor] | None:
+    """The got and want tensors a forward or gradient finding is about (None: no such pair)."""
+    if f.subject == "output" and f.index < min(len(got.outs), len(want.outs)):
+        return got.outs[f.index], want.outs[f.index]
+    if f.subject == "input" and f.index in inputs.diff_index:
+        k = inputs.diff_index.index(f.index)
+        if k < min(len(got.grads), len(want.grads)):
+            g, w = got.grads[k], want.grads[k]
+            if g is not None and w is not None and g.shape == w.shape:
+                return g, w
+    return None
+
+
+def tolerance_factor(passing: Tolerance | None, tol: Tolerance) -> float:
+    """How many times `tol` the tolerance that would pass is (inf: none would)."""
+    if passing is None:
+        return float("inf")
+    return max(passing.atol / tol.atol if tol.atol > 0 else 0.0,
+               passing.rtol / tol.rtol if tol.rtol > 0 else 0.0)
+
+
+def near_bound(row: CheckRow, got: Run, want: Run, inputs: Inputs, tol: Tolerance) -> bool:
+    """Every finding of `row` passes within VALUE_LEVEL_FACTOR times `tol` (no inf or NaN)."""
+    if not row.findings:
+        return False
+    for f in row.findings:
+        pair = compared_tensors(f, got, want, inputs)
+        passing = dg.passing_tolerance(*pair, tol) if pair is not None else None
+        if tolerance_factor(passing, tol) > VALUE_LEVEL_FACTOR:
+            return False
+    return True
+
+
+def mark_value_level(row: CheckRow, got: Run, want: Run, inputs: Inputs, tol: Tolerance) -> None:
+    """`row` fails on the values, not the layout: each finding gets the tolerance that would
+    pass and its level hint (precision_loss, approximate) where the level tells; the row that
+    level, else `value_dependent`.  A finding keeps a hint of the error's shape (a constant
+    factor: repeated values that tie) but no pattern: which elements cross the tolerance within
+    an error that varies with the values is chance."""
+    levels: list[str] = []
+    for f in row.findings:
+        pair = compared_tensors(f, got, want, inputs)
+        if pair is None:
+            continue
+        f.pattern = None
+        level = f.hint if f.hint in LEVEL_HINTS else (
+            "" if f.hint in KEPT_HINTS else dg.level_hint(dg.compare(*pair, tol, scaled=True),
+                                                         row.dtype))
+        if level:
+            f.hint = level
+            levels.append(level)
+        elif not f.hint or f.hint in PATTERN_HINTS.values():
+            f.hint = "value_dependent"
+        passing = dg.passing_tolerance(*pair, tol)
+        # a tolerance is advice for an error at its level only (a factor 3 on tied values is a
+        # bug, whatever tolerance would hide it)
+        near = level or tolerance_factor(passing, tol) <= VALUE_LEVEL_FACTOR
+        f.passing_tolerance = (passing.atol, passing.rtol) if passing and near else None
+    row.hint = levels[0] if levels else "value_dependent"

@@ -1,0 +1,279 @@
+"""Variant verdicts (issue 21): inputs the reference refuses are declared skips, table lines
+show the worst real result, a layout hint only after a plain contiguous copy of the failing
+values passes, and every number shown was measured (a missing reference said everywhere).
+
+Each point through `gradlab.check` and through `gradlab check SPEC`, a broken Function beside
+its correct twin (tests/data/variants).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from conftest import DATA
+from rich.console import Console
+from typer.testing import CliRunner
+
+import gradlab
+from gradlab.checks.verdicts import VALUE_LEVEL_FACTOR
+from gradlab.cli import app
+from gradlab.render.check import check_table, group_rows, render_verdict, verdict_line
+from gradlab.render.files import check_report_texts
+from gradlab.render.words import message
+from gradlab.results import CheckRow, Report
+
+VARIANTS = DATA / "variants"
+sys.path.insert(0, str(VARIANTS))
+import variant_functions as vf  # noqa: E402
+
+#: Hints that send the user to memory layouts, tiles or magnitudes.
+LAYOUT_HINTS = {"noncontiguous_only", "transposed_only", "channels_last_only", "expanded_only",
+                "grad_output_layout", "magnitude_only", "ragged_only", "size1_only"}
+#: Hints that say the error depends on the values (level_hint's, or value_dependent).
+VALUE_HINTS = {"value_dependent", "approximate", "precision_loss"}
+#: Only the rows these tests are about: fast.
+FIRST_ORDER = ["forward", "gradient", "contract"]
+
+
+def cli(spec: str, tmp_path: Path, *more: str) -> Any:
+    return CliRunner().invoke(app, ["check", str(VARIANTS / spec), "--no-isolate",
+                                    "--report-dir", str(tmp_path), *more])
+
+
+def said(report: Report) -> list[tuple[str, str, str, str]]:
+    return [(r.variant, r.check, r.hint, message(r)) for r in report.rows if r.failed]
+
+
+# --- A: inputs the reference refuses ---------------------------------------------------------
+
+
+def conv_example() -> list[Any]:
+    gen = torch.Generator().manual_seed(0)
+    shapes = ((1, 4, 8, 8), (6, 2, 3, 3), (6,))
+    return [(torch.rand(s, generator=gen, dtype=torch.float64) - 0.5).requires_grad_()
+            for s in shapes] + [2]
+
+
+def test_a_grouped_op_that_computes_where_the_reference_refuses_passes() -> None:
+    r = gradlab.check(vf.ChunkedGroupConv, conv_example(), reference=vf.grouped_conv_reference,
+                      checks=FIRST_ORDER)
+    assert r.passed, said(r)
+    (refused,) = [x for x in r.rows if x.status == "skip"]
+    # 6 -> 7 output channels: groups=2 no longer divides them
+    assert (refused.variant, refused.declared) == ("ragged[6->7]", True)
+    assert refused.reason == "reference_refused_function_accepts"
+    words = message(refused)
+    assert "the reference refuses" in words and "lacks input validation" in words
+    assert "ragged[6->7]: RuntimeError" in words
+    assert not any(x.hint in LAYOUT_HINTS for x in r.rows)
+
+
+def test_its_twin_broken_at_sizes_the_reference_accepts_still_gets_ragged_only() -> None:
+    r = gradlab.check(vf.ChunkedGroupConvTiledBackward, conv_example(),
+                      reference=vf.grouped_conv_reference, checks=FIRST_ORDER)
+    assert [(x.variant, x.hint) for x in r.failures] == [("ragged[8->9]", "ragged_only")]
+    assert [x.reason for x in r.rows if x.status == "skip"] == [
+        "reference_refused_function_accepts"]
+
+
+def test_grouped_conv_specs(tmp_path: Path) -> None:
+    ok = cli("grouped_conv.yaml", tmp_path)
+    assert ok.exit_code == 0, ok.output
+    assert "13 +1 skipped" in ok.output
+    broken = cli("grouped_conv_tiled.yaml", tmp_path)
+    assert broken.exit_code == 1 and "likely cause: ragged_only" in broken.output
+
+
+def test_bundled_conv2d_groups_passes_with_its_forward_line_pass(tmp_path: Path) -> None:
+    """The Function refuses the grown channels as the reference does: reference_refused."""
+    res = CliRunner().invoke(app, ["check", "conv2d", "-k", "groups_2", "--dtype", "float64",
+                                   "--no-isolate", "--report-dir", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    forward = [ln for ln in res.output.splitlines() if " forward " in ln]
+    assert forward and all(" pass " in ln and "+1 skipped" in ln for ln in forward), forward
+    (path,) = tmp_path.glob("check-*.json")
+    rows = json.loads(path.read_text())["rows"]
+    assert [r["reason"] for r in rows if r["status"] == "skip"] == ["reference_refused"]
+
+
+# --- B: table lines fold variants by their worst real result ---------------------------------
+
+
+def row(variant: str, status: str, *, check: str = "forward", declared: bool = False,
+        reason: str = "", err: float | None = 1e-9) -> CheckRow:
+    return CheckRow("op", "c", "float64", "cpu", variant, check, status, max_abs_err=err,
+                    max_rel_err=err, reason=reason, declared=declared)
+
+
+def table_text(rows: list[CheckRow], width: int = 100) -> str:
+    console = Console(width=width, file=io.StringIO(), color_system=None)
+    console.print(check_table(Report(rows), width))
+    return console.file.getvalue()  # type: ignore[attr-defined,no-any-return]
+
+
+def refused() -> CheckRow:
+    return row("ragged[4->5]", "skip", declared=True, reason="reference_refused", err=None)
+
+
+def test_a_refused_variant_is_counted_apart_and_does_not_decide_the_line() -> None:
+    rows = [row(f"v{i}", "pass") for i in range(13)] + [refused()]
+    (g,) = group_rows(rows)
+    assert g["status"] == "pass" and g["max_abs_err"] == 1e-9
+    text = table_text(rows)
+    assert "13 +1 skipped" in text and all(len(ln) <= 100 for ln in text.splitlines())
+    line = verdict_line(Report(rows), passed=True)
+    assert "1 passed, 0 failed, 0 errors, 0 skipped" in line
+    assert "(14 rows with variants; 1 skipped: reference_refused 1)" in line
+
+
+def test_a_failing_variant_decides_the_line_beside_a_refused_one() -> None:
+    rows = [row("base", "pass"), row("v", "fail", err=2.0), refused()]
+    (g,) = group_rows(rows)
+    assert (g["status"], g["max_abs_err"]) == ("fail", 2.0)
+    assert "1/2 bad +1 skipped" in table_text(rows)
+
+
+def test_a_line_is_skip_only_when_nothing_ran_or_a_skip_was_not_declared() -> None:
+    (nothing,) = group_rows([row("base", "skip", declared=True, reason="cuda_unavailable",
+                                 err=None)])
+    assert (nothing["status"], nothing["declared"], nothing["reason"]) == (
+        "skip", True, "cuda_unavailable")
+    assert " 1 skipped " in table_text([row("base", "skip", declared=True, err=None)], 160)
+    (undeclared,) = group_rows([row("base", "pass"), row("v", "skip", reason="x", err=None)])
+    assert (undeclared["status"], undeclared["declared"]) == ("skip", False)
+    line = verdict_line(Report([row("base", "pass"), row("v", "skip", reason="x", err=None)]))
+    assert "1 skipped (undeclared: x 1)" in line
+
+
+# --- C: value-level, not layout ---------------------------------------------------------------
+
+
+def test_an_approximate_backward_gets_a_value_level_finding_not_a_layout_hint() -> None:
+    """A fixed-step ODE solve in backward: the expanded variant's (and the ragged ones')
+    values cross the float64 tolerance; their plain contiguous copies (and the ragged values
+    at the case's own sizes) fail alike.  (No magnitude variant: at |s| ~ 3000 a 20-step RK4
+    is unstable, a gross failure the magnitude hint rightly names.)"""
+    r = gradlab.check(vf.ApproxExpSum, [vf.small_sums_example()],
+                      reference=vf.exp_sum_reference, checks=FIRST_ORDER,
+                      variants=["noncontiguous", "transposed", "expanded", "grad_output",
+                                "ragged"])
+    failing = {x.variant: x.hint for x in r.failures}
+    assert "expanded[0]" in failing and "base" not in failing, said(r)
+    assert set(failing.values()) <= VALUE_HINTS, said(r)
+    expanded = next(x for x in r.failures if x.variant == "expanded[0]")
+    assert all(f.pattern is None for f in expanded.findings)
+    assert "tolerances that would pass: {float64:" in message(expanded)
+
+
+def test_a_layout_bug_keeps_its_layout_hint() -> None:
+    r = gradlab.check(vf.ExpSumRawGradOut, [vf.small_sums_example()],
+                      reference=vf.exp_sum_reference, checks=FIRST_ORDER)
+    assert {x.hint for x in r.failures} == {"grad_output_layout"}, said(r)
+    ok = gradlab.check(vf.ExpSum, [vf.small_sums_example()], reference=vf.exp_sum_reference,
+                       checks=FIRST_ORDER)
+    assert ok.passed, said(ok)
+
+
+def test_tied_values_are_the_values_bug_not_the_expanded_layouts() -> None:
+    x = torch.rand(3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    r = gradlab.check(vf.MaxOverRowsTies, [x.requires_grad_()], reference=vf.amax_reference,
+                      checks=FIRST_ORDER)
+    (bad,) = r.failures
+    assert (bad.variant, bad.hint) == ("expanded[0]", "value_dependent"), said(r)
+    # a factor 3 on tied values is a bug: no tolerance offered to hide it
+    assert all(f.passing_tolerance is None for f in bad.findings)
+    assert "a plain contiguous copy fails alike" in message(bad)
+    ok = gradlab.check(vf.MaxOverRows, [x.detach().requires_grad_()],
+                       reference=vf.amax_reference, checks=FIRST_ORDER)
+    assert ok.passed, said(ok)
+
+
+def sin_example() -> list[torch.Tensor]:
+    gen = torch.Generator().manual_seed(0)
+    return [(torch.rand(3, 4, generator=gen, dtype=torch.float64) * 2 - 1).requires_grad_()]
+
+
+@pytest.mark.parametrize("fn, hints", [(vf.ApproxSin, VALUE_HINTS),
+                                       (vf.SinOverflowing, {"magnitude_only"})],
+                         ids=["approximate", "overflowing"])
+def test_a_magnitude_failure_near_the_tolerance_is_value_level(fn: Any, hints: set[str]) -> None:
+    """ApproxSin's error at the magnitude variant is within VALUE_LEVEL_FACTOR of the bound;
+    an overflow (NaN) is gross and keeps magnitude_only."""
+    tol = {"float64": (1e-10, vf.APPROX_SIN_RTOL)}
+    r = gradlab.check(fn, sin_example(), reference=vf.sin_reference, tolerances=tol,
+                      checks=FIRST_ORDER)
+    assert [x.variant for x in r.failures] == ["magnitude"], said(r)
+    assert {x.hint for x in r.failures} <= hints, said(r)
+    ok = gradlab.check(vf.Sin, sin_example(), reference=vf.sin_reference, tolerances=tol,
+                       checks=FIRST_ORDER)
+    assert ok.passed, said(ok)
+    assert VALUE_LEVEL_FACTOR * vf.APPROX_SIN_RTOL > vf.DELTA
+
+
+@pytest.mark.parametrize("spec, hint", [("approx_exp_sum", None), ("exp_sum_raw_grad_out",
+                                                                     "grad_output_layout"),
+                                        ("max_ties", "value_dependent"), ("approx_sin", None),
+                                        ("sin_overflowing", "magnitude_only")])
+def test_value_level_specs(spec: str, hint: str | None, tmp_path: Path) -> None:
+    res = cli(f"{spec}.yaml", tmp_path)
+    assert res.exit_code == 1, res.output
+    causes = {ln.split("likely cause: ")[1].split(":")[0] for ln in res.output.splitlines()
+              if "likely cause: " in ln}
+    if hint is None:
+        assert causes and causes <= VALUE_HINTS, res.output
+    else:
+        assert causes == {hint}, res.output
+
+
+@pytest.mark.parametrize("spec", ["exp_sum", "max", "no_reference"])
+def test_correct_twin_specs_pass(spec: str, tmp_path: Path) -> None:
+    res = cli(f"{spec}.yaml", tmp_path)
+    assert res.exit_code == 0, res.output
+
+
+# --- D: honest numbers, a missing reference said ---------------------------------------------
+
+
+def test_probe_mode_rows_show_the_probe_error_they_measured() -> None:
+    x = torch.rand(3, 4, dtype=torch.float64, requires_grad=True)
+    r = gradlab.check(vf.Sin, [x], reference=vf.sin_reference, mode="fast",
+                      checks=["jacobian", "second_order"])
+    rows = {x.check: x for x in r.rows}
+    for check in ("jacobian", "second_order"):
+        assert rows[check].mode == "fast"
+        # finite differences are never exact: a 0 here was the probes rounded to float32
+        err = rows[check].max_abs_err
+        assert err is not None and 0 < err < 1e-5, (check, err)
+
+
+def test_without_a_reference_every_place_says_so(tmp_path: Path) -> None:
+    x = torch.rand(3, 4, dtype=torch.float64, requires_grad=True)
+    r = gradlab.check(vf.Sin, [x], name="sin", checks=FIRST_ORDER)
+    assert r.passed
+    base = next(x for x in r.rows if (x.variant, x.check) == ("base", "forward"))
+    assert (base.status, base.declared, base.reason) == ("skip", True, "no_reference_base")
+    assert base.max_abs_err is None and base.max_rel_err is None
+    compared = [x for x in r.rows if x.variant != "base" and x.check in ("forward", "gradient")]
+    assert compared and all(x.reason == "no_reference" for x in compared)
+    assert "compared with the Function's own contiguous run" in message(compared[0])
+    # the value variants compare a run with itself again: nothing measured
+    assert all(x.max_abs_err is None for x in compared
+               if x.variant.startswith(("magnitude", "ragged")))
+    console = Console(width=100, file=io.StringIO(), color_system=None)
+    render_verdict(r, console)
+    assert "no reference for sin:" in console.file.getvalue()  # type: ignore[attr-defined]
+    payload = json.loads(check_report_texts(r)[1])
+    assert payload["ops"] == {"sin": {"reference": "none"}}
+    given = gradlab.check(vf.Sin, [x], name="sin", reference=vf.sin_reference,
+                          checks=FIRST_ORDER)
+    assert json.loads(check_report_texts(given)[1])["ops"] == {"sin": {"reference": "given"}}
+    res = cli("no_reference.yaml", tmp_path)
+    assert res.exit_code == 0 and "no reference for Sin" in res.output, res.output
+    (path,) = tmp_path.glob("check-*.json")
+    assert json.loads(path.read_text())["ops"]["Sin"] == {"reference": "none"}
