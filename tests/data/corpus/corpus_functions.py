@@ -188,6 +188,12 @@ def in_float32(op: BaseOp) -> GradFn:
                                for t in op.grads(tuple(x.float() for x in xs), g.float()))
 
 
+def detached_grad_output(op: BaseOp) -> GradFn:
+    """Backward from a detached grad_output: first order right, d(gradient)/d(grad_output)
+    lost (a gradient penalty through it is wrong)."""
+    return lambda xs, g: op.grads(xs, g.detach())
+
+
 def scaled(c: float, which: Sequence[int] | None = None) -> Mutate:
     return on(which, lambda t: c * t)
 
@@ -248,6 +254,10 @@ MUTATIONS: dict[str, tuple[Mutate, frozenset[str], str]] = {
                "backward from detached inputs (not differentiable twice)"),
     "f32": (in_float32, H("precision_loss"), "a float64 backward computed in float32"),
     "approx": (on(None, approx), H("approximate"), "a 0.5% error that varies by element"),
+    "approx1e-5": (on(None, lambda t: t + (approx(t) - t) / 500), H("approximate"),
+                   "a 1e-5 relative error that varies by element (a solver's tolerance)"),
+    "detachg": (detached_grad_output, H("second_order_only"),
+                "backward from a detached grad_output (not differentiable twice)"),
 }
 
 #: mutations whose hint is another change's (xfail until it lands)
@@ -304,7 +314,9 @@ MIXED: dict[tuple[str, str], tuple[Mutate, str]] = {
 GENERATED: list[tuple[str, str, tuple[tuple[int, ...], ...] | None]] = [
     *[("exp", m, None) for m in ("x2", "neg", "nochain", "t0", "zero0", "rawgo", "inplacego",
                                  "f32", "approx")],
+    ("exp", "approx1e-5", None),
     ("exp", "tiles", ((3, 20),)),
+    ("exp", "tiles", ((1, 2, 3, 30),)),
     *[("tanh", m, None) for m in ("x0.5", "neg", "nochain", "t0", "none0", "inplacesaved",
                                   "detach", "f32")],
     ("tanh", "tiles", ((3, 16),)),
@@ -317,13 +329,27 @@ GENERATED: list[tuple[str, str, tuple[tuple[int, ...], ...] | None]] = [
     *[("layernorm", m, None) for m in ("x10", "neg", "nochain")],
     *[("sumdim", m, None) for m in ("x2", "neg", "nochain")],
     *[("mul", m, None) for m in ("swap", "in1_x2", "in0_neg", "nochain", "none1", "zero1", "t1",
-                                 "count", "rawgo")],
+                                 "count", "rawgo", "detachg")],
     *[("div", m, None) for m in ("swap", "x0.5", "nochain", "none0", "in0_neg")],
     *[("matmul", m, None) for m in ("swap", "t1", "t0", "x2", "nochain", "none1", "rawgo",
                                     "f32")],
     *[("linear", m, None) for m in ("t1", "x2", "neg", "nochain", "none2", "keepdim2")],
     *[("conv2d", m, None) for m in ("x2", "neg", "nochain", "none1", "border0", "chan1")],
 ]
+
+#: where exactly the wrong elements of a pattern entry lie (corpus_ops.Entry.where)
+WHERE: dict[str, tuple[str, tuple[int, ...], int, int]] = {
+    "sigmoid-rows": ("slice", (0,), 1, 3),
+    "softmax-cols0@4x8": ("slice", (1,), 2, 5),
+    "conv2d-chan1": ("slice", (0,), 1, 2),
+    "exp-tiles@3x20": ("tail", (1,), 16, 20),
+    # issue 21: 24..29 are the partial tile of 8s, not "16..29 after 16"
+    "exp-tiles@1x2x3x30": ("tail", (3,), 24, 30),
+    "softplus-border0@6x6": ("border", (0, 1), 0, 1),
+    "conv2d-border0": ("border", (2, 3), 0, 1),
+}
+#: words a right finding must say: a second-order finding names the grad_output as one
+SAYS = {"mul-detachg": "grad_output"}
 
 #: ops whose forward reads its inputs' raw memory; ops that keep their inputs on ctx
 RAW_INPUT = ("exp", "tanh", "mul", "matmul")
@@ -347,10 +373,12 @@ def _entry(op_name: str, key: str, mutate: Mutate, right: frozenset[str], cause:
            shapes: tuple[tuple[int, ...], ...] | None = None, pending: str = "",
            **flags: bool) -> Entry:
     op = OPS[op_name]
-    eid = f"{op_name}-{key}"
+    size = "x".join(str(n) for n in shapes[0]) if shapes else ""
+    eid = f"{op_name}-{key}" + (f"@{size}" if size else "")
     broken = wrap(_ident(eid), op, mutate(op), doc=f"BROKEN: {cause}", **flags)
     return Entry(eid, broken, _twin(op), op.fwd, _args(op, shapes), right, cause,
-                 twin_id=f"{op_name}{list(shapes) if shapes else ''}", pending=pending)
+                 twin_id=f"{op_name}{list(shapes) if shapes else ''}", pending=pending,
+                 where=WHERE.get(eid), says=SAYS.get(eid, ""))
 
 
 def generated() -> list[Entry]:

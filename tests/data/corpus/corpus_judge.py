@@ -27,6 +27,8 @@ class Verdict:
     findings: tuple[tuple[str, str], ...] = ()
     #: gradlab.check itself raised (a gradlab bug): the exception in one line
     crashed: str = ""
+    #: (hint, (kind, dims, start, stop)) of every pattern the findings' example rows locate
+    patterns: tuple[tuple[str, tuple[str, tuple[int, ...], int, int]], ...] = ()
 
     @property
     def hints(self) -> list[str]:
@@ -62,9 +64,11 @@ def verdict(fn: object, entry: Entry) -> Verdict:
     except Exception as e:  # a gradlab bug: recorded, not raised, so the corpus goes on
         return Verdict(False, crashed=f"{type(e).__name__}: {e}".splitlines()[0])
     groups = group_failures(report.rows)
+    patterns = tuple((g.hint, (f.pattern.kind, f.pattern.dims, f.pattern.start, f.pattern.stop))
+                     for g in groups for f in g.example.findings if f.pattern is not None)
     return Verdict(report.passed, tuple(
         (g.hint, f"{g.example.check} / {g.example.variant}: {message(g.example)}")
-        for g in groups))
+        for g in groups), patterns=patterns)
 
 
 def judge(entry: Entry) -> Judged:

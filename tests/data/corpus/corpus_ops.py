@@ -61,6 +61,11 @@ class Entry:
     options: Mapping[str, Any] = field(default_factory=dict)
     #: a hint code another change introduces; until it lands the entry may miss (xfail)
     pending: str = ""
+    #: where exactly the wrong elements are, for a pattern hint: (kind, dims, start, stop) as
+    #: gradlab.results.Pattern has them (a border: start 0, stop its width)
+    where: tuple[str, tuple[int, ...], int, int] | None = None
+    #: words a right finding's message must contain (an advice, a subject's name)
+    says: str = ""
 
 
 def _sinx(x: Tensor) -> Tensor:

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor
 from torch.autograd import Function
+from torch.autograd.function import once_differentiable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bugclasses"))
 import bugclass_functions as bf
@@ -271,11 +272,6 @@ def centre_stats_reference(x: Tensor) -> tuple[Tensor, Tensor]:
     return y, m.detach()
 
 
-def centre_reference(x: Tensor) -> tuple[Tensor, Tensor]:
-    """Both outputs differentiable."""
-    return _centre(x)
-
-
 class CentreStats(Function):
     """Correct: the mean is marked non-differentiable, as the reference's is detached."""
 
@@ -300,21 +296,97 @@ class CentreStatsNotMarked(CentreStats):
         return _centre(x)
 
 
-class Centre(Function):
-    """Correct: both outputs differentiable, the mean's gradient flows back."""
+# --------------------------------------------------------------------------------------------
+# a false claim of no double backward; a kink in the example values; a grouped op
+
+
+class ExpOnce(Exp):
+    """Correct for `second_order=False`: backward is once_differentiable, so double backward
+    raises as declared."""
 
     @staticmethod
-    def forward(ctx: Any, x: Tensor) -> tuple[Tensor, Tensor]:
-        return _centre(x)
+    @once_differentiable
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        (y,) = ctx.saved_tensors
+        return g * y
+
+
+class Relu(Function):
+    """Correct, with torch's convention at 0 (derivative 0 there)."""
 
     @staticmethod
-    def backward(ctx: Any, gy: Tensor, gm: Tensor) -> Tensor:
-        return _centre_backward(gy) + gm / gy.shape[-1]
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.save_for_backward(x)
+        return x.clamp(min=0)
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return g * (x > 0).to(g.dtype)
 
 
-class CentreMarkedWrongly(CentreStats):
-    """BROKEN: the mean marked non-differentiable where the reference differentiates it (a
-    loss on the mean gets no gradient)."""
+class ReluSlope2(Relu):
+    """BROKEN: slope 2 in backward (a leaky-relu's scale pasted in)."""
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return g * 2 * (x > 0).to(g.dtype)
+
+
+def relu_at_kink() -> list[Tensor]:
+    """Example values with exact zeros: relu's kink, where left and right differences
+    disagree and any derivative in [0, 1] is a convention."""
+    (x,) = values(3, 4)
+    with torch.no_grad():
+        x[0, 0] = 0.0
+        x[2, 1] = 0.0
+    return [x]
+
+
+#: the group count of the grouped op: channels must be a multiple of it
+GROUPS = 2
+
+
+def _group_centre(x: Tensor) -> Tensor:
+    """x minus its mean over each group of channels (dim 1) and positions, channel by channel
+    group, as a kernel would loop: channels past GROUPS * (C // GROUPS) are left as they are
+    (no input validation)."""
+    y = x.clone()
+    size = x.shape[1] // GROUPS
+    for k in range(GROUPS):
+        part = x[:, k * size:(k + 1) * size]
+        y[:, k * size:(k + 1) * size] = part - part.mean((1, 2), keepdim=True)
+    return y
+
+
+def group_centre_reference(x: Tensor) -> Tensor:
+    """The same with a reshape: refuses channels that are no multiple of GROUPS."""
+    n, c, length = x.shape
+    v = x.reshape(n, GROUPS, c // GROUPS, length)
+    if v.shape[2] * GROUPS != c:
+        raise ValueError(f"channels {c} are no multiple of groups {GROUPS}")
+    return (v - v.mean((2, 3), keepdim=True)).reshape(n, c, length)
+
+
+class GroupCentre(Function):
+    """Correct: the op is linear and self-adjoint, so backward is the op on grad_output."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        return _group_centre(x)
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        return _group_centre(g)
+
+
+class GroupCentreX2(GroupCentre):
+    """BROKEN: backward scaled by 2."""
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        return 2 * _group_centre(g)
 
 
 # --------------------------------------------------------------------------------------------
@@ -343,9 +415,6 @@ def special() -> list[Entry]:
         Entry("centre-not_marked", CentreStatsNotMarked, CentreStats, centre_stats_reference,
               one, H("output_differentiable"), "a statistic output not marked "
               "non-differentiable", pending="output_differentiable"),
-        Entry("centre-marked_wrongly", CentreMarkedWrongly, Centre, centre_reference, one,
-              H("output_differentiable"), "a differentiable output marked "
-              "non-differentiable", pending="output_differentiable"),
         Entry("mul-gate_swapped", MulGateSwapped, Mul, mul_reference, two,
               H("requires_grad_subset"), "gradients gated on the other input's "
               "needs_input_grad", twin_id="special-mul"),
@@ -354,6 +423,14 @@ def special() -> list[Entry]:
         Entry("mulconstant-grad_for_float", MulConstantGradForFloat, MulConstant,
               mulconstant_reference, lambda: [*values(3, 4), 2.5], H("non_tensor_grad"),
               "a gradient returned for a python float"),
+        Entry("exp-second_order_claimed", Exp, ExpOnce, torch.exp, one,
+              H("second_order_claimed"), "second_order: False claimed, double backward runs",
+              options={"second_order": False}, says="once_differentiable"),
+        Entry("relu-slope2_at_kink", ReluSlope2, Relu, torch.relu, relu_at_kink,
+              H("constant_factor"), "backward scaled by 2 (example values at the kink)"),
+        Entry("groupcentre-x2", GroupCentreX2, GroupCentre, group_centre_reference,
+              args_of(2, 4, 3), H("constant_factor"),
+              "backward scaled by 2 (the reference refuses ragged channel counts)"),
         # the bug classes, as tests/test_bug_classes.py checks them
         Entry("bugclass-output_on_ctx", bf.ExpOutputOnCtx, bf.Exp, torch.exp, one,
               H("ctx_output"), "the output kept on ctx"),
