@@ -200,7 +200,10 @@ def probe_input(fn: Callable[..., object], inputs: Inputs, bw: jac.Backward, k: 
     num = [float(v @ jac.directional_derivative(fn, inputs, i, us[p].reshape(x.shape),
                                                 keep=bw.covered))
            for p, v in enumerate(probes)]
-    d = dg.compare(torch.tensor(an), torch.tensor(num), tol, of="probes", strict_finite=True)
+    # float64: torch.tensor of Python floats is float32, which rounded the probes' error away
+    # (the row showed 0.00e+00, a number never measured)
+    d = dg.compare(torch.tensor(an, dtype=torch.float64), torch.tensor(num, dtype=torch.float64),
+                   tol, of="probes", strict_finite=True)
     if d.ok:
         return InputResult(d.stats)
     if n < N_PROBES:

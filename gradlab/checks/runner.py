@@ -75,6 +75,10 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
                 rows[-1].hint = "no_chain_rule"
     elif got.error is not None:
         ctx.crash_row("base", "forward", got.error)
+    if op.reference is None and checks & {"forward", "gradient"}:
+        # nothing to compare the base run with (a run against itself measures nothing): said
+        # on a row of its own, without errors; the variant rows say what they compare with
+        ctx.row("base", "forward", SKIP, declared=True, reason="no_reference_base")
     reusable = None
     if "contract" in checks and (got.error is None or got.contract):
         reusable = base_contract(ctx, got, want, inputs, grad_outs)

@@ -114,6 +114,8 @@ HINTS: dict[str, str] = {
                       "internally?)",
     "approximate": "small error everywhere (an approximate method: a solver at its tolerance, "
                    "a series?); if by design, set `tolerances:`",
+    "value_dependent": "fails on these values whatever their layout (a plain contiguous copy "
+                       "fails alike): the error depends on the values, not the memory layout",
 }
 
 #: Why a row was skipped, or passed with a remark.
@@ -144,6 +146,16 @@ REASONS: dict[str, str] = {
     "cuda_missing": "not supported: raises on CUDA",
     "internal_error": "gradlab itself failed here (a gradlab bug: please report it with the "
                       "traceback from the JSON report)",
+    "reference_refused": "the reference refuses this variant's inputs (outside the op's "
+                         "domain: nothing to compare with, not a bug of the Function)",
+    "reference_refused_function_accepts": "the reference refuses this variant's inputs and the "
+                                          "Function computes anyway (it lacks input validation? "
+                                          "not a failure: nothing to compare with)",
+    "no_reference": "no reference: compared with the Function's own contiguous run",
+    "no_reference_base": "no reference: the forward's values are not verified (a run compared "
+                         "with itself measures nothing); the variants are compared with the "
+                         "Function's own contiguous run, the gradients with finite differences "
+                         "(jacobian)",
 }
 
 
