@@ -3,9 +3,10 @@
 Most entries are generated: a base op (corpus_ops.OPS: exp, tanh, mul, matmul, conv2d, ...)
 crossed with a bug mutation (a constant factor, a flipped sign, a transpose, swapped gradients,
 the chain rule dropped, a missing gradient, a wrong band or tail tile, a layout assumption, a
-term of a multi-term derivative with the wrong factor).  The rest are written by hand
-(corpus_special.py: a dropout replaying the wrong mask, state kept on the Function class, a
-cached forward, ...) or imported from the bug classes (tests/data/bugclasses).
+term of a multi-term derivative with the wrong factor; corpus_mutations.py).  The rest are
+written by hand (corpus_special.py, listed in corpus_entries.py: a dropout replaying the wrong
+mask, state kept on the Function class, a cached forward, ...) or imported from the bug
+classes (tests/data/bugclasses).
 
 Each `Entry` says which hint codes (gradlab.render.words.HINTS) name the true cause: `right`.
 An EMPTY right set means no hint names it (a mixed error: every likely cause gradlab could
@@ -18,7 +19,7 @@ name it.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,32 +28,29 @@ from torch import Tensor
 from torch.autograd import Function
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from corpus_ops import (
-    OPS,
-    BaseOp,
-    Entry,
-    GradFn,
-    Grads,
-    example,
-    gelu_grad,
-    layernorm_parts,
-    silu_grad,
+from corpus_entries import special
+from corpus_mutations import (
+    Mutate,
+    approx,
+    band,
+    border,
+    detached,
+    detached_grad_output,
+    in_float32,
+    inplace_grad_output,
+    inplace_saved,
+    layernorm_without,
+    nochain,
+    on,
+    one_short,
+    raw,
+    raw_grad_output,
+    scaled,
+    swapped,
+    unary,
+    whole_tiles,
 )
-from corpus_special import special
-
-
-def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
-    """The strides of a row-major tensor of `shape`."""
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(step)
-        step *= max(n, 1)
-    return tuple(reversed(strides))
-
-
-def raw(t: Tensor) -> Tensor:
-    """t's memory read as if it were row-major contiguous (a kernel taking data_ptr())."""
-    return t.as_strided(t.shape, contiguous_strides(t.shape))
+from corpus_ops import OPS, BaseOp, Entry, GradFn, Grads, example, gelu_grad, silu_grad
 
 
 def wrap(name: str, op: BaseOp, grads: GradFn, *, raw_input: bool = False,
@@ -81,121 +79,6 @@ def wrap(name: str, op: BaseOp, grads: GradFn, *, raw_input: bool = False,
     cls.__qualname__ = name
     globals()[name] = cls
     return cls
-
-
-# --------------------------------------------------------------------------------------------
-# mutations: a base op's correct backward -> a broken one
-
-Mutate = Callable[[BaseOp], GradFn]
-
-
-def on(which: Sequence[int] | None, f: Callable[[Tensor], Tensor | None]) -> Mutate:
-    """Apply f to the gradients of the inputs in `which` (None: all)."""
-
-    def build(op: BaseOp) -> GradFn:
-        def grads(xs: tuple[Tensor, ...], g: Tensor) -> Grads:
-            out = list(op.grads(xs, g))
-            for i in range(len(out)) if which is None else which:
-                t = out[i]
-                out[i] = f(t) if t is not None else None
-            return tuple(out)
-        return grads
-    return build
-
-
-def band(dim: int, start: int, stop: int, factor: float) -> Callable[[Tensor], Tensor]:
-    """Indices start..stop-1 of `dim` multiplied by factor (0: never written)."""
-
-    def f(t: Tensor) -> Tensor:
-        t = t.clone()
-        t.narrow(dim, start, stop - start).mul_(factor)
-        return t
-    return f
-
-
-def border(t: Tensor) -> Tensor:
-    """The 1-wide border of the last two dims left at zero (a boundary case not handled)."""
-    out = torch.zeros_like(t)
-    out[..., 1:-1, 1:-1] = t[..., 1:-1, 1:-1]
-    return out
-
-
-#: the tile of the tiled backward (a kernel's BLOCK)
-TILE = 8
-
-
-def whole_tiles(t: Tensor) -> Tensor:
-    """Only n // TILE whole tiles of the last dim written: the remainder is dropped."""
-    out = torch.zeros_like(t)
-    n = t.shape[-1] // TILE * TILE
-    out[..., :n] = t[..., :n]
-    return out
-
-
-#: an approximate method's error: 0.5% that varies element by element
-APPROX = 5e-3
-
-
-def approx(t: Tensor) -> Tensor:
-    wobble = torch.cos(torch.arange(t.numel(), dtype=t.dtype, device=t.device)).view(t.shape)
-    return t * (1 + APPROX * wobble)
-
-
-def nochain(op: BaseOp) -> GradFn:
-    return lambda xs, g: op.grads(xs, torch.ones_like(g))
-
-
-def swapped(op: BaseOp) -> GradFn:
-    return lambda xs, g: tuple(reversed(op.grads(xs, g)))
-
-
-def raw_grad_output(op: BaseOp) -> GradFn:
-    return lambda xs, g: op.grads(xs, raw(g))
-
-
-def inplace_grad_output(op: BaseOp) -> GradFn:
-    """Saves an allocation: the (unary) gradient written into grad_output and returned."""
-
-    def grads(xs: tuple[Tensor, ...], g: Tensor) -> Grads:
-        (gx,) = op.grads(xs, g)
-        assert gx is not None
-        return (g.copy_(gx),)
-    return grads
-
-
-def inplace_saved(op: BaseOp) -> GradFn:
-    """The gradient is right, but backward scales a saved input in place afterwards."""
-
-    def grads(xs: tuple[Tensor, ...], g: Tensor) -> Grads:
-        out = op.grads(xs, g)
-        xs[0].mul_(2)
-        return out
-    return grads
-
-
-def one_short(op: BaseOp) -> GradFn:
-    return lambda xs, g: op.grads(xs, g)[:-1]
-
-
-def detached(op: BaseOp) -> GradFn:
-    """Backward computed from detached inputs: first order right, its own derivative lost."""
-    return lambda xs, g: op.grads(tuple(x.detach() for x in xs), g)
-
-
-def in_float32(op: BaseOp) -> GradFn:
-    """A float64 backward computed in float32 and cast back."""
-    return lambda xs, g: tuple(t.to(g.dtype) if t is not None else None
-                               for t in op.grads(tuple(x.float() for x in xs), g.float()))
-
-
-def detached_grad_output(op: BaseOp) -> GradFn:
-    """Backward from a detached grad_output: first order right, d(gradient)/d(grad_output)
-    lost (a gradient penalty through it is wrong)."""
-    return lambda xs, g: op.grads(xs, g.detach())
-
-
-def scaled(c: float, which: Sequence[int] | None = None) -> Mutate:
-    return on(which, lambda t: c * t)
 
 
 CF = frozenset({"constant_factor"})
@@ -264,47 +147,27 @@ MUTATIONS: dict[str, tuple[Mutate, frozenset[str], str]] = {
 PENDING = {"f32": "precision_loss", "approx": "approximate"}
 
 
-# --------------------------------------------------------------------------------------------
-# mixed errors: one term of a multi-term derivative wrong.  The per-element ratio to the right
-# gradient varies, so no constant factor, sign or transpose names the cause: right set EMPTY.
-
-
-def _unary(f: Callable[[Tensor, Tensor], Tensor]) -> Mutate:
-    return lambda op: lambda xs, g: (f(xs[0], g),)
-
-
-def _layernorm_without(term: str) -> Mutate:
-    def build(op: BaseOp) -> GradFn:
-        def grads(xs: tuple[Tensor, ...], g: Tensor) -> Grads:
-            xhat, inv = layernorm_parts(xs[0])
-            mg = g.mean(-1, keepdim=True)
-            mgx = (g * xhat).mean(-1, keepdim=True)
-            return (inv * (g - xhat * mgx) if term == "mean" else inv * (g - mg),)
-        return grads
-    return build
-
-
 #: (op, name) -> (mutation, what the bug is)
 MIXED: dict[tuple[str, str], tuple[Mutate, str]] = {
-    ("gelu", "no3"): (_unary(lambda x, g: g * gelu_grad(x, cubic=1.0)),
+    ("gelu", "no3"): (unary(lambda x, g: g * gelu_grad(x, cubic=1.0)),
                       "GELU (tanh): the 3 of d(x^3)/dx forgotten"),
-    ("silu", "term2"): (_unary(lambda x, g: g * silu_grad(x, second=2.0)),
+    ("silu", "term2"): (unary(lambda x, g: g * silu_grad(x, second=2.0)),
                         "SiLU: the x * sigmoid'(x) term doubled"),
-    ("sinx", "cos2"): (_unary(lambda x, g: g * (2 * torch.cos(x) * x + torch.sin(x))),
+    ("sinx", "cos2"): (unary(lambda x, g: g * (2 * torch.cos(x) * x + torch.sin(x))),
                        "sin(x) * x: the cos term doubled"),
-    ("sinx", "dropterm"): (_unary(lambda x, g: g * torch.cos(x) * x),
+    ("sinx", "dropterm"): (unary(lambda x, g: g * torch.cos(x) * x),
                            "sin(x) * x: product rule, the sin(x) term dropped"),
-    ("softplus2", "beta"): (_unary(lambda x, g: g * torch.sigmoid(x)),
+    ("softplus2", "beta"): (unary(lambda x, g: g * torch.sigmoid(x)),
                             "softplus(beta=2): sigmoid(x) instead of sigmoid(beta x)"),
-    ("tanh", "nosquare"): (_unary(lambda x, g: g * (1 - torch.tanh(x))),
+    ("tanh", "nosquare"): (unary(lambda x, g: g * (1 - torch.tanh(x))),
                            "tanh: 1 - y instead of 1 - y^2"),
-    ("sigmoid", "plus"): (_unary(lambda x, g: g * torch.sigmoid(x) * (1 + torch.sigmoid(x))),
+    ("sigmoid", "plus"): (unary(lambda x, g: g * torch.sigmoid(x) * (1 + torch.sigmoid(x))),
                           "sigmoid: s (1 + s) instead of s (1 - s)"),
-    ("layernorm", "nomean"): (_layernorm_without("mean"),
+    ("layernorm", "nomean"): (layernorm_without("mean"),
                               "layernorm: the mean(grad) term dropped"),
-    ("layernorm", "noxhat"): (_layernorm_without("xhat"),
+    ("layernorm", "noxhat"): (layernorm_without("xhat"),
                               "layernorm: the xhat * mean(grad * xhat) term dropped"),
-    ("softmax", "nosum"): (_unary(lambda x, g: torch.softmax(x, -1) * g),
+    ("softmax", "nosum"): (unary(lambda x, g: torch.softmax(x, -1) * g),
                            "softmax: the sum(grad * s) term dropped"),
     ("div", "nox"): (lambda op: lambda xs, g: (g / xs[1], -g / xs[1] ** 2),
                      "x / y: d/dy written as -1 / y^2 (the x forgotten)"),
