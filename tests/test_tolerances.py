@@ -145,6 +145,16 @@ def test_a_float32_backward_of_a_float64_function_is_precision_loss() -> None:
     assert twin.passed, failures(twin)
 
 
+def test_a_float32_forward_of_a_float64_function_is_precision_loss() -> None:
+    r = gradlab.check(tf.Float32Forward, example(), reference=tf.reference)
+    forward = next(x for x in r.rows if x.variant == "base" and x.check == "forward")
+    assert forward.status == "fail" and forward.findings[0].hint == "precision_loss", failures(r)
+    jacobian = next(x for x in r.rows if x.check == "jacobian")
+    # its finite differences are float32 rounding over a step of 1e-6: noise, no factor
+    assert jacobian.status == "fail" and jacobian.hint == "precision_loss", failures(r)
+    assert all(f.hint != "constant_factor" for f in jacobian.findings), failures(r)
+
+
 def cli(spec: str, capsys: pytest.CaptureFixture[str], tmp_path: Path,
         *extra: str) -> tuple[int, str]:
     code, out, err = run_cli(["check", str(TOLS / spec), "--no-isolate", "--report-dir",
@@ -163,6 +173,8 @@ def test_through_specs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> No
     assert code == 1 and "jacobian" in out, out
     code, out = cli("float32_backward.yaml", capsys, tmp_path)
     assert code == 1 and "precision_loss" in out and "second_order_only" not in out, out
+    code, out = cli("float32_forward.yaml", capsys, tmp_path)
+    assert code == 1 and "precision_loss" in out and "constant_factor" not in out, out
     code, out = cli("exact.yaml", capsys, tmp_path)
     assert code == 0, out
 

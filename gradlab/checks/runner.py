@@ -35,7 +35,7 @@ from gradlab.checks.jacobian import Backward, build_backward
 from gradlab.checks.numerical import jacobian_check
 from gradlab.checks.plan import Item, enabled_checks
 from gradlab.checks.rawbackward import grad_output_as
-from gradlab.checks.second_order import second_order_row
+from gradlab.checks.second_order import blame_precision, second_order_row
 from gradlab.checks.variants import Baseline, variant_rows
 from gradlab.model import Case, Target
 from gradlab.repro import save_failures
@@ -144,6 +144,7 @@ def numerical_rows(target: Target, case: Case, device: str, options: Options,
             r = jacobian_check(ctx, "jacobian", target.op.function, inputs,
                                target.op.numerical_tolerance(target.numerical_dtype), gen, bw=bw)
             first_ok = not r.failed
+            blame_precision(r, ctx, target.op, inputs, gen, outputs=True)
             if r.failed:  # did the Function draw random numbers, in forward or in backward?
                 rng_replayed([r], run_once(target.op.function, inputs.clone(), None,
                                            torch.Generator().manual_seed(seed)))

@@ -79,3 +79,24 @@ def exact(x: Tensor) -> Tensor:
 def float32_backward(x: Tensor) -> Tensor:
     """Float32Backward as a callable (for specs)."""
     return Float32Backward.apply(x)
+
+
+class Float32Forward(torch.autograd.Function):
+    """sin(x) * x in float64 whose forward rounds through float32 (a real package's float64
+    Function computing in float32 inside): only float32-accurate, its finite differences noise;
+    backward is right."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.save_for_backward(x)
+        return (torch.sin(x.float()) * x.float()).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return g * _derivative(x)
+
+
+def float32_forward(x: Tensor) -> Tensor:
+    """Float32Forward as a callable (for specs)."""
+    return Float32Forward.apply(x)
