@@ -322,7 +322,7 @@ def one_variant(ctx: CaseContext, v: Variant, b: Baseline, judge: Judge,
         for r in [r for r in rows if r.check == "forward" and not r.failed]:
             ctx.rows.remove(r)
     if ctx.op.reference is None:
-        without_reference(v, [r for r in rows if r in ctx.rows])
+        without_reference(v, [r for r in rows if any(r is x for x in ctx.rows[n_before:])])
     if "contract" in checks:
         contract_row(ctx, v.name, got.contract, passing=False)
     failing = [r for r in ctx.rows[n_before:] if r.failed and r.check != "contract"]
