@@ -232,11 +232,20 @@ class OpDef:
         finite differences are no more accurate than that)."""
         if self.fd_tolerance is not None:
             return self.fd_tolerance
-        user = self.tolerances.get(dtype)
-        if user is None:
-            return GRADCHECK_TOLERANCE
-        return Tolerance(max(GRADCHECK_TOLERANCE.atol, user.atol),
-                         max(GRADCHECK_TOLERANCE.rtol, user.rtol))
+        return loosest(GRADCHECK_TOLERANCE, self.tolerances.get(dtype))
+
+    def autocast_tolerance(self, dtype: str, input_dtype: str) -> Tolerance:
+        """The autocast check's tolerance: `dtype`'s (the autocast dtype; the user's when set),
+        loosened per component to the user's tolerance for the inputs' dtype where one was set:
+        an error by design (an approximate method) stays under autocast, beside its rounding."""
+        return loosest(self.tolerance(dtype), self.tolerances.get(input_dtype))
+
+
+def loosest(base: Tolerance, other: Tolerance | None) -> Tolerance:
+    """`base` loosened per component to `other` (base itself when other is None)."""
+    if other is None:
+        return base
+    return Tolerance(max(base.atol, other.atol), max(base.rtol, other.rtol))
 
 
 @dataclass(frozen=True)

@@ -100,3 +100,22 @@ class Float32Forward(torch.autograd.Function):
 def float32_forward(x: Tensor) -> Tensor:
     """Float32Forward as a callable (for specs)."""
     return Float32Forward.apply(x)
+
+
+#: How far the rough backward is off by design: well beyond bfloat16's default tolerance (5e-2
+#: relative, plus 5e-2 of the scale).
+ROUGH_ERROR = 0.3
+
+
+class RoughSinX(torch.autograd.Function):
+    """sin(x) * x whose backward is off by up to 30% by design (a coarse approximation)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.save_for_backward(x)
+        return torch.sin(x) * x
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return g * _derivative(x) * (1 + ROUGH_ERROR * torch.sin(3 * x))
