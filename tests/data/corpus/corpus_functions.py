@@ -116,6 +116,10 @@ MUTATIONS: dict[str, tuple[Mutate, frozenset[str], str]] = {
     "zero0": (on((0,), torch.zeros_like), H("zero", "missing"), "input 0's gradient zero"),
     "zero1": (on((1,), torch.zeros_like), H("zero", "missing"), "input 1's gradient zero"),
     "rows": (on((0,), band(0, 1, 3, 3.0)), H("index_range"), "rows 1..2 of the gradient x3"),
+    "row0": (on((0,), band(0, 0, 1, 0.0)), H("index_range"),
+             "row 0 of the gradient never written (a loop from 1)"),
+    "lastcol": (on((0,), band(1, 5, 6, 0.0)), H("index_range"),
+                "the last of 6 columns never written (a loop to n - 1)"),
     "cols0": (on((0,), band(1, 2, 5, 0.0)), H("index_range"),
               "columns 2..4 of the gradient never written"),
     "chan1": (on((1,), band(0, 1, 2, 2.0)), H("index_range"),
@@ -171,6 +175,13 @@ MIXED: dict[tuple[str, str], tuple[Mutate, str]] = {
                            "softmax: the sum(grad * s) term dropped"),
     ("div", "nox"): (lambda op: lambda xs, g: (g / xs[1], -g / xs[1] ** 2),
                      "x / y: d/dy written as -1 / y^2 (the x forgotten)"),
+    # the weight (not the gradient) transposed: no hint's words fit
+    ("linear", "wT"): (lambda op: lambda xs, g: (g @ xs[1].T, g.T @ xs[0], g.sum(0)),
+                       "linear: grad_x = grad @ W.T instead of grad @ W"),
+    ("matmul", "noT"): (lambda op: lambda xs, g: (g @ xs[1], xs[0].T @ g),
+                        "matmul: grad_a = grad @ b, the transpose of b forgotten"),
+    ("exp", "absg"): (unary(lambda x, g: g.abs() * torch.exp(x)),
+                      "exp: |grad_output| instead of grad_output"),
 }
 
 #: (op, mutation, shapes): the generated entries (shapes None: the op's own)
@@ -180,6 +191,8 @@ GENERATED: list[tuple[str, str, tuple[tuple[int, ...], ...] | None]] = [
     ("exp", "approx1e-5", None),
     ("exp", "tiles", ((3, 20),)),
     ("exp", "tiles", ((1, 2, 3, 30),)),
+    ("exp", "row0", None),
+    ("exp", "lastcol", ((4, 6),)),
     *[("tanh", m, None) for m in ("x0.5", "neg", "nochain", "t0", "none0", "inplacesaved",
                                   "detach", "f32")],
     ("tanh", "tiles", ((3, 16),)),
@@ -200,6 +213,11 @@ GENERATED: list[tuple[str, str, tuple[tuple[int, ...], ...] | None]] = [
     *[("conv2d", m, None) for m in ("x2", "neg", "nochain", "none1", "border0", "chan1")],
 ]
 
+#: entries made again in float32 (the bug in a float32 model; precision_loss must not fire)
+FLOAT32 = [("exp", "x2"), ("matmul", "t1"), ("sigmoid", "nochain"), ("conv2d", "border0"),
+           ("mul", "swap"), ("tanh", "neg")]
+MIXED_FLOAT32 = [("softmax", "nosum"), ("gelu", "no3"), ("silu", "term2")]
+
 #: where exactly the wrong elements of a pattern entry lie (corpus_ops.Entry.where)
 WHERE: dict[str, tuple[str, tuple[int, ...], int, int]] = {
     "sigmoid-rows": ("slice", (0,), 1, 3),
@@ -210,6 +228,9 @@ WHERE: dict[str, tuple[str, tuple[int, ...], int, int]] = {
     "exp-tiles@1x2x3x30": ("tail", (3,), 24, 30),
     "softplus-border0@6x6": ("border", (0, 1), 0, 1),
     "conv2d-border0": ("border", (2, 3), 0, 1),
+    "conv2d-border0@f32": ("border", (2, 3), 0, 1),
+    "exp-row0": ("slice", (0,), 0, 1),
+    "exp-lastcol@4x6": ("slice", (1,), 5, 6),
 }
 #: words a right finding must say: a second-order finding names the grad_output as one
 SAYS = {"mul-detachg": "grad_output"}
@@ -228,20 +249,22 @@ def _twin(op: BaseOp) -> type[Function]:
     return globals().get(name) or wrap(name, op, op.grads)
 
 
-def _args(op: BaseOp, shapes: tuple[tuple[int, ...], ...] | None) -> Callable[[], list[Any]]:
-    return lambda: example(op, 0, shapes)
+def _args(op: BaseOp, shapes: tuple[tuple[int, ...], ...] | None,
+          dtype: torch.dtype) -> Callable[[], list[Any]]:
+    return lambda: example(op, 0, shapes, dtype)
 
 
 def _entry(op_name: str, key: str, mutate: Mutate, right: frozenset[str], cause: str, *,
            shapes: tuple[tuple[int, ...], ...] | None = None, pending: str = "",
-           **flags: bool) -> Entry:
+           dtype: torch.dtype = torch.float64, **flags: bool) -> Entry:
     op = OPS[op_name]
     size = "x".join(str(n) for n in shapes[0]) if shapes else ""
-    eid = f"{op_name}-{key}" + (f"@{size}" if size else "")
+    eid = (f"{op_name}-{key}" + (f"@{size}" if size else "")
+           + ("@f32" if dtype == torch.float32 else ""))
     broken = wrap(_ident(eid), op, mutate(op), doc=f"BROKEN: {cause}", **flags)
-    return Entry(eid, broken, _twin(op), op.fwd, _args(op, shapes), right, cause,
-                 twin_id=f"{op_name}{list(shapes) if shapes else ''}", pending=pending,
-                 where=WHERE.get(eid), says=SAYS.get(eid, ""))
+    twin_id = f"{op_name}{list(shapes) if shapes else ''}{dtype}"
+    return Entry(eid, broken, _twin(op), op.fwd, _args(op, shapes, dtype), right, cause,
+                 twin_id=twin_id, pending=pending, where=WHERE.get(eid), says=SAYS.get(eid, ""))
 
 
 def generated() -> list[Entry]:
@@ -255,6 +278,10 @@ def generated() -> list[Entry]:
                    "inputs kept detached on ctx instead of save_for_backward", stash=True)
             for op in STASHED]
     out += [_entry(op, key, mutate, NONE, cause) for (op, key), (mutate, cause) in MIXED.items()]
+    f32 = torch.float32
+    out += [_entry(op, m, *MUTATIONS[m], dtype=f32) for op, m in FLOAT32]
+    out += [_entry(op, key, MIXED[op, key][0], NONE, MIXED[op, key][1], dtype=f32)
+            for op, key in MIXED_FLOAT32]
     return out
 
 
