@@ -141,6 +141,11 @@ def replay() -> None:
         _CASES[-1].restore()
 
 
+def rng_device() -> str:
+    """The device whose generators the current case replays besides the CPU's ('cpu': none)."""
+    return "cuda" if _CASES and _CASES[-1].cuda is not None else "cpu"
+
+
 def rng_now() -> RngState:
     """The generators' state now (CUDA's too inside a CUDA case, or once CUDA is started):
     compared before and after a call, it says whether the call drew random numbers."""

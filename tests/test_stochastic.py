@@ -39,6 +39,7 @@ CORRECT: dict[str, tuple[Any, Callable[..., Any], int]] = {
 BROKEN = {
     "fresh_mask": (sf.FreshMaskDropout, sf.dropout_reference, 1),
     "late_state": (sf.LateStateDropout, sf.dropout_reference, 1),
+    "unmasked": (sf.UnmaskedDropout, sf.dropout_reference, 1),
 }
 
 
@@ -92,6 +93,20 @@ def test_a_backward_that_does_not_replay_fails_with_rng_replay(name: str) -> Non
     for r in report.failures:
         assert all(f.hint in ("", "rng_replay") and f.pattern is None for f in r.findings)
     assert "replay" in message(next(r for r in report.failures if r.check == "gradient"))
+
+
+def test_a_stochastic_function_wrong_for_another_reason_gets_no_rng_hint(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Additive noise: neither its backward nor the right one needs the draws, so they cannot
+    be what is wrong (a second run from another RNG state gives the same gradients)."""
+    report = gradlab.check(sf.NoisyScaleWrongGrad, args(2), reference=sf.noisy_scale_reference)
+    failed = {(r.variant, r.check): r.hint for r in report.failures}
+    assert ("base", "gradient") in failed and ("base", "jacobian") in failed
+    assert "rng_replay" not in failed.values(), failures(report)
+    monkeypatch.chdir(STOCHASTIC)
+    result = CliRunner().invoke(app, ["check", "noisy_wrong_grad.yaml", "--no-isolate",
+                                      "--report-dir", str(tmp_path)])
+    assert result.exit_code == 1 and "rng_replay" not in result.output, result.output
 
 
 @pytest.mark.parametrize("name", sorted(CORRECT) + sorted(BROKEN))
@@ -208,6 +223,25 @@ def test_the_rng_replay_decision(drew: bool, drew_backward: bool, hint: str,
     # a finding keeps a hint a mask cannot imitate, and loses one it can
     chance = want == "rng_replay" and hint not in RNG_INDEPENDENT_HINTS
     assert r.findings[0].hint == ("" if chance else hint)
+
+
+def test_draws_no_gradient_follows_are_no_cause() -> None:
+    """Forward drew, but no gradient changes with the draws: the hint stays (asked once)."""
+    asked: list[int] = []
+
+    def follows() -> bool:
+        asked.append(1)
+        return False
+
+    run = Run([], [], drew=True)
+    assert rng_hint(run, "", follows) == "" and rng_hint(run, "index_range", follows) == \
+        "index_range"
+    rows = [row(""), row("")]
+    rng_replayed(rows, run, follows)
+    assert [r.hint for r in rows] == ["", ""] and len(asked) == 3
+    # a backward that drew is decisive: nothing asked
+    assert rng_hint(Run([], [], drew=True, drew_backward=True), "", follows) == "rng_replay"
+    assert len(asked) == 3
 
 
 def test_contract_findings_of_a_drawing_backward_are_rng_replay() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,7 +14,7 @@ from gradlab.cases import Inputs, copy_like, flat_outputs, standard_normal
 from gradlab.checks import contract
 from gradlab.checks.rawbackward import direct_backward, grad_output_as, raw_backward
 from gradlab.results import CheckRow, Finding
-from gradlab.torchstate import replay, rng_now
+from gradlab.torchstate import case_rng, preserved_rng, replay, rng_device, rng_now
 
 
 @dataclass
@@ -172,20 +173,40 @@ RNG_INDEPENDENT_HINTS = frozenset({"missing", "constant_factor", "sign", "no_cha
                                    "wrong_shape", "wrong_dtype", "wrong_device"})
 
 
-def rng_hint(run: Run, hint: str) -> str:
+def rng_hint(run: Run, hint: str, follows: Callable[[], bool] | None = None) -> str:
     """The hint of a failing gradient (or Jacobian) of `run`'s Function: `rng_replay` when
     its random draws are the likely cause, else `hint`.
 
     Every evaluation of a case starts from one RNG state, so a Function whose backward replays
     forward's draws agrees with its reference; a failure is then the draws' fault when backward
     moved the generators (it drew numbers of its own: decisive, whatever the error looks like),
-    or when forward drew and the failure has no hint that a wrong mask cannot produce (a
-    backward replaying from the wrong state moves nothing)."""
+    or when forward drew, the failure has no hint that a wrong mask cannot produce (a backward
+    replaying from the wrong state moves nothing) and a gradient follows the draws
+    (`follows`, see draws_matter: where neither the Function's nor the reference's gradient
+    needs them, as additive noise's, the gradient is wrong for another reason)."""
     if run.drew_backward:
         return "rng_replay"
-    if run.drew and hint not in RNG_INDEPENDENT_HINTS:
+    if run.drew and hint not in RNG_INDEPENDENT_HINTS and (follows is None or follows()):
         return "rng_replay"
     return hint
+
+
+#: The seed of the second run that tells whether a gradient follows forward's draws (any seed
+#: other than the case's: two states draw other numbers).
+OTHER_SEED = 7919
+
+
+def draws_followed(fn: Callable[..., Any], inputs: Inputs, run: Run,
+                   gen: torch.Generator) -> bool:
+    """True when `fn`'s gradients (those of `run`, from the case's RNG state) change when its
+    forward starts from another state: only then can its draws explain a wrong gradient."""
+    if not run.grad_outs64:
+        return False
+    with preserved_rng(), case_rng(OTHER_SEED, rng_device()):
+        again = run_once(fn, inputs.clone(), run.grad_outs64, gen)
+    return again.error is None and any(
+        a is not None and b is not None and not torch.equal(a, b)
+        for a, b in zip(run.grads, again.grads, strict=False))
 
 
 #: Contract findings a backward drawing numbers of its own makes by itself: run again on the
@@ -193,11 +214,14 @@ def rng_hint(run: Run, hint: str) -> str:
 RNG_CONTRACT_HINTS = frozenset({"not_reentrant", "state_outside_ctx"})
 
 
-def rng_replayed(rows: Sequence[CheckRow], run: Run) -> None:
+def rng_replayed(rows: Sequence[CheckRow], run: Run,
+                 follows: Callable[[], bool] | None = None) -> None:
     """Failing gradient or jacobian rows of `run`'s Function given `rng_hint`'s verdict; where
     it is rng_replay, the findings lose the hints a mismatch of two masks gives by chance (a
     range, a tail tile, a passing tolerance): those would send the user to the wrong place.
-    A contract row's re-entrancy findings become rng_replay when backward drew numbers."""
+    A contract row's re-entrancy findings become rng_replay when backward drew numbers.
+    follows: see rng_hint (asked once at most)."""
+    follows = functools.cache(follows) if follows is not None else None
     for row in rows:
         if row.check == "contract":
             if run.drew_backward and row.hint in RNG_CONTRACT_HINTS:
@@ -205,12 +229,37 @@ def rng_replayed(rows: Sequence[CheckRow], run: Run) -> None:
                 for f in row.findings:
                     f.hint = "rng_replay" if f.hint in RNG_CONTRACT_HINTS else f.hint
             continue
-        row.hint = rng_hint(run, row.hint)
+        row.hint = rng_hint(run, row.hint, follows)
         if row.hint != "rng_replay":
             continue
         for f in row.findings:
             if f.hint not in RNG_INDEPENDENT_HINTS:
                 f.hint, f.pattern, f.passing_tolerance = "", None, None
+
+
+def draws_matter(runs: Sequence[tuple[Callable[..., Any], Inputs, Run]],
+                 gen: torch.Generator) -> Callable[[], bool]:
+    """Whether the gradient of any of the (callable, inputs, its run from the case's state)
+    follows the draws: the Function's (a backward drawing from the wrong state) or the
+    reference's (the right gradient needs forward's draws, a dropout's mask, and a backward
+    ignoring them is wrong for that reason).  Asked only when needed (a run each)."""
+    return lambda: any(draws_followed(fn, inputs, run, gen) for fn, inputs, run in runs)
+
+
+def rng_judged(rows: Sequence[CheckRow], fn: Callable[..., Any], inputs: Inputs,
+               gen: torch.Generator, reference: Callable[..., Any] | None = None) -> None:
+    """rng_replayed for failing rows made without a run of `fn` at hand (the jacobian
+    check's): one forward and backward of `fn` on copies of `inputs` says what drew."""
+    run = run_once(fn, inputs.clone(), None, gen)
+
+    def follows() -> bool:
+        runs = [(fn, inputs, run)]
+        if reference is not None:
+            runs.append((reference, inputs, run_once(reference, inputs.clone(),
+                                                     run.grad_outs64 or None, gen)))
+        return draws_matter(runs, gen)()
+
+    rng_replayed(rows, run, follows)
 
 
 def as_dtypes_of(inputs: Inputs, like: Inputs) -> Inputs:

@@ -30,7 +30,14 @@ from gradlab.checks.contract import (
     contract_row,
     differentiability,
 )
-from gradlab.checks.execute import Run, as_dtypes_of, rng_replayed, run_once
+from gradlab.checks.execute import (
+    Run,
+    as_dtypes_of,
+    draws_matter,
+    rng_judged,
+    rng_replayed,
+    run_once,
+)
 from gradlab.checks.jacobian import Backward, build_backward
 from gradlab.checks.numerical import jacobian_check
 from gradlab.checks.plan import Item, enabled_checks
@@ -69,7 +76,9 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
         # the variants compare what the Function differentiates (see as_differentiated)
         ctx.target = as_differentiated(target, got.outs)
         rows = compare_runs(ctx, "base", got, want, inputs, op.tolerance(dtype), checks=checks)
-        rng_replayed([r for r in rows if r.failed and r.check == "gradient"], got)
+        rng_replayed([r for r in rows if r.failed and r.check == "gradient"], got,
+                     draws_matter([(op.function, inputs, got), (op.reference, ref_inputs, want)],
+                                  gen))
         if any(r.failed and r.check == "gradient" for r in rows) and not rows[-1].hint:
             if chain_rule_ignored(op.function, inputs.clone(), gen):
                 rows[-1].hint = "no_chain_rule"
@@ -146,8 +155,8 @@ def numerical_rows(target: Target, case: Case, device: str, options: Options,
             first_ok = not r.failed
             blame_precision(r, ctx, target.op, inputs, gen, outputs=True)
             if r.failed:  # did the Function draw random numbers, in forward or in backward?
-                rng_replayed([r], run_once(target.op.function, inputs.clone(), None,
-                                           torch.Generator().manual_seed(seed)))
+                rng_judged([r], target.op.function, inputs, torch.Generator().manual_seed(seed),
+                           target.op.reference)
         except Exception as exc:
             first_ok, bw = False, None
             ctx.crash_row("base", "jacobian", exc, seconds=time.perf_counter() - t0)

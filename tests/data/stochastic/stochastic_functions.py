@@ -6,8 +6,9 @@
 - MaskedDropout: dropout that saves its mask (save_for_backward);
 - NoisyScale: x * w + sigma * randn_like(x), the noise drawn in forward only (its backward
   needs no random numbers);
-- the broken twins of LeanDropout: backward draws a fresh mask (FreshMaskDropout), or replays
-  the state taken after drawing (LateStateDropout).
+- the broken twins of LeanDropout: backward draws a fresh mask (FreshMaskDropout), replays
+  the state taken after drawing (LateStateDropout), or forgets the mask (UnmaskedDropout);
+- NoisyScaleWrongGrad: a stochastic Function broken for another reason (a wrong formula).
 
 Each draws with `torch.rand_like(x)` (or randn_like), as its plain-autograd reference does, so
 both draw the same numbers from the same state.
@@ -123,3 +124,22 @@ class NoisyScale(torch.autograd.Function):
 def noisy_scale_reference(x: Tensor, w: Tensor) -> Tensor:
     """NoisyScale in plain autograd."""
     return x * w + SIGMA * torch.randn_like(x)
+
+
+class NoisyScaleWrongGrad(NoisyScale):
+    """Broken, but not by its draws: the gradient of w is x * x instead of x (neither this
+    backward nor the right one needs the noise, so rng_replay would name the wrong cause)."""
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+        x, w = ctx.saved_tensors
+        return g * w, g * x * x
+
+
+class UnmaskedDropout(LeanDropout):
+    """Broken: backward forgets the mask (scales every element), so the draws forward made
+    are not replayed at all."""
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        return g / (1 - P)
