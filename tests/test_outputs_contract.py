@@ -177,3 +177,26 @@ def test_a_second_forward_that_raises_skips_the_state_check() -> None:
     r = gradlab.check(SortedOnly, [x], reference=of.square_reference, checks=["contract"],
                       variants=False)
     assert [(x.check, x.status) for x in r.rows] == [("contract", "pass")]
+
+
+class ExpGradInPlace(torch.autograd.Function):
+    """exp whose backward writes its gradient into grad_output (a contract bug of its own)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        y = x.exp()
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        (y,) = ctx.saved_tensors
+        return g.mul_(y)
+
+
+def test_a_grad_output_written_in_place_is_not_taken_for_state_outside_ctx() -> None:
+    """The state check's backward gets grad_outputs copied before any backward wrote them."""
+    r = gradlab.check(ExpGradInPlace, example((3, 4)), reference=torch.exp,
+                      checks=["contract"], variants=False)
+    (row,) = r.rows
+    assert [f.hint for f in row.findings] == ["inplace_grad_output"], message(row)

@@ -203,10 +203,13 @@ def backward_checks(fn: Callable[..., Any], outs: Sequence[Tensor], inputs: Inpu
                     tol: Tolerance) -> tuple[list[Finding], str]:
     """The contract checks that run backward again on a run's graph (its gradients `first`):
     re-entrancy (`backward_again`), then, when that held, state kept outside ctx."""
+    # copies taken first: a backward that writes its grad_output (a finding of its own) must
+    # not hand the state check other values
+    fresh = [g.clone() for g in grad_outputs]
     found, note = backward_again(outs, inputs, grad_outputs, first, tol)
     if found:
         return found, note
-    return state_outside_ctx(fn, outs, inputs, grad_outputs, first, tol), note
+    return state_outside_ctx(fn, outs, inputs, fresh, first, tol), note
 
 
 def differentiability(got: Sequence[Tensor], want: Sequence[Tensor]
