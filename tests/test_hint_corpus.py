@@ -10,6 +10,7 @@ Entries whose hint another change introduces are xfail (not strict) until it lan
 
 from __future__ import annotations
 
+import re
 import sys
 from functools import cache
 
@@ -79,6 +80,17 @@ def test_right_finding_says(entry_id: str) -> None:
     j = judged(entry_id)
     texts = [text for hint, text in j.verdict.findings if hint in j.entry.right]
     assert any(j.entry.says in t for t in texts), texts
+
+
+def test_no_finding_names_an_input_the_function_lacks() -> None:
+    """Second order differentiates (inputs, grad_outputs): a grad_output is named as one, never
+    as 'input n' past the Function's own inputs."""
+    wrong = []
+    for e in CORPUS:
+        n = len(e.args())
+        for _, text in judged(e.id).verdict.findings:
+            wrong += [(e.id, text) for i in re.findall(r"\binput (\d+)", text) if int(i) >= n]
+    assert not wrong, wrong
 
 
 def test_no_constant_input_advice_where_it_does_not_apply() -> None:

@@ -233,7 +233,7 @@ WHERE: dict[str, tuple[str, tuple[int, ...], int, int]] = {
     "exp-lastcol@4x6": ("slice", (1,), 5, 6),
 }
 #: words a right finding must say: a second-order finding names the grad_output as one
-SAYS = {"mul-detachg": "grad_output"}
+SAYS = {"mul-detachg": "grad_output 0"}
 
 #: ops whose forward reads its inputs' raw memory; ops that keep their inputs on ctx
 RAW_INPUT = ("exp", "tanh", "mul", "matmul")
@@ -259,10 +259,10 @@ def _entry(op_name: str, key: str, mutate: Mutate, right: frozenset[str], cause:
            dtype: torch.dtype = torch.float64, **flags: bool) -> Entry:
     op = OPS[op_name]
     size = "x".join(str(n) for n in shapes[0]) if shapes else ""
-    eid = (f"{op_name}-{key}" + (f"@{size}" if size else "")
-           + ("@f32" if dtype == torch.float32 else ""))
+    tag = (f"@{size}" if size else "") + ("@f32" if dtype == torch.float32 else "")
+    eid = f"{op_name}-{key}{tag}"
     broken = wrap(_ident(eid), op, mutate(op), doc=f"BROKEN: {cause}", **flags)
-    twin_id = f"{op_name}{list(shapes) if shapes else ''}{dtype}"
+    twin_id = f"{op_name}{tag}"
     return Entry(eid, broken, _twin(op), op.fwd, _args(op, shapes, dtype), right, cause,
                  twin_id=twin_id, pending=pending, where=WHERE.get(eid), says=SAYS.get(eid, ""))
 
