@@ -80,6 +80,17 @@ def test_channels_last_and_size1_variants_pass_for_a_stochastic_function() -> No
     assert "channels_last[0]" in variants and "size1[0.0]" in variants
 
 
+@pytest.mark.parametrize("fn", [sf.LeanDropout, sf.MaskedDropout], ids=lambda f: f.__name__)
+def test_without_a_reference_the_layout_variants_draw_alike(fn: Any) -> None:
+    """The Function's own run is the expectation: on a transposed or channels_last input it
+    is its run on that layout (rand_like draws in memory order), elsewhere its contiguous run."""
+    (x,) = args(1, (2, 3, 4, 5), torch.float32)
+    report = gradlab.check(fn, [x])
+    assert report.passed, failures(report)
+    assert {"transposed[0]", "channels_last[0]", "noncontiguous[0]"} <= {
+        r.variant for r in report.rows}
+
+
 @pytest.mark.parametrize("name", sorted(BROKEN))
 def test_a_backward_that_does_not_replay_fails_with_rng_replay(name: str) -> None:
     fn, ref, n = BROKEN[name]

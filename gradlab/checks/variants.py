@@ -206,9 +206,12 @@ def expected(ctx: CaseContext, v: Variant, b: Baseline, grad_outs64: list[Tensor
     """What the variant must produce: the reference (or base Function run) on its values."""
     fn = ctx.op.reference or ctx.op.function
     dtype = torch.float64 if ctx.op.reference is not None else None
-    if b.stochastic and v.family not in ("grad_output", "requires_grad"):
+    if b.stochastic and v.family not in ("grad_output", "requires_grad") and (
+            ctx.op.reference is not None or v.family in ("transposed", "channels_last")):
         # torch draws per dtype and memory layout (rand_like fills a transposed tensor in
-        # memory order): a stochastic Function's expectation runs on the variant's own inputs
+        # memory order): a stochastic Function's reference runs on the variant's own inputs;
+        # without one, its own run on them only where the draws follow memory order (else its
+        # contiguous run, below, draws the same numbers and says more)
         return run_once(fn, v.inputs.clone(), None if v.family in NEW_SHAPES else grad_outs64,
                         b.gen)
     if v.family == "grad_output" and v.new_values and b.want_inputs is not None:
