@@ -83,7 +83,8 @@ def compare(got: Tensor, want: Tensor, tol: Tolerance, k: int = TOP_K, *, scaled
     # cosine and best-fit ratio of the finite part; the non-finite entries are counted apart
     keep = ~bad & torch.isfinite(g) & torch.isfinite(w)
     stats = ErrorStats(float(err.max()), float(rel.max()), float(wrong.double().mean()),
-                       *_cosine_ratio(g[keep], w[keep]), of, int(bad.sum()))
+                       *_cosine_ratio(g[keep], w[keep]), of, int(bad.sum()),
+                       *ratio_range(g[keep], w[keep]))
     scale = float(w[keep].abs().max()) if bool(keep.any()) else 0.0
     return Diff(stats, worst, wrong, scale)
 
@@ -144,6 +145,51 @@ def _cosine_ratio(g: Tensor | np.ndarray, w: Tensor | np.ndarray) -> tuple[float
     return cosine, ratio
 
 
+#: The per-element ratio got/want is taken only where |want| is above this fraction of the
+#: largest |want|: near-zero expected values give ratios of pure noise (finite-difference
+#: rounding, a tolerance-sized error on a 1e-9 entry) that would hide a real constant factor.
+RATIO_FLOOR = 0.1
+#: Fewer significant elements than this measure no spread: one number is "a constant factor"
+#: of any other, so the factor and sign hints stay silent (silent when unsure).
+MIN_RATIO_ELEMENTS = 2
+#: The quantiles the spread is read between: a few outliers (an element at a kink, rounding
+#: in a low-precision gradient) do not hide a factor that holds everywhere else.
+RATIO_QUANTILES = (0.05, 0.95)
+#: A factor is constant when (ratio_hi - ratio_lo) / |ratio| is at most this: a float32
+#: gradient or a finite difference agrees with a right one to ~1e-6 relative, while a GELU
+#: derivative with a factor 3 forgotten in one term spreads its ratio over 0.71..1.36, and
+#: sin(x) * x with its cos term doubled still spreads 1.99..2.01 at magnitudes of 1000 (the
+#: magnitude variant), where that term dominates.  (bfloat16 rounding, ~1e-2, stays silent.)
+RATIO_SPREAD = 1e-3
+#: A factor must also stand this many spreads away from 1: a GELU derivative whose wrong term
+#: vanishes at large magnitudes has ratios 0.99..1.0 and a best fit of 0.995, tight yet
+#: straddling 1 (most elements right), which is no constant factor.
+FACTOR_CLEARANCE = 2.0
+
+
+def ratio_range(g: Tensor, w: Tensor) -> tuple[float | None, float | None]:
+    """The RATIO_QUANTILES of got/want over the elements where |want| is significant (see
+    RATIO_FLOOR), or (None, None) with fewer than MIN_RATIO_ELEMENTS of them."""
+    if not w.numel():
+        return None, None
+    big = w.abs() > RATIO_FLOOR * float(w.abs().max())
+    if int(big.sum()) < MIN_RATIO_ELEMENTS:
+        return None, None
+    r = (g[big] / w[big]).double()
+    lo, hi = torch.quantile(r, torch.tensor(RATIO_QUANTILES, dtype=torch.float64)).tolist()
+    return float(lo), float(hi)
+
+
+def constant_ratio(s: ErrorStats) -> bool:
+    """True when got/want is one constant (within RATIO_SPREAD) over the significant elements,
+    and that constant is clear of 1 (FACTOR_CLEARANCE): every such element is off by it."""
+    if s.ratio_lo is None or s.ratio_hi is None or not math.isfinite(s.ratio) or s.ratio == 0:
+        return False
+    spread = s.ratio_hi - s.ratio_lo
+    return (spread <= RATIO_SPREAD * abs(s.ratio)
+            and FACTOR_CLEARANCE * spread <= abs(s.ratio - 1))
+
+
 def unravel(flat: int, shape: Sequence[int]) -> tuple[int, ...]:
     """A flat (row-major) index as a tuple of indices into `shape`."""
     idx = []
@@ -164,7 +210,9 @@ def input_elements(d: Diff, i: int, shape: Sequence[int]) -> list[Element]:
 
 
 def factor_hint(d: Diff) -> str:
-    """'constant_factor' / 'sign' / 'zero' when the error has that shape, else ''."""
+    """'constant_factor' / 'sign' / 'zero' when the error has that shape, else ''.
+
+    A factor or a sign only where the per-element ratio is one constant (constant_ratio)."""
     if d.ok:
         return ""
     s = d.stats
@@ -172,6 +220,10 @@ def factor_hint(d: Diff) -> str:
         return "non_finite"
     if abs(s.ratio) < 1e-12 or (s.cosine == 0.0 and s.max_abs > 0 and abs(s.ratio) < 1e-6):
         return "zero"
+    if not constant_ratio(s):
+        # a cosine near 1 alone is no constant factor: one term of a sum wrong by a factor
+        # moves the ratio element by element while the cosine stays at 0.9996
+        return ""
     if s.cosine > 0.999 and abs(s.ratio - 1) > 1e-3:
         return "constant_factor"
     if s.cosine < -0.999:

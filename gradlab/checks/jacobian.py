@@ -202,3 +202,27 @@ def bisect(error_of: Callable[[Tensor], float], n: int, threshold: float, *,
         halves = sorted([(lo, mid, left), (mid, hi, err - left)], key=lambda h: abs(h[2]))
         stack.extend(halves)
     return sorted(found)
+
+
+
+def one_sided(fn: Callable[..., Any], inputs: Inputs, wrt: int, direction: Tensor,
+              eps: float = EPS, keep: Sequence[int] | None = None
+              ) -> tuple[Tensor, Tensor, Tensor]:
+    """(left, central, right) differences along u for args[wrt] = x (over the outputs at
+    positions `keep`, all when None): left (f(x - eps u) - f(x - 2 eps u)) / eps and right
+    (f(x + 2 eps u) - f(x + eps u)) / eps, the slopes just beside x that do not cross it, and
+    the central (f(x + eps u) - f(x - eps u)) / 2 eps across it.  At a kink of f at x (or
+    within eps of it) left and right disagree; at a jump the central one leaves them both."""
+    def at(t: float) -> Tensor:
+        x.detach().copy_(orig + t * u)
+        outs = call(fn, inputs)
+        return _concat(outs if keep is None else [outs[k] for k in keep], torch.float64)
+
+    x = inputs.args[wrt]
+    orig = x.detach().clone()
+    u = direction.to(dtype=x.dtype, device=x.device)
+    try:
+        m2, m1, p1, p2 = at(-2 * eps), at(-eps), at(eps), at(2 * eps)
+    finally:
+        x.detach().copy_(orig)
+    return (m1 - m2) / eps, (p1 - m1) / (2 * eps), (p2 - p1) / eps

@@ -12,11 +12,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from gradlab.cases import Inputs, call, dtype_name
 from gradlab.checks import diagnose as dg
+from gradlab.checks import fdcauses as fd
 from gradlab.checks import jacobian as jac
 from gradlab.checks.compare import chain_rule_ignored
 from gradlab.checks.context import CaseContext
@@ -43,6 +45,8 @@ class InputResult:
 
     stats: ErrorStats
     finding: Finding | None = None
+    #: every wrong entry or probe is a kink in the example values (fdcauses): no finding.
+    kink: bool = False
 
 
 def dense_calls(fn: Callable[..., object], inputs: Inputs, wrt: Sequence[int]) -> int:
@@ -71,7 +75,7 @@ def jacobian_check(ctx: CaseContext, check: str, fn: Callable[..., object], inpu
             # Probes detect (gradcheck's fast_mode cost); a small case is then diagnosed
             # densely.  Should the dense Jacobians agree after all, the probe's failure stands.
             dense = dense_results(fn, inputs, wrt, tol, every_output)
-            if any(r.finding is not None for r in dense.values()):
+            if any(r.finding is not None or r.kink for r in dense.values()):
                 results, mode = dense, "dense"
         mode = "fast" if mode == "auto" else mode
     seconds = time.perf_counter() - t0
@@ -80,8 +84,9 @@ def jacobian_check(ctx: CaseContext, check: str, fn: Callable[..., object], inpu
     findings = [r.finding for r in results.values() if r.finding is not None]
     dtype = dtype_name(inputs.args[wrt[0]].dtype) if wrt else ctx.dtype
     if not findings:
+        kink = "kink" if any(r.kink for r in results.values()) else ""
         return ctx.row("base", check, PASS, max_abs_err=max_abs, max_rel_err=max_rel,
-                       seconds=seconds, mode=mode, dtype=dtype)
+                       seconds=seconds, mode=mode, dtype=dtype, reason=kink)
     hint = next((f.hint for f in findings if f.hint), "")
     if not hint and chain_rule_ignored(fn, inputs, gen):
         hint = "no_chain_rule"
@@ -133,9 +138,15 @@ def dense_results(fn: Callable[..., object], inputs: Inputs, wrt: Sequence[int],
         results[i] = InputResult(d.stats)
         if d.ok:
             continue
+        if d.mask is not None and fd.dense_kinks(
+                fn, numeric_inputs, i, a, d.mask, tol, bw.covered):
+            results[i].kink = True
+            continue
         x = inputs.args[i]
         f = Finding("input", i, "missing" if missing[k] else dg.factor_hint(d),
                     shape=tuple(x.shape), stats=d.stats)
+        if not missing[k] and fd.cached_forward(fn, numeric_inputs, i, n, a):
+            f.hint = "cached_forward"
         if not f.hint:
             pair = dg.transposed_hint(a.reshape(a.shape[0], *x.shape),
                                       n.reshape(n.shape[0], *x.shape), tol)
@@ -214,9 +225,15 @@ def probe_input(fn: Callable[..., object], inputs: Inputs, bw: jac.Backward, k: 
     p = bad[0] if bad else 0
     worst, n_cols = localise(fn, inputs, bw, k, i, probes[p], us[p], vjps[p][k],
                              tol.atol + tol.rtol * abs(num[p]) / 4)
+    cols = sorted({int(np.ravel_multi_index(e.input_index, x.shape)) for e in worst})
+    if n_cols < dg.TOP_K and fd.probe_kinks(fn, inputs, i, cols, probes[p],
+                                            flat_grad(vjps[p][k], x), tol, bw.covered):
+        return InputResult(d.stats, kink=True)  # bisection found them all: kinks only
     f = Finding("input", i, "missing" if missing else dg.factor_hint(d),
                 shape=tuple(x.shape), stats=d.stats, worst=worst[:dg.TOP_K],
                 probes=ProbeStats(len(bad), n, an[p], num[p], n_cols, n_cols >= dg.TOP_K))
+    if not missing and fd.cached_forward(fn, inputs, i, torch.tensor(num), torch.tensor(an)):
+        f.hint = "cached_forward"
     return InputResult(d.stats, f)
 
 

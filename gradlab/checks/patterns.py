@@ -12,6 +12,8 @@ to hold all the wrong elements and be a proper part of the tensor.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -23,6 +25,14 @@ TILES = (256, 128, 64, 32, 16, 8)
 BORDER_FRACTION = 0.25
 #: Below this many elements a "pattern" is as likely to be chance.
 MIN_ELEMENTS = 16
+#: The wrong elements must fill at least this share of the region a pattern names: a couple
+#: of scattered wrong elements always lie within some range of some dim (2 wrong of 48 in
+#: "indices 3..5 of dim 1" is chance), while a real tile, band or group is mostly wrong.
+MIN_DENSITY = 0.25
+#: ... and be confined to it beyond chance: k wrong elements scattered at random all fall
+#: in a region holding a share f of the tensor with probability f**k; a pattern is named
+#: only below this (6 wrong of 16 in 12: 0.18, chance; 24 wrong of 120 in 24: 1e-17).
+MAX_CHANCE = 1e-3
 
 
 def border(mask: Tensor) -> Pattern | None:
@@ -38,6 +48,12 @@ def border(mask: Tensor) -> Pattern | None:
     dist = dist.expand(mask.shape)
     k = int(dist[mask].max()) + 1
     if k > max(1, int(BORDER_FRACTION * min(h, w))):
+        return None
+    # a band along the top or bottom only is a range of one dim (a slice names it exactly): a
+    # border band has wrong elements beside the borders of both dims, outside the corners
+    in_rows = (torch.minimum(i, h - 1 - i) < k).expand(mask.shape)
+    in_cols = (torch.minimum(j, w - 1 - j) < k).expand(mask.shape)
+    if not (bool((mask & in_rows & ~in_cols).any()) and bool((mask & in_cols & ~in_rows).any())):
         return None
     return Pattern("border", dims=(mask.dim() - 2, mask.dim() - 1), start=0, stop=k)
 
@@ -58,16 +74,42 @@ def tail_or_slice(mask: Tensor) -> Pattern | None:
         first, stop = _range(mask, dim)
         if first == 0 and stop == n:
             continue
-        if stop == n:
-            for tile in TILES:
-                if n % tile and first >= n - n % tile and n > tile:
-                    return Pattern("tail", dims=(dim,), start=n - n % tile, stop=n, tile=tile)
+        tile = tail_tile(n, first) if stop == n else 0
+        if tile:
+            return Pattern("tail", dims=(dim,), start=first, stop=n, tile=tile)
         return Pattern("slice", dims=(dim,), start=first, stop=stop)
     return None
 
 
+def tail_tile(n: int, first: int) -> int:
+    """The largest tile whose last partial tile along a dim of n starts exactly at `first`
+    (first == n - n % tile), or 0.  Exactly, not "at or before": wrong elements 24..29 of 30
+    are the partial tile of 8s, not of 16s (which would start at 16)."""
+    for tile in TILES:
+        if n > tile and n % tile and first == n - n % tile:
+            return tile
+    return 0
+
+
 def find_pattern(mask: Tensor) -> Pattern | None:
-    """The pattern the wrong elements (`mask`, shaped as the tensor) form, if any."""
+    """The pattern the wrong elements (`mask`, shaped as the tensor) form, if any, when they
+    fill enough of it (MIN_DENSITY) and are not there by chance (MAX_CHANCE)."""
     if mask.numel() < MIN_ELEMENTS or not bool(mask.any()) or bool(mask.all()):
         return None
-    return border(mask) or tail_or_slice(mask)
+    p = border(mask) or tail_or_slice(mask)
+    if p is None:
+        return None
+    k, size = int(mask.sum()), region_size(p, mask.shape)
+    if k < MIN_DENSITY * size or k * math.log(size / mask.numel()) > math.log(MAX_CHANCE):
+        return None
+    return p
+
+
+def region_size(p: Pattern, shape: torch.Size) -> int:
+    """How many elements of a tensor of `shape` the pattern's region holds."""
+    total = math.prod(shape)
+    if p.kind != "border":
+        return total // shape[p.dims[0]] * (p.stop - p.start)
+    h, w = shape[p.dims[0]], shape[p.dims[1]]
+    inner = max(h - 2 * p.stop, 0) * max(w - 2 * p.stop, 0)
+    return total // (h * w) * (h * w - inner)

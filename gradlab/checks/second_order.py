@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -17,7 +18,7 @@ from gradlab.checks.context import CaseContext, first_line
 from gradlab.checks.execute import run_once
 from gradlab.checks.numerical import DENSE_MAX_CALLS_2ND, jacobian_check
 from gradlab.model import OpDef
-from gradlab.results import FAIL, PASS, SKIP, CheckRow
+from gradlab.results import FAIL, PASS, SKIP, CheckRow, Finding
 from gradlab.torchstate import replay
 
 
@@ -113,6 +114,17 @@ def double_backward(g: Callable[..., Any], g_inputs: Inputs, gen: torch.Generato
     return None, bw
 
 
+def name_grad_outputs(findings: Sequence[Finding], n_args: int) -> None:
+    """Findings on the gradient function's inputs past the Function's own (its grad_outputs,
+    see gradient_inputs) relabelled in place: grad_output k, not input n_args + k."""
+    for f in findings:
+        if f.subject != "input" or f.index < n_args:
+            continue
+        f.subject, f.index = "grad_output", f.index - n_args
+        f.worst = [replace(e, input=e.input - n_args, input_name="grad_output")
+                   if e.input is not None and e.input >= n_args else e for e in f.worst]
+
+
 def second_order_row(ctx: CaseContext, op: OpDef, inputs: Inputs, gen: torch.Generator,
                      first_ok: bool, outs: Sequence[Tensor] | None = None) -> None:
     """The second_order row of one case (appended to ctx.rows); outs: the Function's outputs
@@ -148,6 +160,7 @@ def second_order_row(ctx: CaseContext, op: OpDef, inputs: Inputs, gen: torch.Gen
         row = jacobian_check(ctx, "second_order", g, g_inputs,
                              op.numerical_tolerance(ctx.dtype), gen,
                              max_dense_calls=DENSE_MAX_CALLS_2ND, bw=bw, every_output=True)
+        name_grad_outputs(row.findings, len(inputs.args))
         if row.failed and first_ok:
             row.hint = "second_order_only"
             blame_precision(row, ctx, op, inputs, gen, outputs=False)

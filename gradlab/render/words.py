@@ -29,7 +29,12 @@ HINTS: dict[str, str] = {
                             "wrong needs_input_grad entry?)",
     "second_order_only": "first order is right but second order is wrong (a tensor kept on ctx "
                          "instead of save_for_backward, or a backward that is not differentiable)",
-    "second_order_claimed": "the op claims no double backward, but second order ran without error",
+    "second_order_claimed": "the op claims no double backward, but second order ran without "
+                            "error: if backward really is not differentiable, decorate it with "
+                            "@torch.autograd.function.once_differentiable; if second order is "
+                            "simply not to be checked, say checks: {second_order: false} (spec) "
+                            "or leave second_order out of checks= (API); else declare "
+                            "second_order: true (or auto)",
     "inplace_grad_output": "backward modified grad_output in place",
     "inplace_saved": "a saved tensor or input was modified in place during backward",
     "inplace_input": "forward modified an input in place without ctx.mark_dirty",
@@ -107,6 +112,10 @@ HINTS: dict[str, str] = {
     "noncontiguous_missing": "required by the spec (requires: [noncontiguous]) and missing: "
                              "call .contiguous() where the code needs it",
     "cuda_missing": "required by the spec (requires: [cuda]) and missing",
+    "cached_forward": "the numerical Jacobian w.r.t. this input is exactly zero while the "
+                      "analytical one is not: forward ignores in-place updates of the input (a "
+                      "cache keyed on the tensor, its values read once?); an optimizer step "
+                      "that updates it in place would go unseen",
     "rng_replay": "backward does not replay forward's random draws (a fresh mask drawn in "
                   "backward, or the RNG state saved after drawing): save "
                   "torch.get_rng_state() before drawing and replay it in backward",
@@ -144,6 +153,8 @@ REASONS: dict[str, str] = {
     "deterministic_missing": "backward not deterministic",
     "noncontiguous_missing": "not supported: raises on non-contiguous inputs",
     "cuda_missing": "not supported: raises on CUDA",
+    "kink": "a non-differentiable point in the example values (left and right differences "
+            "disagree): judged one-sidedly",
     "internal_error": "gradlab itself failed here (a gradlab bug: please report it with the "
                       "traceback from the JSON report)",
     "reference_refused": "the reference refuses this variant's inputs (outside the op's "
@@ -163,8 +174,9 @@ def _subject(f: Finding) -> str:
     if f.subject == "setting":
         return f"torch setting {f.got[0]}"
     of = f" of {f.node}" if f.node else ""
-    if f.subject == "input":
-        return f"input {f.index}" + (f" {list(f.shape)}" if f.shape is not None else "") + of
+    if f.subject in ("input", "grad_output"):
+        shape = f" {list(f.shape)}" if f.shape is not None else ""
+        return f"{f.subject} {f.index}{shape}{of}"
     return (f"{f.subject} {f.index}" if f.index >= 0 else f.subject) + of
 
 
@@ -178,12 +190,29 @@ def _stats(f: Finding) -> str:
                    if p.located else "errors spread too thin to locate by bisection")
         return "; ".join([f"{p.n_bad} of {p.n_probes} probes disagree (v^T J u: got "
                           f"{p.got:.6g} want {p.want:.6g})",
-                          f"cosine over probes {s.cosine:.4f}, best-fit ratio {s.ratio:.4g}",
+                          f"cosine over probes {s.cosine:.4f}, best-fit ratio {s.ratio:.4g}"
+                          f"{_ratio_range(f)}",
                           located])
     what = "Jacobian entries" if s.of == "jacobian entries" else s.of
     nonfinite = f"{s.nonfinite} non-finite, " if s.nonfinite else ""
     return (f"max abs err {s.max_abs:.3g}, {nonfinite}{100 * s.frac_wrong:.3g}% of {what} wrong, "
-            f"cosine {s.cosine:.4f}, best-fit ratio {s.ratio:.4g}")
+            f"cosine {s.cosine:.4f}, best-fit ratio {s.ratio:.4g}{_ratio_range(f)}")
+
+
+#: A per-element ratio range narrower than this (relative to the best-fit ratio) goes
+#: unsaid: the ratio is one constant (gradlab.checks.diagnose.RATIO_SPREAD decides the hint).
+SAID_SPREAD = 1e-3
+
+
+def _ratio_range(f: Finding) -> str:
+    """The per-element ratio's range when measured and no constant: why no factor hint."""
+    s = f.stats
+    if s is None or s.ratio_lo is None or s.ratio_hi is None:
+        return ""
+    if f.hint in ("constant_factor", "sign") or s.ratio_hi - s.ratio_lo <= SAID_SPREAD * abs(
+            s.ratio):
+        return ""
+    return f" (per-element ratio {s.ratio_lo:.3g}..{s.ratio_hi:.3g}: no constant factor)"
 
 
 def _fact(f: Finding) -> str:
@@ -229,17 +258,27 @@ def tolerance_words(f: Finding, dtype: str) -> str:
             f"rtol: {rtol:.1g}}}}}")
 
 
-def describe(f: Finding, dtype: str = "") -> str:
+#: The checks whose base row is about the inputs a spec declares: only there may a missing
+#: gradient be an input the spec should not have made require grad.
+MISSING_ADVICE_CHECKS = ("gradient", "jacobian")
+
+
+def describe(f: Finding, dtype: str = "", row: CheckRow | None = None) -> str:
     """One finding as a clause: 'input 1 [3, 5]: off by a constant factor 2; max abs err ...'.
 
-    dtype: the row's, to name it in the tolerance that would pass."""
+    dtype: the row's, to name it in the tolerance that would pass.  row: the row the finding
+    belongs to (advice that fits only some rows needs it)."""
     words = HINTS.get(f.hint, "")
     if f.hint == "constant_factor" and f.stats is not None:
         words = f"off by a constant factor {f.stats.ratio:.4g}"
-    if f.hint == "missing" and f.subject == "input":
-        # the usual cause: a constant (filter taps, a mask) the spec left requiring grad
-        words = (f"gradient missing (None) for an input that requires grad (if input {f.index} "
-                 "is a constant, mark it requires_grad: false)")
+    if f.hint == "missing":
+        words = "gradient missing (None) for an input that requires grad"
+        if (f.subject == "input" and row is not None and row.variant == "base"
+                and row.check in MISSING_ADVICE_CHECKS):
+            # the usual cause: a constant (filter taps, a mask) the spec left requiring grad;
+            # wrong advice in second order or a requires_grad subset, where the inputs that
+            # lost their gradient are not the spec's choice
+            words += f" (if input {f.index} is a constant, mark it requires_grad: false)"
     where = pattern_words(f.pattern) if f.pattern is not None else ""
     body = "; ".join(p for p in (words, _fact(f), where, _stats(f), tolerance_words(f, dtype))
                      if p)
@@ -253,7 +292,7 @@ def message(row: CheckRow) -> str:
         parts.append(f"{row.mode} mode")
     if row.hint and row.hint not in {f.hint for f in row.findings}:
         parts.append(HINTS.get(row.hint, row.hint))
-    parts += [describe(f, row.dtype) for f in row.findings]
+    parts += [describe(f, row.dtype, row) for f in row.findings]
     if row.reason:
         parts.append(REASONS.get(row.reason, row.reason))
     if row.note:

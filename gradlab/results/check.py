@@ -31,10 +31,14 @@ class Element:
     output_index: tuple[int, ...] = ()
     input: int | None = None
     input_index: tuple[int, ...] = ()
+    #: what the input position is called when it is not one of the Function's inputs (x):
+    #: "grad_output" for the gradient function's grad_output inputs in second order.
+    input_name: str = ""
 
     def __str__(self) -> str:
         out = f"out{self.output}{list(self.output_index)}" if self.output is not None else ""
-        inp = f"x{self.input}{list(self.input_index)}" if self.input is not None else ""
+        name = self.input_name or "x"
+        inp = f"{name}{self.input}{list(self.input_index)}" if self.input is not None else ""
         where = f"d{out}/d{inp}" if out and inp else (out or f"grad[{self.input}]"
                                                       f"{list(self.input_index)}")
         return f"{where}: got {self.got:.6g} want {self.want:.6g}"
@@ -59,6 +63,11 @@ class ErrorStats:
     #: entries that are NaN or infinite where the expected value is finite (or, for Jacobians,
     #: non-finite at all: nothing can be verified there).
     nonfinite: int = 0
+    #: the 5% and 95% quantiles of the per-element ratio got/want over the elements whose
+    #: expected magnitude is significant (gradlab.checks.diagnose.RATIO_FLOOR): a constant
+    #: factor has them equal; None when not measured (a pass, or too few such elements).
+    ratio_lo: float | None = None
+    ratio_hi: float | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,127 @@
+"""Causes a failing finite-difference comparison can have that are not a wrong backward.
+
+- a kink in the example values: an input element at (or within the step of) a point where the
+  function is not differentiable (relu or abs at 0, or a jump such as sign(x) in a second
+  order).  The central difference lands between the slopes on either side there (or far
+  outside them, across a jump), and the analytical value is one convention among them: the
+  Function is not wrong, the example values are unlucky.  Such entries (dense) or probes
+  (fast) are judged one-sidedly: the slopes just beside the point (differences that do not
+  cross it, jac.one_sided) disagree with each other or with the central difference, and the
+  analytical value lies between them.
+- a forward that ignores in-place updates of an input (a cache keyed on the tensor, its values
+  read once): every finite difference, which perturbs the input in place, is exactly zero,
+  while a fresh tensor with the same perturbed values changes the output.  Hint
+  `cached_forward`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from gradlab.cases import Inputs, call
+from gradlab.checks import jacobian as jac
+from gradlab.model import Tolerance
+
+#: Left and right differences disagree when they differ by more than this many tolerances.
+#: A smooth function's one-sided differences differ by about eps * |f''| (1e-6 * f''), so
+#: at 10 tolerances (1e-4 at gradcheck's atol) only a curvature above ~100 looks like a kink;
+#: a real kink differs by the jump of the derivative itself (1 for relu, 2 for abs).
+KINK_GAP = 10.0
+#: Failing Jacobian columns judged one-sidedly at most (4 calls each): a failure in more input
+#: elements than this is not a few unlucky example values.
+MAX_KINK_COLUMNS = 64
+#: The relative and absolute step of the fresh-tensor perturbation that shows a forward
+#: reading its input's values (cached_forward): large against rounding, small against any
+#: domain boundary of the example values.
+FRESH_STEP = 1e-3
+
+
+def _is_kink(an: Tensor, sides: tuple[Tensor, Tensor, Tensor], tol: Tolerance) -> bool:
+    """Every entry non-smooth (the left and right slopes disagree by KINK_GAP tolerances, or
+    the central difference lies that far outside them) with `an` between left and right."""
+    left, central, right = sides
+    thr = tol.atol + tol.rtol * torch.maximum(left.abs(), right.abs())
+    lo, hi = torch.minimum(left, right), torch.maximum(left, right)
+    gap = KINK_GAP * thr
+    rough = ((hi - lo) > gap) | (central < lo - gap) | (central > hi + gap)
+    between = (an >= lo - thr) & (an <= hi + thr)
+    return bool((rough & between).all())
+
+
+def dense_kinks(fn: Callable[..., Any], inputs: Inputs, i: int, analytical: Tensor,
+                wrong: Tensor, tol: Tolerance, keep: Sequence[int] | None = None) -> bool:
+    """True when every wrong entry of input i's dense Jacobian (`wrong`: flat mask of the
+    [n_out, n_in] Jacobian) is a kink in the example values (see the module docstring)."""
+    x = inputs.args[i]
+    n_in = max(x.numel(), 1)
+    mask = wrong.reshape(-1, n_in)
+    cols = torch.nonzero(mask.any(0)).flatten().tolist()
+    if not cols or len(cols) > MAX_KINK_COLUMNS:
+        return False
+    a = analytical.reshape(-1, n_in)
+    for c in cols:
+        e = torch.zeros(x.numel(), dtype=torch.float64)
+        e[c] = 1.0
+        sides = jac.one_sided(fn, inputs, i, e.reshape(x.shape), keep=keep)
+        rows = mask[:, c]
+        if not _is_kink(a[rows, c], (sides[0][rows], sides[1][rows], sides[2][rows]), tol):
+            return False
+    return True
+
+
+def probe_kinks(fn: Callable[..., Any], inputs: Inputs, i: int, cols: Sequence[int],
+                v: Tensor, vjp: Tensor, tol: Tolerance, keep: Sequence[int] | None = None) -> bool:
+    """True when every input element `cols` that bisection located for a failing probe (all of
+    them, none left unexplained) is a kink in the example values, judged along the probe's v:
+    (v^T J)[c] from backward (`vjp`, flat) against v^T of the slopes beside x along e_c.
+
+    Element by element, not along the probe's u: two kinks on one u with different conventions
+    (abs at 0, and within eps of 0) add up to a value between neither pair of slopes."""
+    if not cols:
+        return False
+    x = inputs.args[i]
+    for c in cols:
+        e = torch.zeros(x.numel(), dtype=torch.float64)
+        e[c] = 1.0
+        sides = jac.one_sided(fn, inputs, i, e.reshape(x.shape), keep=keep)
+        along = tuple((v @ t).reshape(1) for t in sides)
+        if not _is_kink(vjp[c].reshape(1), (along[0], along[1], along[2]), tol):
+            return False
+    return True
+
+
+def ignores_inplace(fn: Callable[..., Any], inputs: Inputs, i: int) -> bool:
+    """True when fn's outputs change for a fresh tensor with new values at position i but not
+    when the tensor it has seen is updated in place to the same values (a cache keyed on the
+    tensor).  A forward that ignores the input altogether changes for neither."""
+    work = inputs.clone()
+    x = work.args[i]
+    try:
+        base = call(fn, work)
+        new = x.detach() * (1 + FRESH_STEP) + FRESH_STEP
+        fresh = Inputs([new.clone().requires_grad_(x.requires_grad) if k == i else a
+                        for k, a in enumerate(work.args)], work.kwargs)
+        changed = call(fn, fresh)
+        x.detach().copy_(new)
+        inplace = call(fn, work)
+    except Exception:
+        return False  # nothing can be said; the failure stands without a hint
+    same = all(_equal(a, b) for a, b in zip(base, inplace, strict=True))
+    moved = not all(_equal(a, b) for a, b in zip(base, changed, strict=True))
+    return same and moved
+
+
+def _equal(a: Tensor, b: Tensor) -> bool:
+    return a.shape == b.shape and bool(torch.equal(a.detach(), b.detach()))
+
+
+def cached_forward(fn: Callable[..., Any], inputs: Inputs, i: int, numerical: Tensor,
+                   analytical: Tensor) -> bool:
+    """True when input i's numerical Jacobian (or probes) is exactly zero where the analytical
+    one is not, because forward ignores in-place updates of the input (ignores_inplace)."""
+    return (not bool(numerical.any()) and bool(analytical.any())
+            and ignores_inplace(fn, inputs, i))
