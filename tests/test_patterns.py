@@ -85,8 +85,15 @@ def test_pattern_edges() -> None:
     m = torch.zeros(10, 10, dtype=torch.bool)
     assert find_pattern(m) is None  # nothing wrong
     assert find_pattern(~m) is None  # everything wrong: no region
-    m[4, 4] = True  # one interior element: a range of both dims, not a border
+    m[4, 4] = True  # one interior element: in a range of each dim by chance, no pattern
+    assert find_pattern(m) is None
+    m[4, :] = True  # the whole row: a range of dim 0, not a border
     assert find_pattern(m) == Pattern("slice", dims=(0,), start=4, stop=5)
     m = torch.zeros(10, 10, dtype=torch.bool)
-    m[0, 3] = m[9, 9] = True
+    m[0, 3] = m[9, 9] = True  # two elements near the borders: chance, no band
+    assert find_pattern(m) is None
+    m[0, :] = m[9, :] = m[:, 0] = m[:, 9] = True
     assert find_pattern(m) == Pattern("border", dims=(0, 1), start=0, stop=1)
+    m = torch.zeros(10, 10, dtype=torch.bool)
+    m[:2, :] = True  # along one side only: a range of dim 0, exactly
+    assert find_pattern(m) == Pattern("slice", dims=(0,), start=0, stop=2)

@@ -20,7 +20,7 @@ from conftest import DATA, run_cli
 from gradlab.cases import Inputs, make_tensor, materialize, narrowed
 from gradlab.errors import SpecError
 from gradlab.model import TensorArg
-from gradlab.results import Finding
+from gradlab.results import CheckRow, Finding
 from gradlab.spec import load_file, parse_document
 
 FEATURES = DATA / "specs_features"
@@ -381,7 +381,9 @@ def test_broken_features_twin_fails_with_the_right_hints(
 def test_a_missing_gradient_names_the_input_to_mark_constant() -> None:
     from gradlab.render.words import describe
 
-    text = describe(Finding("input", 1, "missing", shape=(2, 4)))
+    # the advice belongs to a base gradient or jacobian row (the spec's own inputs)
+    row = CheckRow("op", "case", "float64", "cpu", "base", "gradient", "fail")
+    text = describe(Finding("input", 1, "missing", shape=(2, 4)), row=row)
     assert text == ("input 1 [2, 4]: gradient missing (None) for an input that requires grad "
                     "(if input 1 is a constant, mark it requires_grad: false)")
 
