@@ -36,6 +36,7 @@ from corpus_mutations import (
     border,
     detached,
     detached_grad_output,
+    grows,
     in_float32,
     inplace_grad_output,
     inplace_saved,
@@ -213,6 +214,14 @@ GENERATED: list[tuple[str, str, tuple[tuple[int, ...], ...] | None]] = [
     *[("conv2d", m, None) for m in ("x2", "neg", "nochain", "none1", "border0", "chan1")],
 ]
 
+#: entries with options: an approximate method checked with the tolerance its user set
+#: (issue 21's SDE adjoint: small values pass, the magnitude variant's values do not)
+WITH_OPTIONS: list[tuple[str, str, Mutate, frozenset[str], str, dict[str, Any]]] = [
+    ("mul", "grows", grows, H("approximate", "value_dependent"),
+     "an approximate gradient whose error grows with the values (1e-3 x^2), tolerance 2e-3",
+     {"tolerances": {"float64": (1e-6, 2e-3)}}),
+]
+
 #: entries made again in float32 (the bug in a float32 model; precision_loss must not fire)
 FLOAT32 = [("exp", "x2"), ("matmul", "t1"), ("sigmoid", "nochain"), ("conv2d", "border0"),
            ("mul", "swap"), ("tanh", "neg")]
@@ -256,7 +265,8 @@ def _args(op: BaseOp, shapes: tuple[tuple[int, ...], ...] | None,
 
 def _entry(op_name: str, key: str, mutate: Mutate, right: frozenset[str], cause: str, *,
            shapes: tuple[tuple[int, ...], ...] | None = None, pending: str = "",
-           dtype: torch.dtype = torch.float64, **flags: bool) -> Entry:
+           dtype: torch.dtype = torch.float64, options: dict[str, Any] | None = None,
+           **flags: bool) -> Entry:
     op = OPS[op_name]
     size = "x".join(str(n) for n in shapes[0]) if shapes else ""
     tag = (f"@{size}" if size else "") + ("@f32" if dtype == torch.float32 else "")
@@ -264,7 +274,8 @@ def _entry(op_name: str, key: str, mutate: Mutate, right: frozenset[str], cause:
     broken = wrap(_ident(eid), op, mutate(op), doc=f"BROKEN: {cause}", **flags)
     twin_id = f"{op_name}{tag}"
     return Entry(eid, broken, _twin(op), op.fwd, _args(op, shapes, dtype), right, cause,
-                 twin_id=twin_id, pending=pending, where=WHERE.get(eid), says=SAYS.get(eid, ""))
+                 twin_id=twin_id, pending=pending, where=WHERE.get(eid), says=SAYS.get(eid, ""),
+                 options=options or {})
 
 
 def generated() -> list[Entry]:
@@ -278,6 +289,8 @@ def generated() -> list[Entry]:
                    "inputs kept detached on ctx instead of save_for_backward", stash=True)
             for op in STASHED]
     out += [_entry(op, key, mutate, NONE, cause) for (op, key), (mutate, cause) in MIXED.items()]
+    out += [_entry(op, key, mutate, right, cause, options=options)
+            for op, key, mutate, right, cause, options in WITH_OPTIONS]
     f32 = torch.float32
     out += [_entry(op, m, *MUTATIONS[m], dtype=f32) for op, m in FLOAT32]
     out += [_entry(op, key, MIXED[op, key][0], NONE, MIXED[op, key][1], dtype=f32)
