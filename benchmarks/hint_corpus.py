@@ -4,8 +4,9 @@ Every broken Function goes through `gradlab.check(fn, args, reference=...)` with
 the likely causes it shows (one per finding block, as the CLI prints them) are judged against
 the causes that are right for that bug.  Prints: entries, flagged (did not pass), hinted (at
 least one likely cause shown), right (every cause shown is right), precision = right / hinted,
-share hinted = hinted / broken, twins passed; then every wrong hint with its entry and message,
-every broken Function that passed, and every twin that failed.
+share hinted = hinted / broken, the entries with a nameable cause that get a right one, the
+mixed errors (no hint is right) that stay silent, twins passed; then every wrong hint with its
+entry and message, every broken Function that passed, and every twin that failed.
 
     python3 benchmarks/hint_corpus.py [--json FILE] [-k SUBSTRING]
 """
@@ -40,7 +41,13 @@ def measure(entries: list[Any]) -> dict[str, Any]:
                               "findings": [list(f) for f in v.findings]})
     hinted = [j for j in judged if j.hinted]
     right = [j for j in hinted if j.right]
+    nameable = [j for j in judged if j.entry.right]
+    mixed = [j for j in judged if not j.entry.right]
     return {
+        "nameable": len(nameable),
+        "nameable_hinted_right": sum(j.right for j in nameable),
+        "mixed": len(mixed),
+        "mixed_silent": sum(not j.hinted for j in mixed),
         "entries": len(judged),
         "flagged": sum(j.flagged for j in judged),
         "hinted": len(hinted),
@@ -69,9 +76,12 @@ def show(m: dict[str, Any], seconds: float) -> None:
             ("hinted", m["hinted"]), ("right (every hint shown right)", m["right"]),
             ("precision (right / hinted)", f"{100 * m['precision']:.1f}%"),
             ("share hinted (hinted / broken)", f"{100 * m['share_hinted']:.1f}%"),
+            ("nameable cause: right hint shown",
+             f"{m['nameable_hinted_right']} of {m['nameable']}"),
+            ("mixed error (no hint right): silent", f"{m['mixed_silent']} of {m['mixed']}"),
             ("twins passed", f"{m['twins_passed']} of {m['twins']}")]
     for name, value in rows:
-        print(f"  {name:<34} {value:>8}")
+        print(f"  {name:<36} {value:>10}")
     for w in m["wrong"]:
         pend = f" (pending {w['pending']})" if w["pending"] else ""
         print(f"WRONG {w['entry']}{pend}: right {w['right'] or '(none)'}, shown {w['hints']}")
