@@ -18,6 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bugclasses"))
 import bugclass_functions as bf
 from corpus_ops import Entry
 from corpus_special import (
+    Centre,
+    CentreNoneUnchecked,
     CentreStats,
     CentreStatsNotMarked,
     DropoutFreshMask,
@@ -26,6 +28,7 @@ from corpus_special import (
     ExpCached,
     ExpCachedVersioned,
     ExpForwardExpm1,
+    ExpOuter,
     ExpStateOnClass,
     Mul,
     MulConstant,
@@ -33,6 +36,7 @@ from corpus_special import (
     MulGateSwapped,
     MulStateInModule,
     args_of,
+    centre_reference,
     centre_stats_reference,
     dropout_reference,
     mul_reference,
@@ -175,6 +179,11 @@ def special() -> list[Entry]:
         Entry("groupcentre-x2", GroupCentreX2, GroupCentre, group_centre_reference,
               args_of(2, 4, 3), H("constant_factor"),
               "backward scaled by 2 (the reference refuses ragged channel counts)"),
+        Entry("centre-none_unchecked", CentreNoneUnchecked, Centre, centre_reference, one,
+              H("undefined_grad"), "materialize_grads off, a None output gradient used"),
+        Entry("exp-inner_backward_x2", ExpOuter, Exp, torch.exp, one, H("second_order_only"),
+              "backward right, but built on a Function whose backward is off by 2",
+              twin_id="special-exp"),
         # the bug classes, as tests/test_bug_classes.py checks them
         Entry("bugclass-output_on_ctx", bf.ExpOutputOnCtx, bf.Exp, torch.exp, one,
               H("ctx_output"), "the output kept on ctx"),

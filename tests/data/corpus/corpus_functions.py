@@ -183,6 +183,8 @@ MIXED: dict[tuple[str, str], tuple[Mutate, str]] = {
                         "matmul: grad_a = grad @ b, the transpose of b forgotten"),
     ("exp", "absg"): (unary(lambda x, g: g.abs() * torch.exp(x)),
                       "exp: |grad_output| instead of grad_output"),
+    ("linear", "biasrow0"): (lambda op: lambda xs, g: (g @ xs[1], g.T @ xs[0], g[0]),
+                             "linear: the bias gradient is grad[0], not grad.sum(0)"),
 }
 
 #: (op, mutation, shapes): the generated entries (shapes None: the op's own)

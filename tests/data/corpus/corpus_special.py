@@ -288,3 +288,66 @@ class CentreStatsNotMarked(CentreStats):
     @staticmethod
     def forward(ctx: Any, x: Tensor) -> tuple[Tensor, Tensor]:
         return _centre(x)
+
+
+def centre_reference(x: Tensor) -> tuple[Tensor, Tensor]:
+    """Both outputs differentiable."""
+    return _centre(x)
+
+
+class Centre(Function):
+    """Correct: both outputs differentiable; with materialize_grads off, an output nobody
+    used has no gradient (None), and backward says what that means."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> tuple[Tensor, Tensor]:
+        ctx.set_materialize_grads(False)
+        ctx.n = x.shape[-1]
+        return _centre(x)
+
+    @staticmethod
+    def backward(ctx: Any, gy: Tensor | None, gm: Tensor | None) -> Tensor | None:
+        grad = _centre_backward(gy) if gy is not None else None
+        if gm is not None:
+            share = (gm / ctx.n).expand(*gm.shape[:-1], ctx.n)
+            grad = share if grad is None else grad + share
+        return grad
+
+
+class CentreNoneUnchecked(Centre):
+    """BROKEN: materialize_grads off, and backward uses both gradients unchecked: a loss on
+    one output only (the other's gradient None) raises."""
+
+    @staticmethod
+    def backward(ctx: Any, gy: Tensor, gm: Tensor) -> Tensor:
+        return _centre_backward(gy) + gm / ctx.n
+
+
+class ExpInnerX2(Function):
+    """exp whose own backward is off by 2 (the helper ExpOuter's backward calls)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        y = x.exp()
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        (y,) = ctx.saved_tensors
+        return 2 * g * y
+
+
+class ExpOuter(Function):
+    """BROKEN one order up: backward is right, but it computes exp(x) through ExpInnerX2,
+    whose wrong backward is what double backward differentiates."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.save_for_backward(x)
+        return x.exp()
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return g * ExpInnerX2.apply(x)
