@@ -194,12 +194,14 @@ GENERATED: list[tuple[str, str, tuple[tuple[int, ...], ...] | None]] = [
     ("exp", "approx1e-5", None),
     ("exp", "tiles", ((3, 20),)),
     ("exp", "tiles", ((1, 2, 3, 30),)),
-    ("exp", "row0", None),
+    # a pattern is named only when chance cannot explain it: enough elements for that
+    ("exp", "row0", ((8, 6),)),
     ("exp", "lastcol", ((4, 6),)),
     *[("tanh", m, None) for m in ("x0.5", "neg", "nochain", "t0", "none0", "inplacesaved",
                                   "detach", "f32")],
     ("tanh", "tiles", ((3, 16),)),
-    *[("sigmoid", m, None) for m in ("x-3", "x10", "nochain", "t0", "rows", "rawgo")],
+    *[("sigmoid", m, None) for m in ("x-3", "x10", "nochain", "t0", "rawgo")],
+    ("sigmoid", "rows", ((8, 6),)),
     *[("softplus", m, None) for m in ("x2", "neg", "zero0")],
     ("softplus", "border0", ((6, 6),)),
     *[("sinx", m, None) for m in ("x0.5", "nochain", "t0", "f32", "approx")],
@@ -231,7 +233,7 @@ MIXED_FLOAT32 = [("softmax", "nosum"), ("gelu", "no3"), ("silu", "term2")]
 
 #: where exactly the wrong elements of a pattern entry lie (corpus_ops.Entry.where)
 WHERE: dict[str, tuple[str, tuple[int, ...], int, int]] = {
-    "sigmoid-rows": ("slice", (0,), 1, 3),
+    "sigmoid-rows@8x6": ("slice", (0,), 1, 3),
     "softmax-cols0@4x8": ("slice", (1,), 2, 5),
     "conv2d-chan1": ("slice", (0,), 1, 2),
     "exp-tiles@3x20": ("tail", (1,), 16, 20),
@@ -240,7 +242,7 @@ WHERE: dict[str, tuple[str, tuple[int, ...], int, int]] = {
     "softplus-border0@6x6": ("border", (0, 1), 0, 1),
     "conv2d-border0": ("border", (2, 3), 0, 1),
     "conv2d-border0@f32": ("border", (2, 3), 0, 1),
-    "exp-row0": ("slice", (0,), 0, 1),
+    "exp-row0@8x6": ("slice", (0,), 0, 1),
     "exp-lastcol@4x6": ("slice", (1,), 5, 6),
 }
 #: words a right finding must say: a second-order finding names the grad_output as one
