@@ -155,16 +155,13 @@ def test_a_line_is_skip_only_when_nothing_ran_or_a_skip_was_not_declared() -> No
 
 
 def test_an_approximate_backward_gets_a_value_level_finding_not_a_layout_hint() -> None:
-    """A fixed-step ODE solve in backward: the expanded variant's (and the ragged ones')
-    values cross the float64 tolerance; their plain contiguous copies (and the ragged values
-    at the case's own sizes) fail alike.  (No magnitude variant: at |s| ~ 3000 a 20-step RK4
-    is unstable, a gross failure the magnitude hint rightly names.)"""
+    """A fixed-step ODE solve in backward: the expanded variant's (and the ragged and
+    magnitude ones') values cross the float64 tolerance; their plain contiguous copies (the
+    ragged values at the case's own sizes, the magnitudes halfway) fail alike."""
     r = gradlab.check(vf.ApproxExpSum, [vf.small_sums_example()],
-                      reference=vf.exp_sum_reference, checks=FIRST_ORDER,
-                      variants=["noncontiguous", "transposed", "expanded", "grad_output",
-                                "ragged"])
+                      reference=vf.exp_sum_reference, checks=FIRST_ORDER)
     failing = {x.variant: x.hint for x in r.failures}
-    assert "expanded[0]" in failing and "base" not in failing, said(r)
+    assert {"expanded[0]", "magnitude"} <= set(failing) and "base" not in failing, said(r)
     assert set(failing.values()) <= VALUE_HINTS, said(r)
     expanded = next(x for x in r.failures if x.variant == "expanded[0]")
     assert all(f.pattern is None for f in expanded.findings)

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -34,12 +35,18 @@ RAGGED_SIZES = 2
 RAGGED_SEED = 4321
 
 
-def magnitude_inputs(base: Inputs, dtype: str) -> Inputs | None:
+def magnitude_inputs(base: Inputs, dtype: str, *, halfway: bool = False) -> Inputs | None:
     """The base inputs with every differentiable tensor scaled so that its largest magnitude is
-    MAGNITUDE[dtype] (so the overflow point is reached whatever values were drawn)."""
+    MAGNITUDE[dtype] (so the overflow point is reached whatever values were drawn).
+
+    halfway: to sqrt(MAGNITUDE[dtype]) instead, geometrically halfway there (30 in float64, 10
+    in float32, 4.5 in float16) and far below every overflow point MAGNITUDE is chosen for: an
+    overflow or a cancellation is a threshold those values stay below, an error that grows
+    with the values (an approximation) fails there too."""
     scale = MAGNITUDE.get(dtype)
     if scale is None or not base.diff_index:
         return None
+    scale = math.sqrt(scale) if halfway else scale
     inputs = base.clone()
     for i in base.diff_index:
         t = inputs.args[i].detach()

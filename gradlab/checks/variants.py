@@ -25,16 +25,17 @@ from gradlab.checks.execute import Run, backward_of, run_once, run_undefined
 from gradlab.checks.sizes import magnitude_inputs, ragged_inputs, ragged_name, ragged_sizes
 from gradlab.checks.verdicts import (
     LAYOUT_FAMILIES,
+    LEVEL_HINTS,
     VALUE_FAMILIES,
     expanded_refused,
     mark_value_level,
-    narrowed_failures,
     near_bound,
     plain_copy_failures,
     reference_refused,
+    value_variant_failures,
 )
 from gradlab.model import VARIANT_FAMILIES, TensorArg, Tolerance
-from gradlab.results import SKIP, CheckRow
+from gradlab.results import FAIL, SKIP, CheckRow
 
 #: The hint a failing variant gets when the base run of the same case passed.
 ONLY_HINT = {
@@ -275,8 +276,8 @@ def variant_rows(ctx: CaseContext, b: Baseline, checks: frozenset[str]) -> None:
     run (Baseline says what each field serves)."""
     judge = Judge(ctx.op.tolerance(ctx.dtype), checks, any(r.failed for r in ctx.rows),
                   # when the base case fails too, its diagnosis (e.g. no_chain_rule) is the
-                  # variants' best one
-                  {r.check: r.hint for r in ctx.rows if r.failed and r.hint})
+                  # variants' best one (none when it has none)
+                  {r.check: r.hint for r in ctx.rows if r.failed})
     for v in generate(ctx, b.inputs, [tuple(g.shape) for g in b.grad_outs64]):
         split = len(v.sizes) > 1
         if not one_variant(ctx, v, b, judge, refusal_row=not split) and split:
@@ -346,6 +347,13 @@ def without_reference(v: Variant, rows: list[CheckRow]) -> None:
             r.max_abs_err = r.max_rel_err = None
 
 
+def unsure(r: CheckRow) -> None:
+    """No level hint, no tolerance advice on the findings of a row the base's error explains."""
+    for f in r.findings:
+        if f.hint in LEVEL_HINTS:
+            f.hint, f.passing_tolerance = "", None
+
+
 def judge_failures(ctx: CaseContext, v: Variant, b: Baseline, judge: Judge,
                    failing: list[CheckRow], runs: tuple[Run, Run]) -> None:
     """The hints of a variant's failing forward and gradient rows.
@@ -356,7 +364,11 @@ def judge_failures(ctx: CaseContext, v: Variant, b: Baseline, judge: Judge,
     constant factor under an all-alike grad_output)."""
     if judge.base_failed:
         for r in failing:
-            r.hint = judge.base_hints.get(r.check, r.hint)
+            if r.check in judge.base_hints and r.status == FAIL:
+                # a level or a shape seen only in a variant's values would be chance beside
+                # the base's bigger error (a crash keeps its own: a fact, not a guess)
+                r.hint = judge.base_hints[r.check]
+                unsure(r)
         return
     got, want = runs
     values: set[str] = set()
@@ -366,9 +378,10 @@ def judge_failures(ctx: CaseContext, v: Variant, b: Baseline, judge: Judge,
                                      want, judge.tol, b.gen)
     elif v.family in VALUE_FAMILIES:
         values = {r.check for r in failing if near_bound(r, got, want, v.inputs, judge.tol)}
-        if v.family == "ragged" and len(values) < len(failing):
-            # the grown sizes' own values at the case's sizes: a tile bug passes there
-            values |= narrowed_failures(ctx, v.inputs, b.inputs, judge.tol, b.gen)
+        if len(values) < len(failing):
+            # a tile bug passes at the case's sizes, an overflow halfway to the magnitude
+            values |= value_variant_failures(ctx, v.family, v.inputs, b.inputs, judge.tol,
+                                             b.gen)
     for r in failing:
         if r.check in values:
             mark_value_level(r, got, want, v.inputs, judge.tol)

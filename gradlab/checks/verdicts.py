@@ -11,7 +11,8 @@ failure is the layout's or the values'.
     approximate method whose error varies with them), not on the layout;
   - value variants (magnitude, ragged, size1, whose inputs are plain already): a failure whose
     every wrong element lies within VALUE_LEVEL_FACTOR of the tolerance bound is the level of an
-    approximate method, not an overflow or a dropped tile.
+    approximate method, not an overflow or a dropped tile; and one that fails again where its
+    own cause cannot act (ragged values at the case's sizes, magnitudes halfway) is the values'.
   A value-level failure gets the level hint of its error (precision_loss, approximate) or
   `value_dependent`, and the tolerance that would pass.
 """
@@ -29,6 +30,7 @@ from gradlab.checks import diagnose as dg
 from gradlab.checks.compare import PATTERN_HINTS, compared_aside
 from gradlab.checks.context import CaseContext, first_line
 from gradlab.checks.execute import Run, run_once
+from gradlab.checks.sizes import magnitude_inputs
 from gradlab.model import Tolerance
 from gradlab.results import SKIP, CheckRow, Finding
 
@@ -119,18 +121,30 @@ def narrowed_to(inputs: Inputs, base: Inputs) -> Inputs:
     return Inputs(args, plain_copy(inputs).kwargs)
 
 
-def narrowed_failures(ctx: CaseContext, inputs: Inputs, base: Inputs, tol: Tolerance,
-                      gen: torch.Generator) -> set[str]:
-    """The checks the Function fails on a ragged variant's values cut back to the case's sizes
-    (no tile left partial): failing there too, the error is the values', not the sizes'.
-    Without a reference nothing can fail there (the Function would be its own expectation)."""
+def values_failures(ctx: CaseContext, inputs: Inputs, tol: Tolerance,
+                    gen: torch.Generator) -> set[str]:
+    """The checks the Function fails on `inputs` (plain contiguous values) against the
+    reference's float64 run on them.  Without a reference nothing can fail there (the Function
+    would be its own expectation)."""
     if ctx.op.reference is None:
         return set()
-    small = narrowed_to(inputs, base)
-    want = run_once(ctx.op.reference, small.clone(dtype=torch.float64), None, gen)
+    want = run_once(ctx.op.reference, inputs.clone(dtype=torch.float64), None, gen)
     if want.error is not None:
         return set()
-    return plain_copy_failures(ctx, small, want.grad_outs64, want, tol, gen)
+    return plain_copy_failures(ctx, inputs, want.grad_outs64, want, tol, gen)
+
+
+def value_variant_failures(ctx: CaseContext, family: str, inputs: Inputs, base: Inputs,
+                           tol: Tolerance, gen: torch.Generator) -> set[str]:
+    """The checks a failing value variant fails again where its own cause cannot act: the
+    ragged values cut back to the case's sizes (no tile left partial), the magnitude halfway
+    (below every overflow point); failing there too, the error is the values'."""
+    if family == "ragged":
+        return values_failures(ctx, narrowed_to(inputs, base), tol, gen)
+    if family == "magnitude":
+        halfway = magnitude_inputs(base, ctx.dtype, halfway=True)
+        return set() if halfway is None else values_failures(ctx, halfway, tol, gen)
+    return set()
 
 
 def compared_tensors(f: Finding, got: Run, want: Run,
