@@ -348,9 +348,10 @@ def without_reference(v: Variant, rows: list[CheckRow]) -> None:
 
 
 def unsure(r: CheckRow) -> None:
-    """No level hint, no tolerance advice on the findings of a row the base's error explains."""
+    """No level hint (but the base's), no tolerance advice on the findings of a row the base's
+    error explains."""
     for f in r.findings:
-        if f.hint in LEVEL_HINTS:
+        if f.hint in LEVEL_HINTS and f.hint != r.hint:
             f.hint, f.passing_tolerance = "", None
 
 
