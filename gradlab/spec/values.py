@@ -156,7 +156,11 @@ def parse_tolerances(v: Any, key: str, base: Mapping[str, Tolerance]) -> dict[st
         if name == FD_TOLERANCE_KEY:
             continue
         dk = join(key, key_name(name))
-        dtype = parse_dtype(name, dk)
+        try:
+            dtype = canonical_dtype(str(name))
+        except ValueError:
+            raise fail(dk, unknown_name("key", name, [*DTYPES, FD_TOLERANCE_KEY],
+                                        "keys")) from None
         out[dtype] = parse_tolerance(tol, dk, out.get(dtype, DEFAULT_TOLERANCES[dtype]))
     return out
 
