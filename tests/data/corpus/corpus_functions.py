@@ -46,6 +46,7 @@ from corpus_mutations import (
     one_short,
     raw,
     raw_grad_output,
+    raw_saved,
     scaled,
     swapped,
     unary,
@@ -129,6 +130,10 @@ MUTATIONS: dict[str, tuple[Mutate, frozenset[str], str]] = {
     "tiles": (on((0,), whole_tiles), TAIL, "a tiled loop that drops the remainder tile"),
     "keepdim2": (on((2,), lambda t: t[None]), H("wrong_shape"),
                  "the bias gradient summed with keepdim (shape [1, n])"),
+    "rawsaved": (raw_saved, LAYOUT_IN,
+                 "backward reads the saved inputs' raw memory (assumes them contiguous)"),
+    "inchan": (on((0,), band(1, 2, 4, 2.0)), H("index_range"),
+               "input channels 2..3 of the input gradient x2 (a group offset)"),
     "rawgo": (raw_grad_output, H("grad_output_layout"),
               "backward reads grad_output's raw memory (assumes it contiguous)"),
     # the in-place write also raises on a stride-0 grad_output (y.sum().backward()) and
@@ -162,6 +167,8 @@ MIXED: dict[tuple[str, str], tuple[Mutate, str]] = {
                        "sin(x) * x: the cos term doubled"),
     ("sinx", "dropterm"): (unary(lambda x, g: g * torch.cos(x) * x),
                            "sin(x) * x: product rule, the sin(x) term dropped"),
+    ("sinx", "minus"): (unary(lambda x, g: g * (torch.cos(x) * x - torch.sin(x))),
+                        "sin(x) * x: one term's sign flipped"),
     ("softplus2", "beta"): (unary(lambda x, g: g * torch.sigmoid(x)),
                             "softplus(beta=2): sigmoid(x) instead of sigmoid(beta x)"),
     ("tanh", "nosquare"): (unary(lambda x, g: g * (1 - torch.tanh(x))),
@@ -216,6 +223,9 @@ GENERATED: list[tuple[str, str, tuple[tuple[int, ...], ...] | None]] = [
                                     "f32")],
     *[("linear", m, None) for m in ("t1", "x2", "neg", "nochain", "none2", "keepdim2")],
     *[("conv2d", m, None) for m in ("x2", "neg", "nochain", "none1", "border0", "chan1")],
+    ("conv2d", "inchan", ((1, 4, 5, 5), (3, 4, 3, 3))),
+    ("exp", "rawsaved", None),
+    ("matmul", "rawsaved", None),
 ]
 
 #: entries with options: an approximate method checked with the tolerance its user set
@@ -236,6 +246,7 @@ WHERE: dict[str, tuple[str, tuple[int, ...], int, int]] = {
     "sigmoid-rows@8x6": ("slice", (0,), 1, 3),
     "softmax-cols0@4x8": ("slice", (1,), 2, 5),
     "conv2d-chan1": ("slice", (0,), 1, 2),
+    "conv2d-inchan@1x4x5x5": ("slice", (1,), 2, 4),
     "exp-tiles@3x20": ("tail", (1,), 16, 20),
     # issue 21: 24..29 are the partial tile of 8s, not "16..29 after 16"
     "exp-tiles@1x2x3x30": ("tail", (3,), 24, 30),

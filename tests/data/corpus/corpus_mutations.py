@@ -93,6 +93,11 @@ def swapped(op: BaseOp) -> GradFn:
     return lambda xs, g: tuple(reversed(op.grads(xs, g)))
 
 
+def raw_saved(op: BaseOp) -> GradFn:
+    """Backward reads the saved inputs' raw memory (assumes the inputs were contiguous)."""
+    return lambda xs, g: op.grads(tuple(raw(x) for x in xs), g)
+
+
 def raw_grad_output(op: BaseOp) -> GradFn:
     return lambda xs, g: op.grads(xs, raw(g))
 
