@@ -33,6 +33,10 @@ class Diff:
     #: the largest finite |want| (measured only when something is wrong; 0.0 otherwise): the
     #: scale level_hint judges the error against.
     scale: float = 0.0
+    #: the share of got's nonzero finite elements exactly representable in float32 (measured
+    #: only when something is wrong and got is float64): near 1, got was computed in float32
+    #: and cast (a float64 value is one by chance with odds of about 2**-29).
+    float32_share: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -86,7 +90,14 @@ def compare(got: Tensor, want: Tensor, tol: Tolerance, k: int = TOP_K, *, scaled
                        *_cosine_ratio(g[keep], w[keep]), of, int(bad.sum()),
                        *ratio_range(g[keep], w[keep]))
     scale = float(w[keep].abs().max()) if bool(keep.any()) else 0.0
-    return Diff(stats, worst, wrong, scale)
+    share = float32_share(g[keep]) if got.dtype == torch.float64 else 0.0
+    return Diff(stats, worst, wrong, scale, share)
+
+
+def float32_share(x: Tensor) -> float:
+    """The share of x's nonzero elements exactly representable in float32 (0 when none)."""
+    x = x[x != 0]  # zeros (and small integers) are representable whatever computed them
+    return float((x.float().double() == x).double().mean()) if x.numel() else 0.0
 
 
 def _scaled(tol: Tolerance, w: np.ndarray) -> Tolerance:
@@ -296,9 +307,15 @@ EPS32 = 2.0 ** -23
 #: (float64 sums of thousands of terms stay below 1e-12); float32 rounding starts at eps32/2,
 #: so 1e-9 leaves room for a value that passed through float32 in only a small term.
 PRECISION_LOSS_LOW = 1e-9
-#: ... and at most this: a float32 computation of modest depth (sums of up to thousands of
-#: terms, a few functions) stays within 64 eps32 (7.6e-6); more is an error of another kind.
-PRECISION_LOSS_HIGH = 64 * EPS32
+#: Up to this, an error is float32's rounding through a shallow computation (a few operations:
+#: the float32 backward the issue met was off by 3.6e-7); beyond it, an error at float32's
+#: level is as likely an approximate method at its tolerance (an ODE adjoint off by 1.3e-6),
+#: and precision_loss takes the evidence of a result cast from float32 (FLOAT32_CAST_SHARE).
+PRECISION_LOSS_SHALLOW = 8 * EPS32
+#: A float64 result at least this share of whose nonzero elements are exact float32 values was
+#: computed in float32 and cast: its error is float32's rounding, however deep (a float32 conv
+#: summing a thousand terms is off by ~1e-5 of its scale), up to APPROXIMATE_REL.
+FLOAT32_CAST_SHARE = 0.9
 #: An error at most this relative to the tensor's scale, with the direction kept (cosine above
 #: APPROXIMATE_COSINE), is small but real: an approximate method (an adjoint solver at its
 #: tolerance, a truncated series), or a bug too small to have a shape of its own.
@@ -317,8 +334,8 @@ def level_hint(d: Diff, dtype: str) -> str:
     if d.ok or s.nonfinite or d.scale <= 0 or not math.isfinite(s.max_abs):
         return ""
     rel = s.max_abs / d.scale
-    if dtype == "float64" and PRECISION_LOSS_LOW <= rel <= PRECISION_LOSS_HIGH:
+    small = rel <= APPROXIMATE_REL and s.cosine > APPROXIMATE_COSINE
+    if dtype == "float64" and rel >= PRECISION_LOSS_LOW and (
+            rel <= PRECISION_LOSS_SHALLOW or (small and d.float32_share >= FLOAT32_CAST_SHARE)):
         return "precision_loss"
-    if rel <= APPROXIMATE_REL and s.cosine > APPROXIMATE_COSINE:
-        return "approximate"
-    return ""
+    return "approximate" if small else ""
