@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -23,6 +24,7 @@ from conftest import DATA, run_cli
 import gradlab
 from gradlab.checks import diagnose as dg
 from gradlab.model import DEFAULT_TOLERANCES, GRADCHECK_TOLERANCE, OpDef, Tolerance
+from gradlab.render.files import row_from_dict
 from gradlab.render.words import message
 from gradlab.results import CheckRow, Report
 
@@ -265,3 +267,11 @@ def test_level_hint() -> None:
     assert level(want + 0.5 * torch.randn(200, generator=gen, dtype=torch.float64)) == ""
     assert level(torch.where(want > 1, math.nan, want)) == ""
     assert level(want) == ""
+
+
+def test_the_tolerance_that_would_pass_survives_the_json_report() -> None:
+    r = gradlab.check(tf.ApproxSinX, example(), reference=tf.reference, variants=False)
+    row = base_gradient(r)
+    again = row_from_dict(json.loads(json.dumps(row.as_dict())))
+    assert again.findings == row.findings and again.findings[0].passing_tolerance is not None
+    assert message(again) == message(row)

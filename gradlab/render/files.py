@@ -176,6 +176,7 @@ def _tuple(value: Any) -> Any:
 def _finding(data: dict[str, Any]) -> Finding:
     f = Finding(**_known(Finding, data))
     f.shape, f.dims = _tuple(f.shape), _tuple(f.dims)
+    f.passing_tolerance = _tuple(f.passing_tolerance)
     f.stats = ErrorStats(**data["stats"]) if data.get("stats") else None
     f.probes = ProbeStats(**data["probes"]) if data.get("probes") else None
     f.worst = [Element(**(e | {"output_index": tuple(e.get("output_index", ())),
