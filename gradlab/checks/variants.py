@@ -373,7 +373,11 @@ def judge_failures(ctx: CaseContext, v: Variant, b: Baseline, judge: Judge,
         return
     got, want = runs
     values: set[str] = set()
-    if v.family in LAYOUT_FAMILIES:
+    if b.stochastic:
+        # torch draws per dtype and memory layout: a plain copy (or the float64 reference)
+        # would draw other numbers, and its failure would say nothing of the values
+        pass
+    elif v.family in LAYOUT_FAMILIES:
         # the cost: one more run, for a failing variant only
         values = plain_copy_failures(ctx, v.inputs, variant_grad_outputs(v, b.grad_outs64),
                                      want, judge.tol, b.gen)
