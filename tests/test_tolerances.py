@@ -256,8 +256,9 @@ def test_level_hint() -> None:
     assert level(rounded, "float32") == "approximate"  # float32's own rounding is no loss
     assert level(want * (1 + 0.004 * torch.sin(5 * want))) == "approximate"
     noise = torch.randn(200, generator=gen, dtype=torch.float64)
-    # float32's rounding through a few operations, the result float64 (not cast at the end)
-    assert level(want * (1 + 2e-7 * noise)) == "precision_loss"
+    # float32's rounding through a few operations, the result float64 (not cast at the end):
+    # its level alone cannot tell it from an approximate method's (approximate names both)
+    assert level(want * (1 + 2e-7 * noise)) == "approximate"
     # an ODE adjoint at its tolerance: 1.3e-6 of the scale, in float64 values
     adjoint = want + 1.3e-6 * torch.sin(3 * want) * want.abs().max()
     assert level(adjoint) == "approximate"

@@ -84,7 +84,25 @@ def compared_row(ctx: CaseContext, got: Any, want: Any, inputs: Inputs, dtype: s
     failed = [r for r in rows if r.failed]
     errs = [r.max_abs_err for r in rows if r.max_abs_err is not None]
     rels = [r.max_rel_err for r in rows if r.max_rel_err is not None]
-    ctx.row("base", "autocast", FAIL if failed else PASS,
-            hint="autocast_only" if failed else "",
+    hint = ("" if not failed else outside_autocast(ctx, inputs, got.grad_outs64 or None)
+            or "autocast_only")
+    ctx.row("base", "autocast", FAIL if failed else PASS, hint=hint,
             max_abs_err=max(errs, default=None), max_rel_err=max(rels, default=None),
             findings=[f for r in failed for f in r.findings], **kw)
+
+
+def outside_autocast(ctx: CaseContext, inputs: Inputs, gos: Any) -> str:
+    """The hint of what the Function gets wrong WITHOUT autocast on the same float32 values
+    (against the float64 reference), "" when it is right there: only then is a failure
+    autocast's alone (`autocast_only`); else the plain run's diagnosis is the bug's."""
+    if ctx.op.reference is None:
+        return ""
+    got = run_once(ctx.op.function, inputs.clone(), gos, torch.Generator().manual_seed(0))
+    want = run_once(ctx.op.reference, inputs.clone(dtype=torch.float64), gos,
+                    torch.Generator().manual_seed(0))
+    if got.error is not None or want.error is not None:
+        return ""
+    rows = [r for r in compared_aside(ctx, INPUT_DTYPE, got, want, inputs,
+                                      ctx.op.tolerance(INPUT_DTYPE)) if r.failed]
+    # failing there too: its own hint, or "forward"/"gradient wrong" said by the findings
+    return next((r.hint for r in rows if r.hint), "also_without_autocast" if rows else "")

@@ -156,6 +156,20 @@ def compare_grads(ctx: CaseContext, variant: str, got: Run, want: Run, inputs: I
                    hint=hint, findings=findings)
 
 
+#: Hints a better diagnosis replaces: none, or a zero gradient (a backward that ignores
+#: grad_output gives J^T 1, which is zero, up to rounding, for outputs that sum to a
+#: constant: softmax rows, a normalised layer).
+UNEXPLAINED = ("", "zero")
+
+
+def explain(row: CheckRow, hint: str) -> None:
+    """Give `row` and its findings without a better hint (UNEXPLAINED) the diagnosis `hint`."""
+    row.hint = hint
+    for f in row.findings:
+        if f.hint in UNEXPLAINED:
+            f.hint = hint
+
+
 def chain_rule_ignored(fn: Callable[..., Any], inputs: Inputs, gen: torch.Generator) -> bool:
     """True when backward(2v) == backward(v) != 0: the gradient ignores grad_output."""
     try:

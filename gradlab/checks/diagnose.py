@@ -307,11 +307,10 @@ EPS32 = 2.0 ** -23
 #: (float64 sums of thousands of terms stay below 1e-12); float32 rounding starts at eps32/2,
 #: so 1e-9 leaves room for a value that passed through float32 in only a small term.
 PRECISION_LOSS_LOW = 1e-9
-#: Up to this, an error is float32's rounding through a shallow computation (a few operations:
-#: the float32 backward the issue met was off by 3.6e-7); beyond it, an error at float32's
-#: level is as likely an approximate method at its tolerance (an ODE adjoint off by 1.3e-6),
-#: and precision_loss takes the evidence of a result cast from float32 (FLOAT32_CAST_SHARE).
-PRECISION_LOSS_SHALLOW = 8 * EPS32
+#: (No level alone says float32: an ODE adjoint at its default tolerance is off by 3e-8 to
+#: 1e-6 of its scale, as float32 rounding inside a float64 Function is.  precision_loss takes the
+#: evidence of a result cast from float32, FLOAT32_CAST_SHARE; a float32 intermediate whose
+#: result went on in float64 is `approximate`, whose words name both causes.)
 #: A float64 result at least this share of whose nonzero elements are exact float32 values was
 #: computed in float32 and cast: its error is float32's rounding, however deep (a float32 conv
 #: summing a thousand terms is off by ~1e-5 of its scale), up to APPROXIMATE_REL.
@@ -335,7 +334,7 @@ def level_hint(d: Diff, dtype: str) -> str:
         return ""
     rel = s.max_abs / d.scale
     small = rel <= APPROXIMATE_REL and s.cosine > APPROXIMATE_COSINE
-    if dtype == "float64" and rel >= PRECISION_LOSS_LOW and (
-            rel <= PRECISION_LOSS_SHALLOW or (small and d.float32_share >= FLOAT32_CAST_SHARE)):
+    if (dtype == "float64" and rel >= PRECISION_LOSS_LOW and small
+            and d.float32_share >= FLOAT32_CAST_SHARE):
         return "precision_loss"
     return "approximate" if small else ""

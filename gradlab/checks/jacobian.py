@@ -121,8 +121,10 @@ class Backward:
 
     def vjp(self, v: Tensor, create_graph: bool = False) -> list[Tensor | None]:
         """J^T v for every `wrt` tensor (None where backward returned no gradient)."""
-        grads_out = [g.to(o.dtype).to(o.device) for g, o in zip(self.split(v), self.outputs,
-                                                                  strict=True)]
+        # copies: a backward that writes into its grad_output (a contract bug the base run
+        # reports) must not change v, which `first` keeps for the capabilities' base run
+        grads_out = [g.to(dtype=o.dtype, device=o.device, copy=True)
+                     for g, o in zip(self.split(v), self.outputs, strict=True)]
         pairs = [(o, g) for o, g in zip(self.outputs, grads_out, strict=True) if o.requires_grad]
         if not pairs or not self.wrt:
             return [None] * len(self.wrt)

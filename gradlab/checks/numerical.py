@@ -20,7 +20,7 @@ from gradlab.cases import Inputs, call, dtype_name
 from gradlab.checks import diagnose as dg
 from gradlab.checks import fdcauses as fd
 from gradlab.checks import jacobian as jac
-from gradlab.checks.compare import chain_rule_ignored
+from gradlab.checks.compare import UNEXPLAINED, chain_rule_ignored, explain
 from gradlab.checks.context import CaseContext
 from gradlab.model import Tolerance
 from gradlab.results import FAIL, PASS, CheckRow, Element, ErrorStats, Finding, ProbeStats
@@ -88,10 +88,11 @@ def jacobian_check(ctx: CaseContext, check: str, fn: Callable[..., object], inpu
         return ctx.row("base", check, PASS, max_abs_err=max_abs, max_rel_err=max_rel,
                        seconds=seconds, mode=mode, dtype=dtype, reason=kink)
     hint = next((f.hint for f in findings if f.hint), "")
-    if not hint and chain_rule_ignored(fn, inputs, gen):
-        hint = "no_chain_rule"
-    return ctx.row("base", check, FAIL, max_abs_err=max_abs, max_rel_err=max_rel,
-                   seconds=seconds, hint=hint, mode=mode, findings=findings, dtype=dtype)
+    row = ctx.row("base", check, FAIL, max_abs_err=max_abs, max_rel_err=max_rel,
+                  seconds=seconds, hint=hint, mode=mode, findings=findings, dtype=dtype)
+    if hint in UNEXPLAINED and chain_rule_ignored(fn, inputs, gen):
+        explain(row, "no_chain_rule")
+    return row
 
 
 def with_roundoff(tol: Tolerance, outputs: Sequence[Tensor], *, norm: bool) -> Tolerance:

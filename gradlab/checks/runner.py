@@ -15,7 +15,7 @@ from gradlab import ops
 from gradlab.cases import Inputs, NonLeafInputs, case_seed, materialize
 from gradlab.checks.autocast import autocast_row
 from gradlab.checks.capabilities import capability_rows
-from gradlab.checks.compare import chain_rule_ignored, compare_runs
+from gradlab.checks.compare import UNEXPLAINED, chain_rule_ignored, compare_runs, explain
 from gradlab.checks.context import (
     CaseContext,
     Options,
@@ -79,9 +79,10 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
         rng_replayed([r for r in rows if r.failed and r.check == "gradient"], got,
                      draws_matter([(op.function, inputs, got), (op.reference, ref_inputs, want)],
                                   gen))
-        if any(r.failed and r.check == "gradient" for r in rows) and not rows[-1].hint:
-            if chain_rule_ignored(op.function, inputs.clone(), gen):
-                rows[-1].hint = "no_chain_rule"
+        failed = [r for r in rows if r.failed and r.check == "gradient"]
+        if failed and failed[-1].hint in UNEXPLAINED and chain_rule_ignored(
+                op.function, inputs.clone(), gen):
+            explain(failed[-1], "no_chain_rule")
     elif got.error is not None:
         ctx.crash_row("base", "forward", got.error)
     if op.reference is None and checks & {"forward", "gradient"}:
@@ -97,6 +98,10 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
     if got.error is None and want.error is None and grad_outs is not None:
         # The variants' expectation on the base values: the reference run, or without a
         # reference the Function's own contiguous run.
+        if any(f.subject == "input" for f in got.contract):
+            # the Function wrote into its inputs (a contract failure already reported): the
+            # variants start from the case's values again, not from what it left there
+            inputs = materialize(case, dtype, device, seed)
         variant_rows(ctx, Baseline(inputs, grad_outs, want, gen,
                                    want_inputs=ref_inputs if op.reference is not None else None,
                                    got=reusable, stochastic=got.drew), checks)

@@ -30,6 +30,7 @@ from gradlab.checks.verdicts import (
     expanded_refused,
     mark_value_level,
     near_bound,
+    overflow_alike,
     plain_copy_failures,
     reference_refused,
     value_variant_failures,
@@ -330,6 +331,8 @@ def one_variant(ctx: CaseContext, v: Variant, b: Baseline, judge: Judge,
     if "contract" in checks:
         contract_row(ctx, v.name, got.contract, passing=False)
     failing = [r for r in ctx.rows[n_before:] if r.failed and r.check != "contract"]
+    if failing and v.family == "magnitude":
+        failing = overflow_alike(ctx, v.inputs, b.grad_outs64, got, failing, b.gen)
     if failing:
         # contract rows keep their own, more specific, hint
         judge_failures(ctx, v, b, judge, failing, (got, want))

@@ -93,6 +93,9 @@ HINTS: dict[str, str] = {
                         "with torch.amp.custom_fwd(device_type=..., cast_inputs=torch.float32) "
                         "and torch.amp.custom_bwd(device_type=...), or compute backward in "
                         "grad_output's dtype; or declare checks: {autocast: false}",
+    "also_without_autocast": "wrong without torch.autocast too, on the same float32 values "
+                             "(not an autocast bug: the float32 forward and gradient rows say "
+                             "what is wrong)",
     "autocast_only": "wrong only under torch.autocast (a low-precision path of its own, or a "
                      "dtype assumed in forward or backward?)",
     "compile_wrong": "torch.compile gives other outputs or gradients than eager (Python side "
@@ -121,8 +124,9 @@ HINTS: dict[str, str] = {
                   "torch.get_rng_state() before drawing and replay it in backward",
     "precision_loss": "a float64 result only about float32-accurate (computed in float32 "
                       "internally?)",
-    "approximate": "small error everywhere (an approximate method: a solver at its tolerance, "
-                   "a series?); if by design, set `tolerances:`",
+    "approximate": "small error everywhere, not the shape of a formula bug (an approximate "
+                   "method: a solver at its tolerance, a truncated series? or float32 "
+                   "arithmetic inside a float64 Function?); if by design, set `tolerances:`",
     "value_dependent": "fails on these values whatever their layout (a plain contiguous copy "
                        "fails alike): the error depends on the values, not the memory layout",
 }
@@ -155,6 +159,8 @@ REASONS: dict[str, str] = {
     "cuda_missing": "not supported: raises on CUDA",
     "kink": "a non-differentiable point in the example values (left and right differences "
             "disagree): judged one-sidedly",
+    "overflow_alike": "non-finite where the reference overflows alike in this dtype (the "
+                      "dtype's range, not the Function's bug)",
     "internal_error": "gradlab itself failed here (a gradlab bug: please report it with the "
                       "traceback from the JSON report)",
     "reference_refused": "the reference refuses this variant's inputs (outside the op's "
