@@ -91,6 +91,7 @@ def _example_op(fn: Callable[..., Any], args: Sequence[Any], *,
 
     example = list(args)
     tensors = [a for a in example if isinstance(a, torch.Tensor)]
+    _refuse_complex(example, kwargs or {})
     if not any(t.requires_grad for t in tensors):
         example = [a.detach().requires_grad_(a.is_floating_point())
                    if isinstance(a, torch.Tensor) else a for a in example]
@@ -117,3 +118,19 @@ def _example_op(fn: Callable[..., Any], args: Sequence[Any], *,
                              tuple(tuple(g) for g in size1)),),
                  second_order=second_order, tolerances=tols, fd_tolerance=fd_tol, dtypes=dts,
                  devices=devs)
+
+
+def _refuse_complex(args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+    """ComplexUnsupportedError naming the first complex tensor argument: checked on its real
+    part (what a cast to the run's dtype keeps) it would pass what it must not."""
+    import torch
+
+    from gradlab.cases import dtype_name
+    from gradlab.errors import COMPLEX_UNSUPPORTED, ComplexUnsupportedError
+
+    named = [(f"args[{i}]", a) for i, a in enumerate(args)]
+    named += [(f"kwargs[{k!r}]", a) for k, a in kwargs.items()]
+    for name, a in named:
+        if isinstance(a, torch.Tensor) and a.is_complex():
+            raise ComplexUnsupportedError(f"gradlab.check: {name} is {dtype_name(a.dtype)}: "
+                                          f"{COMPLEX_UNSUPPORTED}")

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from gradlab.errors import COMPLEX_UNSUPPORTED, ComplexUnsupportedError
 from gradlab.model import Case, FixedValues, TensorArg, is_integer_dtype, non_overlapping
 from gradlab.torchstate import replay
 
@@ -247,8 +248,14 @@ def strided_copy(values: Tensor, strides: tuple[int, ...]) -> Tensor:
 
 
 def flat_outputs(out: Any) -> list[Tensor]:
-    """The floating-point tensor outputs of a call, in order (non-tensors dropped)."""
+    """The floating-point tensor outputs of a call, in order (non-tensors and integer tensors
+    dropped); a complex output raises ComplexUnsupportedError, since dropping it would leave
+    what the Function computes unchecked."""
     items = out if isinstance(out, (tuple, list)) else (out,)
+    for k, t in enumerate(items):
+        if isinstance(t, Tensor) and t.is_complex():
+            raise ComplexUnsupportedError(f"output {k} is {dtype_name(t.dtype)}: "
+                                          f"{COMPLEX_UNSUPPORTED}")
     return [t for t in items if isinstance(t, Tensor) and t.is_floating_point()]
 
 

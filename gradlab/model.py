@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gradlab.errors import unknown_name
+from gradlab.errors import COMPLEX_UNSUPPORTED, unknown_name
 
 #: The dtypes a run is in (the case's floating tensors take the run's dtype); "double",
 #: "float", "half" and a few more are accepted as aliases.
@@ -79,6 +79,8 @@ def canonical_dtype(name: str, allowed: Sequence[str] = DTYPES) -> str:
     (the run's dtypes by default; TENSOR_DTYPES for a tensor argument)."""
     key = str(name).lower().removeprefix("torch.")
     key = DTYPE_ALIASES.get(key, key)
+    if key.startswith("complex") or key in ("cfloat", "cdouble", "chalf"):
+        raise ValueError(f"{name!r}: {COMPLEX_UNSUPPORTED}")
     if key not in allowed:
         raise ValueError(unknown_name("dtype", name, allowed))
     return key

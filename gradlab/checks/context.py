@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gradlab.errors import ComplexUnsupportedError
 from gradlab.model import CAPABILITIES, COSTLY_CAPABILITIES, INFO_CAPABILITIES, OpDef, Target
 from gradlab.results import ERROR, FAIL, PASS, WARN, CheckRow
 
@@ -119,6 +120,8 @@ def first_line(exc: BaseException) -> str:
 def crash_hint(exc: BaseException) -> str:
     """The hint code for what autograd's own error message says, else 'crash'."""
     msg = str(exc)
+    if isinstance(exc, ComplexUnsupportedError):
+        return "complex_unsupported"
     if "incorrect number of gradients" in msg:
         return "wrong_count"
     if "different than None" in msg and "not a Variable" in msg:
@@ -148,6 +151,8 @@ def raised_in_user_code(exc: BaseException) -> bool:
 
 def crash_location(exc: BaseException) -> str:
     """file:line of the innermost frame outside torch and gradlab (the user's code)."""
+    if isinstance(exc, ComplexUnsupportedError):
+        return ""  # gradlab refused what the Function returned: no line of it is at fault
     for fr in reversed(traceback.extract_tb(exc.__traceback__)):
         if "/torch/" not in fr.filename and "/gradlab/checks/" not in fr.filename:
             return f"{fr.filename}:{fr.lineno} in {fr.name}"

@@ -48,6 +48,9 @@ HINTS: dict[str, str] = {
     "global_state": "the Function changed a global torch setting and did not restore it",
     "undefined_grad": "backward fails when an output's gradient is undefined (None)",
     "crash": "the Function raised an exception",
+    "complex_unsupported": "a complex output: gradlab checks real derivatives only (no "
+                           "Wirtinger checks yet), so this Function is not verified; use "
+                           "torch.autograd.gradcheck for it",
     "timeout": "the case ran past --timeout (a hang, or a case too big for the limit)",
     "worker_died": "the process running the case died (segfault, os._exit, out of memory?)",
     "size1_only": "fails only for size-1 dimensions (a squeeze() shape edge case?)",
