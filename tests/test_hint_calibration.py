@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 
 import gradlab
 from gradlab.checks import diagnose as dg
+from gradlab.checks import hints
 from gradlab.checks.patterns import find_pattern
 from gradlab.cli import app
 from gradlab.model import Tolerance
@@ -102,23 +103,23 @@ def test_the_ratio_spread_decides() -> None:
     tol = Tolerance(1e-7, 1e-7)
     twice = dg.compare(2 * want, want, tol)
     assert twice.stats.ratio_lo == pytest.approx(2) and twice.stats.ratio_hi == pytest.approx(2)
-    assert dg.factor_hint(twice) == "constant_factor"
-    assert dg.factor_hint(dg.compare(-want, want, tol)) == "sign"
+    assert hints.factor_hint(twice) == "constant_factor"
+    assert hints.factor_hint(dg.compare(-want, want, tol)) == "sign"
     # a factor that varies by 5% element to element is no constant factor
     varying = want * torch.linspace(1.9, 2.1, 40, dtype=torch.float64)
-    assert dg.factor_hint(dg.compare(varying, want, tol)) == ""
+    assert hints.factor_hint(dg.compare(varying, want, tol)) == ""
     # a tight ratio around 1 with a few elements wrong: not "off by 0.995"
     mostly = want.clone()
     mostly[:3] *= 0.95
-    assert dg.factor_hint(dg.compare(mostly, want, tol)) == ""
+    assert hints.factor_hint(dg.compare(mostly, want, tol)) == ""
     # near-zero expected values do not count: their ratios are noise
     noisy = torch.cat([want, torch.full((4,), 1e-9, dtype=torch.float64)])
     got = torch.cat([2 * want, torch.full((4,), 5e-9, dtype=torch.float64)])
-    assert dg.factor_hint(dg.compare(got, noisy, tol)) == "constant_factor"
+    assert hints.factor_hint(dg.compare(got, noisy, tol)) == "constant_factor"
     # one significant element is any factor of any other: silent
     one = dg.compare(torch.tensor([2.0], dtype=torch.float64),
                      torch.tensor([1.0], dtype=torch.float64), tol)
-    assert one.stats.ratio_lo is None and dg.factor_hint(one) == ""
+    assert one.stats.ratio_lo is None and hints.factor_hint(one) == ""
 
 
 # --- pattern ranges: exactly the wrong elements --------------------------------------------

@@ -23,6 +23,7 @@ from conftest import DATA, run_cli
 
 import gradlab
 from gradlab.checks import diagnose as dg
+from gradlab.checks import hints
 from gradlab.model import DEFAULT_TOLERANCES, GRADCHECK_TOLERANCE, OpDef, Tolerance
 from gradlab.render.files import row_from_dict
 from gradlab.render.words import message
@@ -249,7 +250,7 @@ def test_level_hint() -> None:
     tol = DEFAULT_TOLERANCES["float64"]
 
     def level(got: torch.Tensor, dtype: str = "float64") -> str:
-        return dg.level_hint(dg.compare(got, want, tol, scaled=True), dtype)
+        return hints.level_hint(dg.compare(got, want, tol, scaled=True), dtype)
 
     rounded = want.float().double()  # float32-accurate
     assert level(rounded) == "precision_loss"

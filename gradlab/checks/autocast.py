@@ -23,6 +23,7 @@ from gradlab.cases import Inputs, materialize, torch_dtype
 from gradlab.checks.compare import compared_aside
 from gradlab.checks.context import CaseContext, crash_location, first_line
 from gradlab.checks.execute import run_once
+from gradlab.checks.hints import autocast_hint, plain_hint
 from gradlab.model import AUTOCAST_DTYPES
 from gradlab.results import FAIL, PASS, SKIP
 
@@ -84,8 +85,8 @@ def compared_row(ctx: CaseContext, got: Any, want: Any, inputs: Inputs, dtype: s
     failed = [r for r in rows if r.failed]
     errs = [r.max_abs_err for r in rows if r.max_abs_err is not None]
     rels = [r.max_rel_err for r in rows if r.max_rel_err is not None]
-    hint = ("" if not failed else outside_autocast(ctx, inputs, got.grad_outs64 or None)
-            or "autocast_only")
+    hint = autocast_hint(bool(failed), lambda: outside_autocast(ctx, inputs,
+                                                                got.grad_outs64 or None))
     ctx.row("base", "autocast", FAIL if failed else PASS, hint=hint,
             max_abs_err=max(errs, default=None), max_rel_err=max(rels, default=None),
             findings=[f for r in failed for f in r.findings], **kw)
@@ -104,5 +105,4 @@ def outside_autocast(ctx: CaseContext, inputs: Inputs, gos: Any) -> str:
         return ""
     rows = [r for r in compared_aside(ctx, INPUT_DTYPE, got, want, inputs,
                                       ctx.op.tolerance(INPUT_DTYPE)) if r.failed]
-    # failing there too: its own hint, or "forward"/"gradient wrong" said by the findings
-    return next((r.hint for r in rows if r.hint), "also_without_autocast" if rows else "")
+    return plain_hint([r.hint for r in rows])

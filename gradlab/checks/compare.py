@@ -3,6 +3,7 @@ on the same values and the same grad_outputs."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -11,6 +12,7 @@ from torch import Tensor
 
 from gradlab.cases import Inputs
 from gradlab.checks import diagnose as dg
+from gradlab.checks import hints
 from gradlab.checks import jacobian as jac
 from gradlab.checks.context import CaseContext
 from gradlab.checks.errormap import error_map
@@ -82,10 +84,6 @@ def compare_outputs(ctx: CaseContext, variant: str, got: list[Tensor], want: lis
     return ctx.row(variant, "forward", PASS, max_abs_err=worst[0], max_rel_err=worst[1])
 
 
-#: The hint a pattern of wrong elements gives a finding that has no better one.
-PATTERN_HINTS = {"border": "border_band", "tail": "tail_tile", "slice": "index_range"}
-
-
 def pattern_of(d: dg.Diff, shape: Sequence[int]) -> Pattern | None:
     """The pattern of a comparison's wrong elements, laid out as the tensor."""
     return find_pattern(d.mask.reshape(tuple(shape))) if d.mask is not None else None
@@ -95,35 +93,49 @@ def with_level(f: Finding, g: Tensor, w: Tensor, d: dg.Diff, tol: Tolerance,
                dtype: str) -> bool:
     """Give `f` the level hint of its error (precision_loss, approximate) and the tolerance
     that would pass, when the level tells; True when it did."""
-    level = dg.level_hint(d, dtype)
+    level = hints.level_hint(d, dtype)
     if not level:
         return False
     f.hint = level
+    with_passing(f, g, w, tol)
+    return True
+
+
+def with_passing(f: Finding, g: Tensor, w: Tensor, tol: Tolerance) -> None:
+    """Give `f` the tolerance under which `g` would pass against `w` (None: none would)."""
     passing = dg.passing_tolerance(g, w, tol)
     f.passing_tolerance = (passing.atol, passing.rtol) if passing is not None else None
-    return True
 
 
 def grad_finding(i: int, g: Tensor, w: Tensor, d: dg.Diff, want: Run, inputs: Inputs,
                  tol: Tolerance, dtype: str = "") -> Finding:
-    """A wrong gradient of input i, with the hint its error pattern suggests."""
-    f = Finding("input", i, dg.factor_hint(d), shape=tuple(g.shape), stats=d.stats,
+    """A wrong gradient of input i, with the hint its error suggests (hints.gradient_hint
+    decides; the transpose and the other inputs' gradients are compared only when asked)."""
+    factor = hints.factor_hint(d)
+    level = "" if factor else hints.level_hint(d, dtype)
+    f = Finding("input", i, factor, shape=tuple(g.shape), stats=d.stats,
                 worst=dg.input_elements(d, i, g.shape), pattern=pattern_of(d, g.shape))
-    # an error small everywhere has its level as its cause: a pattern in which of its
-    # elements cross the tolerance, a transpose or swap within it, would be chance
-    if not f.hint and with_level(f, g, w, d, tol, dtype):
-        return f
-    if f.pattern is not None and f.hint in ("", "zero"):
-        f.hint = PATTERN_HINTS[f.pattern.kind]
-    pair = dg.transposed_hint(g, w, tol)
-    if pair and not f.hint:
-        f.hint, f.dims = "transposed", pair
+    pair = functools.cache(lambda: dg.transposed_dims(g, w, tol))
+    other = functools.cache(lambda: swapped_with(i, g, want, inputs, tol))
+    f.hint = hints.gradient_hint(factor, level, f.pattern, lambda: pair() is not None,
+                                 lambda: other() is not None)
+    if level and f.hint == level:
+        with_passing(f, g, w, tol)
+    elif f.hint == "transposed":
+        f.dims = pair()
+    elif f.hint == "swapped":
+        f.equals_input = other()
+    return f
+
+
+def swapped_with(i: int, g: Tensor, want: Run, inputs: Inputs, tol: Tolerance) -> int | None:
+    """The first other differentiable input whose expected gradient `g` (input i's) matches."""
     for k2, j in enumerate(inputs.diff_index):
         other = want.grads[k2]
-        if (not f.hint and j != i and other is not None and other.shape == g.shape
-                and dg.compare(g, other, tol).ok):
-            f.hint, f.equals_input = "swapped", j
-    return f
+        if j != i and other is not None and other.shape == g.shape and dg.compare(
+                g, other, tol).ok:
+            return j
+    return None
 
 
 def compare_grads(ctx: CaseContext, variant: str, got: Run, want: Run, inputs: Inputs,
@@ -154,20 +166,6 @@ def compare_grads(ctx: CaseContext, variant: str, got: Run, want: Run, inputs: I
     hint = next((f.hint for f in findings if f.hint), "")
     return ctx.row(variant, "gradient", status, max_abs_err=worst[0], max_rel_err=worst[1],
                    hint=hint, findings=findings)
-
-
-#: Hints a better diagnosis replaces: none, or a zero gradient (a backward that ignores
-#: grad_output gives J^T 1, which is zero, up to rounding, for outputs that sum to a
-#: constant: softmax rows, a normalised layer).
-UNEXPLAINED = ("", "zero")
-
-
-def explain(row: CheckRow, hint: str) -> None:
-    """Give `row` and its findings without a better hint (UNEXPLAINED) the diagnosis `hint`."""
-    row.hint = hint
-    for f in row.findings:
-        if f.hint in UNEXPLAINED:
-            f.hint = hint
 
 
 def chain_rule_ignored(fn: Callable[..., Any], inputs: Inputs, gen: torch.Generator) -> bool:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gradlab.checks.hints import crash_hint
 from gradlab.errors import ComplexUnsupportedError
 from gradlab.model import CAPABILITIES, COSTLY_CAPABILITIES, INFO_CAPABILITIES, OpDef, Target
 from gradlab.results import ERROR, FAIL, PASS, WARN, CheckRow
@@ -115,22 +116,6 @@ def first_line(exc: BaseException) -> str:
     """'TypeError: the first line of the message' (at most 300 characters)."""
     text = f"{type(exc).__name__}: {exc}".strip()
     return text.splitlines()[0][:300]
-
-
-def crash_hint(exc: BaseException) -> str:
-    """The hint code for what autograd's own error message says, else 'crash'."""
-    msg = str(exc)
-    if isinstance(exc, ComplexUnsupportedError):
-        return "complex_unsupported"
-    if "incorrect number of gradients" in msg:
-        return "wrong_count"
-    if "different than None" in msg and "not a Variable" in msg:
-        return "non_tensor_grad"
-    if "invalid gradient" in msg and "shape" in msg:
-        return "wrong_shape"
-    if "modified by an inplace operation" in msg:
-        return "inplace_saved"
-    return "crash"
 
 
 def _user_frame(filename: str) -> bool:

@@ -1,7 +1,7 @@
-"""Error statistics between a tensor and the one it should be, and likely-cause hint codes.
+"""Error statistics between a tensor and the one it should be: the facts hint decisions take.
 
-Hint codes are words of gradlab's vocabulary (gradlab.render.words.HINTS says each in a
-sentence); this module only decides which one applies.
+This module measures (Diff, the per-element ratio's range, a transpose that would match, the
+tolerance that would pass); gradlab.checks.hints decides which hint code the facts name.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from gradlab.checks.hints import MIN_RATIO_ELEMENTS, RATIO_FLOOR, RATIO_QUANTILES
 from gradlab.model import Tolerance
 from gradlab.results import Element, ErrorStats
 
@@ -156,31 +157,10 @@ def _cosine_ratio(g: Tensor | np.ndarray, w: Tensor | np.ndarray) -> tuple[float
     return cosine, ratio
 
 
-#: The per-element ratio got/want is taken only where |want| is above this fraction of the
-#: largest |want|: near-zero expected values give ratios of pure noise (finite-difference
-#: rounding, a tolerance-sized error on a 1e-9 entry) that would hide a real constant factor.
-RATIO_FLOOR = 0.1
-#: Fewer significant elements than this measure no spread: one number is "a constant factor"
-#: of any other, so the factor and sign hints stay silent (silent when unsure).
-MIN_RATIO_ELEMENTS = 2
-#: The quantiles the spread is read between: a few outliers (an element at a kink, rounding
-#: in a low-precision gradient) do not hide a factor that holds everywhere else.
-RATIO_QUANTILES = (0.05, 0.95)
-#: A factor is constant when (ratio_hi - ratio_lo) / |ratio| is at most this: a float32
-#: gradient or a finite difference agrees with a right one to ~1e-6 relative, while a GELU
-#: derivative with a factor 3 forgotten in one term spreads its ratio over 0.71..1.36, and
-#: sin(x) * x with its cos term doubled still spreads 1.99..2.01 at magnitudes of 1000 (the
-#: magnitude variant), where that term dominates.  (bfloat16 rounding, ~1e-2, stays silent.)
-RATIO_SPREAD = 1e-3
-#: A factor must also stand this many spreads away from 1: a GELU derivative whose wrong term
-#: vanishes at large magnitudes has ratios 0.99..1.0 and a best fit of 0.995, tight yet
-#: straddling 1 (most elements right), which is no constant factor.
-FACTOR_CLEARANCE = 2.0
-
-
 def ratio_range(g: Tensor, w: Tensor) -> tuple[float | None, float | None]:
     """The RATIO_QUANTILES of got/want over the elements where |want| is significant (see
-    RATIO_FLOOR), or (None, None) with fewer than MIN_RATIO_ELEMENTS of them."""
+    RATIO_FLOOR), or (None, None) with fewer than MIN_RATIO_ELEMENTS of them (thresholds of
+    the factor hint: gradlab.checks.hints)."""
     if not w.numel():
         return None, None
     big = w.abs() > RATIO_FLOOR * float(w.abs().max())
@@ -189,16 +169,6 @@ def ratio_range(g: Tensor, w: Tensor) -> tuple[float | None, float | None]:
     r = (g[big] / w[big]).double()
     lo, hi = torch.quantile(r, torch.tensor(RATIO_QUANTILES, dtype=torch.float64)).tolist()
     return float(lo), float(hi)
-
-
-def constant_ratio(s: ErrorStats) -> bool:
-    """True when got/want is one constant (within RATIO_SPREAD) over the significant elements,
-    and that constant is clear of 1 (FACTOR_CLEARANCE): every such element is off by it."""
-    if s.ratio_lo is None or s.ratio_hi is None or not math.isfinite(s.ratio) or s.ratio == 0:
-        return False
-    spread = s.ratio_hi - s.ratio_lo
-    return (spread <= RATIO_SPREAD * abs(s.ratio)
-            and FACTOR_CLEARANCE * spread <= abs(s.ratio - 1))
 
 
 def unravel(flat: int, shape: Sequence[int]) -> tuple[int, ...]:
@@ -220,29 +190,7 @@ def input_elements(d: Diff, i: int, shape: Sequence[int]) -> list[Element]:
     return [Element(a, b, input=i, input_index=unravel(f, shape)) for f, a, b in d.worst]
 
 
-def factor_hint(d: Diff) -> str:
-    """'constant_factor' / 'sign' / 'zero' when the error has that shape, else ''.
-
-    A factor or a sign only where the per-element ratio is one constant (constant_ratio)."""
-    if d.ok:
-        return ""
-    s = d.stats
-    if s.nonfinite:
-        return "non_finite"
-    if abs(s.ratio) < 1e-12 or (s.cosine == 0.0 and s.max_abs > 0 and abs(s.ratio) < 1e-6):
-        return "zero"
-    if not constant_ratio(s):
-        # a cosine near 1 alone is no constant factor: one term of a sum wrong by a factor
-        # moves the ratio element by element while the cosine stays at 0.9996
-        return ""
-    if s.cosine > 0.999 and abs(s.ratio - 1) > 1e-3:
-        return "constant_factor"
-    if s.cosine < -0.999:
-        return "sign" if abs(s.ratio + 1) < 1e-3 else "constant_factor"
-    return ""
-
-
-def transposed_hint(got: Tensor, want: Tensor, tol: Tolerance) -> tuple[int, int] | None:
+def transposed_dims(got: Tensor, want: Tensor, tol: Tolerance) -> tuple[int, int] | None:
     """The pair of dims whose swap turns `got` into `want` (same-size dims only), or None."""
     if got.shape != want.shape:
         return None
@@ -298,43 +246,3 @@ def round_up(x: float) -> float:
     out = math.ceil(x / p * (1 - 1e-12)) * p
     out = float(f"{out:.1g}")  # 3 * 1e-7 is 3.0000000000000004e-07: keep one digit
     return out if out >= x else float(f"{out + p:.1g}")
-
-
-#: float32's machine epsilon: a float64 result rounded through float32 is off by a few of these
-#: (relative to the tensor's scale: the rounding of each term summed, not of each element).
-EPS32 = 2.0 ** -23
-#: A float64 result off by more than this, relative to its scale, is not float64 rounding
-#: (float64 sums of thousands of terms stay below 1e-12); float32 rounding starts at eps32/2,
-#: so 1e-9 leaves room for a value that passed through float32 in only a small term.
-PRECISION_LOSS_LOW = 1e-9
-#: (No level alone says float32: an ODE adjoint at its default tolerance is off by 3e-8 to
-#: 1e-6 of its scale, as float32 rounding inside a float64 Function is.  precision_loss takes the
-#: evidence of a result cast from float32, FLOAT32_CAST_SHARE; a float32 intermediate whose
-#: result went on in float64 is `approximate`, whose words name both causes.)
-#: A float64 result at least this share of whose nonzero elements are exact float32 values was
-#: computed in float32 and cast: its error is float32's rounding, however deep (a float32 conv
-#: summing a thousand terms is off by ~1e-5 of its scale), up to APPROXIMATE_REL.
-FLOAT32_CAST_SHARE = 0.9
-#: An error at most this relative to the tensor's scale, with the direction kept (cosine above
-#: APPROXIMATE_COSINE), is small but real: an approximate method (an adjoint solver at its
-#: tolerance, a truncated series), or a bug too small to have a shape of its own.
-APPROXIMATE_REL = 1e-2
-APPROXIMATE_COSINE = 0.9999
-
-
-def level_hint(d: Diff, dtype: str) -> str:
-    """'precision_loss' when a float64 result is only about float32-accurate, 'approximate'
-    when the error is small everywhere but real, else '' (the error has no telling level).
-
-    The error is judged relative to the tensor's scale (its largest |want|), as compare's
-    scaled atol: an element that cancels to ~0 carries the rounding of the terms it sums.
-    """
-    s = d.stats
-    if d.ok or s.nonfinite or d.scale <= 0 or not math.isfinite(s.max_abs):
-        return ""
-    rel = s.max_abs / d.scale
-    small = rel <= APPROXIMATE_REL and s.cosine > APPROXIMATE_COSINE
-    if (dtype == "float64" and rel >= PRECISION_LOSS_LOW and small
-            and d.float32_share >= FLOAT32_CAST_SHARE):
-        return "precision_loss"
-    return "approximate" if small else ""

@@ -12,6 +12,7 @@ from torch import Tensor
 
 from gradlab.cases import Inputs, copy_like, flat_outputs, standard_normal
 from gradlab.checks import contract
+from gradlab.checks.hints import RNG_CONTRACT_HINTS, RNG_INDEPENDENT_HINTS, rng_hint
 from gradlab.checks.rawbackward import direct_backward, grad_output_as, raw_backward
 from gradlab.results import CheckRow, Finding
 from gradlab.torchstate import case_rng, preserved_rng, replay, rng_device, rng_now
@@ -165,30 +166,9 @@ def run_undefined(fn: Callable[..., Any], inputs: Inputs, gos: list[Tensor],
         return Run([], [], exc, "backward", grad_outs64=gos)
 
 
-#: Hints a wrong random draw in backward cannot give by chance: they name what the gradient
-#: is (None, a constant multiple of the right one, the right one ignoring grad_output), which a
-#: mask other than forward's does not imitate.  Any other hint on a stochastic Function's
-#: failing gradient (a range, a tile, a layout) may be the chance shape of two masks' mismatch.
-RNG_INDEPENDENT_HINTS = frozenset({"missing", "constant_factor", "sign", "no_chain_rule",
-                                   "wrong_shape", "wrong_dtype", "wrong_device"})
-
-
-def rng_hint(run: Run, hint: str, follows: Callable[[], bool] | None = None) -> str:
-    """The hint of a failing gradient (or Jacobian) of `run`'s Function: `rng_replay` when
-    its random draws are the likely cause, else `hint`.
-
-    Every evaluation of a case starts from one RNG state, so a Function whose backward replays
-    forward's draws agrees with its reference; a failure is then the draws' fault when backward
-    moved the generators (it drew numbers of its own: decisive, whatever the error looks like),
-    or when forward drew, the failure has no hint that a wrong mask cannot produce (a backward
-    replaying from the wrong state moves nothing) and a gradient follows the draws
-    (`follows`, see draws_matter: where neither the Function's nor the reference's gradient
-    needs them, as additive noise's, the gradient is wrong for another reason)."""
-    if run.drew_backward:
-        return "rng_replay"
-    if run.drew and hint not in RNG_INDEPENDENT_HINTS and (follows is None or follows()):
-        return "rng_replay"
-    return hint
+#: Whether a failure is the draws' (rng_hint, RNG_INDEPENDENT_HINTS, RNG_CONTRACT_HINTS) is
+#: gradlab.checks.hints' decision; this module measures what drew (Run.drew, drew_backward,
+#: draws_followed).
 
 
 #: The seed of the second run that tells whether a gradient follows forward's draws (any seed
@@ -209,18 +189,13 @@ def draws_followed(fn: Callable[..., Any], inputs: Inputs, run: Run,
         for a, b in zip(run.grads, again.grads, strict=False))
 
 
-#: Contract findings a backward drawing numbers of its own makes by itself: run again on the
-#: same graph (or after another forward) it draws other numbers, another gradient.
-RNG_CONTRACT_HINTS = frozenset({"not_reentrant", "state_outside_ctx"})
-
-
 def rng_replayed(rows: Sequence[CheckRow], run: Run,
                  follows: Callable[[], bool] | None = None) -> None:
     """Failing gradient or jacobian rows of `run`'s Function given `rng_hint`'s verdict; where
     it is rng_replay, the findings lose the hints a mismatch of two masks gives by chance (a
     range, a tail tile, a passing tolerance): those would send the user to the wrong place.
     A contract row's re-entrancy findings become rng_replay when backward drew numbers.
-    follows: see rng_hint (asked once at most)."""
+    follows: see hints.rng_hint (asked once at most)."""
     follows = functools.cache(follows) if follows is not None else None
     for row in rows:
         if row.check == "contract":

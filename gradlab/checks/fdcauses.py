@@ -24,32 +24,14 @@ from torch import Tensor
 
 from gradlab.cases import Inputs, call
 from gradlab.checks import jacobian as jac
+from gradlab.checks.hints import MAX_KINK_COLUMNS, is_kink
 from gradlab.model import Tolerance
 
-#: Left and right differences disagree when they differ by more than this many tolerances.
-#: A smooth function's one-sided differences differ by about eps * |f''| (1e-6 * f''), so
-#: at 10 tolerances (1e-4 at gradcheck's atol) only a curvature above ~100 looks like a kink;
-#: a real kink differs by the jump of the derivative itself (1 for relu, 2 for abs).
-KINK_GAP = 10.0
-#: Failing Jacobian columns judged one-sidedly at most (4 calls each): a failure in more input
-#: elements than this is not a few unlucky example values.
-MAX_KINK_COLUMNS = 64
+#: When slopes make a kink (KINK_GAP, MAX_KINK_COLUMNS, is_kink): gradlab.checks.hints.
 #: The relative and absolute step of the fresh-tensor perturbation that shows a forward
 #: reading its input's values (cached_forward): large against rounding, small against any
 #: domain boundary of the example values.
 FRESH_STEP = 1e-3
-
-
-def _is_kink(an: Tensor, sides: tuple[Tensor, Tensor, Tensor], tol: Tolerance) -> bool:
-    """Every entry non-smooth (the left and right slopes disagree by KINK_GAP tolerances, or
-    the central difference lies that far outside them) with `an` between left and right."""
-    left, central, right = sides
-    thr = tol.atol + tol.rtol * torch.maximum(left.abs(), right.abs())
-    lo, hi = torch.minimum(left, right), torch.maximum(left, right)
-    gap = KINK_GAP * thr
-    rough = ((hi - lo) > gap) | (central < lo - gap) | (central > hi + gap)
-    between = (an >= lo - thr) & (an <= hi + thr)
-    return bool((rough & between).all())
 
 
 def dense_kinks(fn: Callable[..., Any], inputs: Inputs, i: int, analytical: Tensor,
@@ -68,7 +50,7 @@ def dense_kinks(fn: Callable[..., Any], inputs: Inputs, i: int, analytical: Tens
         e[c] = 1.0
         sides = jac.one_sided(fn, inputs, i, e.reshape(x.shape), keep=keep)
         rows = mask[:, c]
-        if not _is_kink(a[rows, c], (sides[0][rows], sides[1][rows], sides[2][rows]), tol):
+        if not is_kink(a[rows, c], (sides[0][rows], sides[1][rows], sides[2][rows]), tol):
             return False
     return True
 
@@ -89,7 +71,7 @@ def probe_kinks(fn: Callable[..., Any], inputs: Inputs, i: int, cols: Sequence[i
         e[c] = 1.0
         sides = jac.one_sided(fn, inputs, i, e.reshape(x.shape), keep=keep)
         along = tuple((v @ t).reshape(1) for t in sides)
-        if not _is_kink(vjp[c].reshape(1), (along[0], along[1], along[2]), tol):
+        if not is_kink(vjp[c].reshape(1), (along[0], along[1], along[2]), tol):
             return False
     return True
 

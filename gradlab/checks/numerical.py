@@ -20,8 +20,9 @@ from gradlab.cases import Inputs, call, dtype_name
 from gradlab.checks import diagnose as dg
 from gradlab.checks import fdcauses as fd
 from gradlab.checks import jacobian as jac
-from gradlab.checks.compare import UNEXPLAINED, chain_rule_ignored, explain
+from gradlab.checks.compare import chain_rule_ignored
 from gradlab.checks.context import CaseContext
+from gradlab.checks.hints import UNEXPLAINED, explain, factor_hint
 from gradlab.model import Tolerance
 from gradlab.results import FAIL, PASS, CheckRow, Element, ErrorStats, Finding, ProbeStats
 
@@ -144,12 +145,12 @@ def dense_results(fn: Callable[..., object], inputs: Inputs, wrt: Sequence[int],
             results[i].kink = True
             continue
         x = inputs.args[i]
-        f = Finding("input", i, "missing" if missing[k] else dg.factor_hint(d),
+        f = Finding("input", i, "missing" if missing[k] else factor_hint(d),
                     shape=tuple(x.shape), stats=d.stats)
         if not missing[k] and fd.cached_forward(fn, numeric_inputs, i, n, a):
             f.hint = "cached_forward"
         if not f.hint:
-            pair = dg.transposed_hint(a.reshape(a.shape[0], *x.shape),
+            pair = dg.transposed_dims(a.reshape(a.shape[0], *x.shape),
                                       n.reshape(n.shape[0], *x.shape), tol)
             if pair and min(pair) > 0:
                 f.hint, f.dims = "transposed", (pair[0] - 1, pair[1] - 1)
@@ -230,7 +231,7 @@ def probe_input(fn: Callable[..., object], inputs: Inputs, bw: jac.Backward, k: 
     if n_cols < dg.TOP_K and fd.probe_kinks(fn, inputs, i, cols, probes[p],
                                             flat_grad(vjps[p][k], x), tol, bw.covered):
         return InputResult(d.stats, kink=True)  # bisection found them all: kinks only
-    f = Finding("input", i, "missing" if missing else dg.factor_hint(d),
+    f = Finding("input", i, "missing" if missing else factor_hint(d),
                 shape=tuple(x.shape), stats=d.stats, worst=worst[:dg.TOP_K],
                 probes=ProbeStats(len(bad), n, an[p], num[p], n_cols, n_cols >= dg.TOP_K))
     if not missing and fd.cached_forward(fn, inputs, i, torch.tensor(num), torch.tensor(an)):

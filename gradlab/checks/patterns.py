@@ -17,22 +17,11 @@ import math
 import torch
 from torch import Tensor
 
+from gradlab.checks.hints import BORDER_FRACTION, MIN_ELEMENTS, TILES, pattern_holds
 from gradlab.results import Pattern
 
-#: Tile sizes a partial last tile is looked for with, largest first.
-TILES = (256, 128, 64, 32, 16, 8)
-#: A border band is named only when it is at most this fraction of the smaller side.
-BORDER_FRACTION = 0.25
-#: Below this many elements a "pattern" is as likely to be chance.
-MIN_ELEMENTS = 16
-#: The wrong elements must fill at least this share of the region a pattern names: a couple
-#: of scattered wrong elements always lie within some range of some dim (2 wrong of 48 in
-#: "indices 3..5 of dim 1" is chance), while a real tile, band or group is mostly wrong.
-MIN_DENSITY = 0.25
-#: ... and be confined to it beyond chance: k wrong elements scattered at random all fall
-#: in a region holding a share f of the tensor with probability f**k; a pattern is named
-#: only below this (6 wrong of 16 in 12: 0.18, chance; 24 wrong of 120 in 24: 1e-17).
-MAX_CHANCE = 1e-3
+#: The thresholds that decide when a region is a pattern (TILES, BORDER_FRACTION, MIN_ELEMENTS,
+#: MIN_DENSITY, MAX_CHANCE) and the hint each pattern gives are gradlab.checks.hints'.
 
 
 def border(mask: Tensor) -> Pattern | None:
@@ -93,16 +82,13 @@ def tail_tile(n: int, first: int) -> int:
 
 def find_pattern(mask: Tensor) -> Pattern | None:
     """The pattern the wrong elements (`mask`, shaped as the tensor) form, if any, when they
-    fill enough of it (MIN_DENSITY) and are not there by chance (MAX_CHANCE)."""
+    fill enough of it and are not there by chance (hints.pattern_holds)."""
     if mask.numel() < MIN_ELEMENTS or not bool(mask.any()) or bool(mask.all()):
         return None
     p = border(mask) or tail_or_slice(mask)
     if p is None:
         return None
-    k, size = int(mask.sum()), region_size(p, mask.shape)
-    if k < MIN_DENSITY * size or k * math.log(size / mask.numel()) > math.log(MAX_CHANCE):
-        return None
-    return p
+    return p if pattern_holds(int(mask.sum()), region_size(p, mask.shape), mask.numel()) else None
 
 
 def region_size(p: Pattern, shape: torch.Size) -> int:

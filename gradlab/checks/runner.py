@@ -15,11 +15,10 @@ from gradlab import ops
 from gradlab.cases import Inputs, NonLeafInputs, case_seed, materialize
 from gradlab.checks.autocast import autocast_row
 from gradlab.checks.capabilities import capability_rows
-from gradlab.checks.compare import UNEXPLAINED, chain_rule_ignored, compare_runs, explain
+from gradlab.checks.compare import chain_rule_ignored, compare_runs
 from gradlab.checks.context import (
     CaseContext,
     Options,
-    crash_hint,
     crash_location,
     first_line,
     raised_in_user_code,
@@ -38,6 +37,7 @@ from gradlab.checks.execute import (
     rng_replayed,
     run_once,
 )
+from gradlab.checks.hints import UNEXPLAINED, crash_hint, explain
 from gradlab.checks.jacobian import Backward, build_backward
 from gradlab.checks.numerical import jacobian_check
 from gradlab.checks.plan import Item, enabled_checks

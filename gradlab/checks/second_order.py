@@ -16,6 +16,7 @@ from gradlab.checks import diagnose as dg
 from gradlab.checks import jacobian as jac
 from gradlab.checks.context import CaseContext, first_line
 from gradlab.checks.execute import run_once
+from gradlab.checks.hints import NOISE_HINTS, level_hint, precision_blamed, second_order_hint
 from gradlab.checks.numerical import DENSE_MAX_CALLS_2ND, jacobian_check
 from gradlab.model import OpDef
 from gradlab.results import FAIL, PASS, SKIP, CheckRow, Finding
@@ -161,17 +162,12 @@ def second_order_row(ctx: CaseContext, op: OpDef, inputs: Inputs, gen: torch.Gen
                              op.numerical_tolerance(ctx.dtype), gen,
                              max_dense_calls=DENSE_MAX_CALLS_2ND, bw=bw, every_output=True)
         name_grad_outputs(row.findings, len(inputs.args))
-        if row.failed and first_ok:
-            row.hint = "second_order_only"
-            blame_precision(row, ctx, op, inputs, gen, outputs=False)
+        if row.failed:
+            row.hint = second_order_hint(row.hint, first_ok)
+            if first_ok:
+                blame_precision(row, ctx, op, inputs, gen, outputs=False)
     except Exception as exc:
         ctx.crash_row("base", "second_order", exc, seconds=time.perf_counter() - t0)
-
-
-#: Hints a finite-difference check gets from rounding noise in what it differentiates (a
-#: float32-accurate function: its differences are noise of ~10% over the step): precision_hint
-#: replaces them.
-NOISE_HINTS = ("", "constant_factor", "second_order_only")
 
 
 def precision_hint(ctx: CaseContext, op: OpDef, inputs: Inputs, gen: torch.Generator, *,
@@ -194,7 +190,7 @@ def precision_hint(ctx: CaseContext, op: OpDef, inputs: Inputs, gen: torch.Gener
     for g, w in pairs:
         if g is not None and w is not None and g.shape == w.shape:
             d = dg.compare(g, w, op.tolerance(ctx.dtype), scaled=True)
-            if dg.level_hint(d, ctx.dtype) == "precision_loss":
+            if level_hint(d, ctx.dtype) == "precision_loss":
                 return "precision_loss"
     return ""
 
@@ -206,7 +202,4 @@ def blame_precision(row: CheckRow, ctx: CaseContext, op: OpDef, inputs: Inputs,
     if not row.failed or row.hint not in NOISE_HINTS:
         return
     if precision_hint(ctx, op, inputs, gen, outputs=outputs):
-        row.hint = "precision_loss"
-        for f in row.findings:
-            if f.hint in NOISE_HINTS:
-                f.hint = ""
+        precision_blamed(row)

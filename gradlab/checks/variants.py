@@ -22,10 +22,10 @@ from gradlab.checks.compare import compare_runs
 from gradlab.checks.context import CaseContext, first_line
 from gradlab.checks.contract import contract_row
 from gradlab.checks.execute import Run, backward_of, run_once, run_undefined
+from gradlab.checks.hints import LEVEL_HINTS, ONLY_HINT
 from gradlab.checks.sizes import magnitude_inputs, ragged_inputs, ragged_name, ragged_sizes
 from gradlab.checks.verdicts import (
     LAYOUT_FAMILIES,
-    LEVEL_HINTS,
     VALUE_FAMILIES,
     expanded_refused,
     mark_value_level,
@@ -37,21 +37,6 @@ from gradlab.checks.verdicts import (
 )
 from gradlab.model import VARIANT_FAMILIES, TensorArg, Tolerance
 from gradlab.results import FAIL, SKIP, CheckRow
-
-#: The hint a failing variant gets when the base run of the same case passed.
-ONLY_HINT = {
-    "noncontiguous": "noncontiguous_only",
-    "transposed": "transposed_only",
-    "channels_last": "channels_last_only",
-    "expanded": "expanded_only",
-    "grad_output": "grad_output_layout",
-    "requires_grad": "requires_grad_subset",
-    "undefined_grad": "undefined_grad",
-    "size1": "size1_only",
-    "magnitude": "magnitude_only",
-    "ragged": "ragged_only",
-}
-
 
 #: Variant families whose inputs have other shapes than the case's.
 NEW_SHAPES = ("size1", "ragged")

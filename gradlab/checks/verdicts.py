@@ -19,6 +19,7 @@ failure is the layout's or the values'.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -28,9 +29,16 @@ from torch import Tensor
 
 from gradlab.cases import Inputs, copy_like
 from gradlab.checks import diagnose as dg
-from gradlab.checks.compare import PATTERN_HINTS, compared_aside
+from gradlab.checks.compare import compared_aside
 from gradlab.checks.context import CaseContext, first_line
 from gradlab.checks.execute import Run, run_once
+from gradlab.checks.hints import (
+    VALUE_LEVEL_FACTOR,
+    advise_tolerance,
+    level_hint,
+    value_level,
+    value_level_hint,
+)
 from gradlab.checks.sizes import magnitude_inputs
 from gradlab.model import Tolerance
 from gradlab.results import PASS, SKIP, CheckRow, Finding
@@ -40,16 +48,7 @@ from gradlab.results import PASS, SKIP, CheckRow, Finding
 LAYOUT_FAMILIES = ("noncontiguous", "transposed", "channels_last", "expanded", "grad_output")
 #: Families whose variant draws other values (or sizes) in plain contiguous memory.
 VALUE_FAMILIES = ("magnitude", "ragged", "size1")
-#: A value variant's failure is value-level when the tolerance that would pass (with
-#: passing_tolerance's margin of 2) is at most this many times the one used: an overflow gives
-#: inf or NaN, a dropped tile or a wrong remainder an error the size of the value itself
-#: (1e9 times float64's rtol, 1e3 times float32's), while a discretisation or series error that
-#: varies with the values crosses its tolerance by a small factor.
-VALUE_LEVEL_FACTOR = 100.0
-#: The level hints (gradlab.checks.diagnose.level_hint).
-LEVEL_HINTS = ("approximate", "precision_loss")
-#: Finding hints a value-level failure keeps: they say more than a level would.
-KEPT_HINTS = ("non_finite", "missing", "wrong_shape")
+#: (VALUE_LEVEL_FACTOR, and the hints a value-level failure gets or keeps: gradlab.checks.hints.)
 
 
 def accepts(fn: Callable[..., Any], inputs: Inputs) -> bool:
@@ -182,6 +181,11 @@ def near_bound(row: CheckRow, got: Run, want: Run, inputs: Inputs, tol: Toleranc
     return True
 
 
+def error_level(got: Tensor, want: Tensor, tol: Tolerance, dtype: str) -> str:
+    """The level hint of `got`'s error against `want` (hints.level_hint), '' when none."""
+    return level_hint(dg.compare(got, want, tol, scaled=True), dtype)
+
+
 def mark_value_level(row: CheckRow, got: Run, want: Run, inputs: Inputs, tol: Tolerance) -> None:
     """`row` fails on the values, not the layout: each finding gets the tolerance that would
     pass and its level hint (precision_loss, approximate) where the level tells; the row that
@@ -194,18 +198,13 @@ def mark_value_level(row: CheckRow, got: Run, want: Run, inputs: Inputs, tol: To
         if pair is None:
             continue
         f.pattern = None
-        level = f.hint if f.hint in LEVEL_HINTS else (
-            "" if f.hint in KEPT_HINTS else dg.level_hint(dg.compare(*pair, tol, scaled=True),
-                                                         row.dtype))
+        level = value_level(f.hint, functools.partial(error_level, *pair, tol, row.dtype))
         if level:
-            f.hint = level
             levels.append(level)
-        elif not f.hint or f.hint in PATTERN_HINTS.values():
-            f.hint = "value_dependent"
+        f.hint = value_level_hint(f.hint, level)
         passing = dg.passing_tolerance(*pair, tol)
-        # a tolerance is advice for an error at its level only (a factor 3 on tied values is a
-        # bug, whatever tolerance would hide it)
-        near = level or tolerance_factor(passing, tol) <= VALUE_LEVEL_FACTOR
+        # a tolerance is advice for an error at its level only
+        near = advise_tolerance(level, tolerance_factor(passing, tol))
         f.passing_tolerance = (passing.atol, passing.rtol) if passing and near else None
     row.hint = levels[0] if levels else "value_dependent"
 

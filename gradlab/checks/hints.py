@@ -1,0 +1,399 @@
+"""Hint decisions: which likely cause a measured failure names.
+
+The modules that measure (diagnose: Diffs and ratios; patterns: where wrong elements lie;
+execute: what drew random numbers; fdcauses: slopes beside a point; variants, verdicts,
+second_order, autocast: runs made again another way) hand their facts here, and this module
+alone decides the code; gradlab.render.words.HINTS says each code in a sentence (CODES lists
+them all; tests/test_hint_codes.py checks the two against each other).
+
+Hints are decisions under uncertainty, silent when unsure (a wrong hint sends the user to the
+wrong place; none leaves the numbers to speak).  Every threshold says why that value and names
+what pins it: a test in tests/ or a hint-corpus entry (tests/data/corpus/, "op-mutation",
+measured by benchmarks/hint_corpus.py).  Nothing here runs a Function: a fact that costs a run
+comes in as a callable, asked only when the decision needs it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+from gradlab.model import Tolerance
+from gradlab.results import CheckRow, ErrorStats, Pattern
+
+# --- the error's shape: a constant factor, a sign, zero (diagnose.ratio_range measures) -------
+
+#: The per-element ratio got/want is taken only where |want| is above this fraction of the
+#: largest |want|: near-zero expected values give ratios of pure noise (finite-difference
+#: rounding, a tolerance-sized error on a 1e-9 entry) that would hide a real constant factor.
+#: Pinned by test_hint_calibration.py::test_the_ratio_spread_decides (1e-9 entries off by 5).
+RATIO_FLOOR = 0.1
+#: Fewer significant elements than this measure no spread: one number is "a constant factor"
+#: of any other, so the factor and sign hints stay silent (silent when unsure).
+#: Pinned by test_the_ratio_spread_decides (one element, 2 against 1: no hint).
+MIN_RATIO_ELEMENTS = 2
+#: The quantiles the spread is read between: a few outliers (an element at a kink, rounding
+#: in a low-precision gradient) do not hide a factor that holds everywhere else.
+#: Pinned by the corpus's constant_factor entries in float32 ("exp-x2" and its kin).
+RATIO_QUANTILES = (0.05, 0.95)
+#: A factor is constant when (ratio_hi - ratio_lo) / |ratio| is at most this: a float32
+#: gradient or a finite difference agrees with a right one to ~1e-6 relative, while a GELU
+#: derivative with a factor 3 forgotten in one term spreads its ratio over 0.71..1.36, and
+#: sin(x) * x with its cos term doubled still spreads 1.99..2.01 at magnitudes of 1000 (the
+#: magnitude variant), where that term dominates.  (bfloat16 rounding, ~1e-2, stays silent.)
+#: Pinned by corpus "gelu-no3", "sinx-cos2" and test_hint_calibration.py::
+#: test_one_term_wrong_by_a_factor_is_no_constant_factor, test_the_ratio_spread_decides.
+RATIO_SPREAD = 1e-3
+#: A factor must also stand this many spreads away from 1: a GELU derivative whose wrong term
+#: vanishes at large magnitudes has ratios 0.99..1.0 and a best fit of 0.995, tight yet
+#: straddling 1 (most elements right), which is no constant factor.
+#: Pinned by test_the_ratio_spread_decides ("mostly": 3 of 40 elements off by 5%).
+FACTOR_CLEARANCE = 2.0
+#: A best-fit ratio below this is a zero gradient (a float64 zero times anything).
+#: Pinned by corpus "exp-zero0" ("zero" or "missing").
+ZERO_RATIO = 1e-12
+#: ... as is one orthogonal to the right one (cosine exactly 0) and this small against it.
+ZERO_ORTHOGONAL_RATIO = 1e-6
+#: |cosine| above this is one direction: a constant factor keeps (or flips) every element's
+#: sign; one term of a sum wrong by a factor already spreads the ratio (RATIO_SPREAD decides).
+#: Pinned by corpus "exp-x2", "exp-neg" and test_a_negated_backward_keeps_its_sign.
+FACTOR_COSINE = 0.999
+#: A ratio within this of 1 is no factor, within this of -1 a sign flip (not "off by -1.0").
+#: Pinned by corpus "exp-neg" (sign) against "x-3" (constant_factor).
+FACTOR_TO_ONE = 1e-3
+
+
+def constant_ratio(s: ErrorStats) -> bool:
+    """True when got/want is one constant (within RATIO_SPREAD) over the significant elements,
+    and that constant is clear of 1 (FACTOR_CLEARANCE): every such element is off by it."""
+    if s.ratio_lo is None or s.ratio_hi is None or not math.isfinite(s.ratio) or s.ratio == 0:
+        return False
+    spread = s.ratio_hi - s.ratio_lo
+    return (spread <= RATIO_SPREAD * abs(s.ratio)
+            and FACTOR_CLEARANCE * spread <= abs(s.ratio - 1))
+
+
+class Compared(Protocol):
+    """What a comparison measured (gradlab.checks.diagnose.Diff; see its fields)."""
+
+    stats: ErrorStats
+    scale: float
+    float32_share: float
+
+    @property
+    def ok(self) -> bool: ...
+
+
+def factor_hint(d: Compared) -> str:
+    """'constant_factor' / 'sign' / 'zero' / 'non_finite' when the error has that shape, else ''.
+
+    A factor or a sign only where the per-element ratio is one constant (constant_ratio)."""
+    if d.ok:
+        return ""
+    s = d.stats
+    if s.nonfinite:
+        return "non_finite"
+    if abs(s.ratio) < ZERO_RATIO or (s.cosine == 0.0 and s.max_abs > 0
+                                     and abs(s.ratio) < ZERO_ORTHOGONAL_RATIO):
+        return "zero"
+    if not constant_ratio(s):
+        # a cosine near 1 alone is no constant factor: one term of a sum wrong by a factor
+        # moves the ratio element by element while the cosine stays at 0.9996
+        return ""
+    if s.cosine > FACTOR_COSINE and abs(s.ratio - 1) > FACTOR_TO_ONE:
+        return "constant_factor"
+    if s.cosine < -FACTOR_COSINE:
+        return "sign" if abs(s.ratio + 1) < FACTOR_TO_ONE else "constant_factor"
+    return ""
+
+
+# --- the error's level: precision_loss, approximate -----------------------------------------
+
+#: float32's machine epsilon: a float64 result rounded through float32 is off by a few of these
+#: (relative to the tensor's scale: the rounding of each term summed, not of each element).
+EPS32 = 2.0 ** -23
+#: A float64 result off by more than this, relative to its scale, is not float64 rounding
+#: (float64 sums of thousands of terms stay below 1e-12); float32 rounding starts at eps32/2,
+#: so 1e-9 leaves room for a value that passed through float32 in only a small term.
+#: Pinned by test_tolerances.py::test_level_hint (a float32-rounded result) and corpus "*-f32".
+PRECISION_LOSS_LOW = 1e-9
+#: (No level alone says float32: an ODE adjoint at its default tolerance is off by 3e-8 to
+#: 1e-6 of its scale, as float32 rounding inside a float64 Function is.  precision_loss takes the
+#: evidence of a result cast from float32, FLOAT32_CAST_SHARE; a float32 intermediate whose
+#: result went on in float64 is `approximate`, whose words name both causes.)
+#: A float64 result at least this share of whose nonzero elements are exact float32 values was
+#: computed in float32 and cast: its error is float32's rounding, however deep (a float32 conv
+#: summing a thousand terms is off by ~1e-5 of its scale), up to APPROXIMATE_REL.
+#: Pinned by test_level_hint (the adjoint: approximate; a deep float32 cast: precision_loss).
+FLOAT32_CAST_SHARE = 0.9
+#: An error at most this relative to the tensor's scale, with the direction kept (cosine above
+#: APPROXIMATE_COSINE), is small but real: an approximate method (an adjoint solver at its
+#: tolerance, a truncated series), or a bug too small to have a shape of its own.
+#: Pinned by corpus "*-approx" (0.5%), "*-approx1e-5" and test_level_hint (x2, noise: none).
+APPROXIMATE_REL = 1e-2
+APPROXIMATE_COSINE = 0.9999
+#: The level hints (level_hint's codes).
+LEVEL_HINTS = ("approximate", "precision_loss")
+
+
+def level_hint(d: Compared, dtype: str) -> str:
+    """'precision_loss' when a float64 result is only about float32-accurate, 'approximate'
+    when the error is small everywhere but real, else '' (the error has no telling level).
+
+    The error is judged relative to the tensor's scale (its largest |want|), as compare's
+    scaled atol: an element that cancels to ~0 carries the rounding of the terms it sums.
+    """
+    s = d.stats
+    if d.ok or s.nonfinite or d.scale <= 0 or not math.isfinite(s.max_abs):
+        return ""
+    rel = s.max_abs / d.scale
+    small = rel <= APPROXIMATE_REL and s.cosine > APPROXIMATE_COSINE
+    if (dtype == "float64" and rel >= PRECISION_LOSS_LOW and small
+            and d.float32_share >= FLOAT32_CAST_SHARE):
+        return "precision_loss"
+    return "approximate" if small else ""
+
+
+# --- where the wrong elements lie (patterns.find_pattern measures) ----------------------------
+
+#: Tile sizes a partial last tile is looked for with, largest first (Triton's and CUDA's usual
+#: block sizes).  Pinned by test_hint_calibration.py::test_a_tail_starts_at_its_first_wrong_index
+#: _on_a_tile_boundary and corpus "bugclass-ragged_floor", "*-tiles".
+TILES = (256, 128, 64, 32, 16, 8)
+#: A border band is named only when it is at most this fraction of the smaller side (a wider
+#: "band" is most of the tensor).  Pinned by corpus "*-border0", test_patterns.py.
+BORDER_FRACTION = 0.25
+#: Below this many elements a "pattern" is as likely to be chance.
+#: Pinned by test_patterns.py::test_pattern_edges.
+MIN_ELEMENTS = 16
+#: The wrong elements must fill at least this share of the region a pattern names: a couple
+#: of scattered wrong elements always lie within some range of some dim (2 wrong of 48 in
+#: "indices 3..5 of dim 1" is chance), while a real tile, band or group is mostly wrong.
+#: Pinned by test_patterns.py::test_scattered_errors_claim_no_pattern, test_pattern_edges.
+MIN_DENSITY = 0.25
+#: ... and be confined to it beyond chance: k wrong elements scattered at random all fall
+#: in a region holding a share f of the tensor with probability f**k; a pattern is named
+#: only below this (6 wrong of 16 in 12: 0.18, chance; 24 wrong of 120 in 24: 1e-17).
+#: Pinned by test_pattern_edges (one wrong element, two near the borders: no pattern).
+MAX_CHANCE = 1e-3
+#: The hint a pattern of wrong elements gives a finding that has no better one.
+PATTERN_HINTS = {"border": "border_band", "tail": "tail_tile", "slice": "index_range"}
+
+
+def pattern_holds(wrong: int, region: int, numel: int) -> bool:
+    """Whether `wrong` elements, all inside a region of `region` of `numel` elements, fill
+    enough of it (MIN_DENSITY) and lie there beyond chance (MAX_CHANCE)."""
+    return not (wrong < MIN_DENSITY * region
+                or wrong * math.log(region / numel) > math.log(MAX_CHANCE))
+
+
+# --- a wrong gradient: the order of trust ----------------------------------------------------
+
+#: Hints a better diagnosis replaces: none, or a zero gradient (a backward that ignores
+#: grad_output gives J^T 1, which is zero, up to rounding, for outputs that sum to a
+#: constant: softmax rows, a normalised layer).  Pinned by corpus "softmax-nochain".
+UNEXPLAINED = ("", "zero")
+
+
+def gradient_hint(factor: str, level: str, pattern: Pattern | None,
+                  transposed: Callable[[], bool], swapped: Callable[[], bool]) -> str:
+    """The hint of one wrong gradient, from its facts in order of trust: the error's shape
+    (factor_hint); else its level (level_hint: an error small everywhere has its level as its
+    cause, and a pattern in which elements cross the tolerance, a transpose or swap within it,
+    would be chance); a pattern (it also beats `zero`: a band never written is zero there);
+    the gradient transposed; the gradient another input's.  The last two are measured only
+    when asked (each costs comparisons)."""
+    if not factor and level:
+        return level
+    if pattern is not None and factor in UNEXPLAINED:
+        return PATTERN_HINTS[pattern.kind]
+    if factor:
+        return factor
+    if transposed():
+        return "transposed"
+    return "swapped" if swapped() else ""
+
+
+def explain(row: CheckRow, hint: str) -> None:
+    """Give `row` and its findings without a better hint (UNEXPLAINED) the diagnosis `hint`."""
+    row.hint = hint
+    for f in row.findings:
+        if f.hint in UNEXPLAINED:
+            f.hint = hint
+
+
+# --- variants: the layout's, or the values' (variants.py, verdicts.py measure) ----------------
+
+#: The hint a failing variant gets when the base run of the same case passed.
+ONLY_HINT = {
+    "noncontiguous": "noncontiguous_only",
+    "transposed": "transposed_only",
+    "channels_last": "channels_last_only",
+    "expanded": "expanded_only",
+    "grad_output": "grad_output_layout",
+    "requires_grad": "requires_grad_subset",
+    "undefined_grad": "undefined_grad",
+    "size1": "size1_only",
+    "magnitude": "magnitude_only",
+    "ragged": "ragged_only",
+}
+#: A value variant's failure is value-level when the tolerance that would pass (with
+#: passing_tolerance's margin of 2) is at most this many times the one used: an overflow gives
+#: inf or NaN, a dropped tile or a wrong remainder an error the size of the value itself
+#: (1e9 times float64's rtol, 1e3 times float32's), while a discretisation or series error that
+#: varies with the values crosses its tolerance by a small factor.
+#: Pinned by test_variant_verdicts.py::test_a_magnitude_failure_near_the_tolerance_is_value_level
+#: and corpus "bugclass-magnitude_naive", "bugclass-ragged_floor" (still *_only).
+VALUE_LEVEL_FACTOR = 100.0
+#: Finding hints a value-level failure keeps: they say more than a level would.
+KEPT_HINTS = ("non_finite", "missing", "wrong_shape")
+
+
+def value_level(hint: str, measured: Callable[[], str]) -> str:
+    """The level of a value-level finding's error: the level hint it has, none for a hint that
+    says more (KEPT_HINTS), else the level `measured` (level_hint of its error)."""
+    if hint in LEVEL_HINTS:
+        return hint
+    return "" if hint in KEPT_HINTS else measured()
+
+
+def value_level_hint(hint: str, level: str) -> str:
+    """A value-level finding's hint: its level; else `value_dependent` in place of none or a
+    pattern (which elements cross the tolerance within an error that varies with the values
+    is chance); a hint of the error's shape stays (a constant factor: repeated values that tie).
+    Pinned by test_variant_verdicts.py::test_tied_values_are_the_values_bug_not_the_expanded
+    _layouts and corpus "mul-grows" (approximate or value_dependent)."""
+    if level:
+        return level
+    return "value_dependent" if not hint or hint in PATTERN_HINTS.values() else hint
+
+
+def advise_tolerance(level: str, factor: float) -> bool:
+    """Whether a value-level finding gets the tolerance that would pass (`factor` times the one
+    used): at its level, or near the bound; a factor 3 on tied values is a bug, whatever
+    tolerance would hide it."""
+    return bool(level) or factor <= VALUE_LEVEL_FACTOR
+
+
+# --- stochastic Functions (execute.py measures the draws) ------------------------------------
+
+#: Hints a wrong random draw in backward cannot give by chance: they name what the gradient
+#: is (None, a constant multiple of the right one, the right one ignoring grad_output), which a
+#: mask other than forward's does not imitate.  Any other hint on a stochastic Function's
+#: failing gradient (a range, a tile, a layout) may be the chance shape of two masks' mismatch.
+#: Pinned by test_stochastic.py::test_the_rng_replay_decision and corpus "dropout-freshmask".
+RNG_INDEPENDENT_HINTS = frozenset({"missing", "constant_factor", "sign", "no_chain_rule",
+                                   "wrong_shape", "wrong_dtype", "wrong_device"})
+#: Contract findings a backward drawing numbers of its own makes by itself: run again on the
+#: same graph (or after another forward) it draws other numbers, another gradient.
+#: Pinned by test_stochastic.py::test_contract_findings_of_a_drawing_backward_are_rng_replay.
+RNG_CONTRACT_HINTS = frozenset({"not_reentrant", "state_outside_ctx"})
+
+
+class Draws(Protocol):
+    """What a run measured of torch's generators (gradlab.checks.execute.Run)."""
+
+    drew: bool
+    drew_backward: bool
+
+
+def rng_hint(run: Draws, hint: str, follows: Callable[[], bool] | None = None) -> str:
+    """The hint of a failing gradient (or Jacobian) of `run`'s Function: `rng_replay` when
+    its random draws are the likely cause, else `hint`.
+
+    Every evaluation of a case starts from one RNG state, so a Function whose backward replays
+    forward's draws agrees with its reference; a failure is then the draws' fault when backward
+    moved the generators (it drew numbers of its own: decisive, whatever the error looks like),
+    or when forward drew, the failure has no hint that a wrong mask cannot produce (a backward
+    replaying from the wrong state moves nothing) and a gradient follows the draws
+    (`follows`, see execute.draws_matter: where neither the Function's nor the reference's
+    gradient needs them, as additive noise's, the gradient is wrong for another reason)."""
+    if run.drew_backward:
+        return "rng_replay"
+    if run.drew and hint not in RNG_INDEPENDENT_HINTS and (follows is None or follows()):
+        return "rng_replay"
+    return hint
+
+
+# --- finite differences: kinks (fdcauses.py measures the slopes) -----------------------------
+
+#: Left and right differences disagree when they differ by more than this many tolerances.
+#: A smooth function's one-sided differences differ by about eps * |f''| (1e-6 * f''), so
+#: at 10 tolerances (1e-4 at gradcheck's atol) only a curvature above ~100 looks like a kink;
+#: a real kink differs by the jump of the derivative itself (1 for relu, 2 for abs).
+#: Pinned by test_hint_calibration.py::test_a_kink_in_the_example_values_passes_one_sidedly,
+#: test_a_wrong_sign_beside_a_kink_still_fails and corpus "relu-slope2_at_kink".
+KINK_GAP = 10.0
+#: Failing Jacobian columns judged one-sidedly at most (4 calls each): a failure in more input
+#: elements than this is not a few unlucky example values.
+MAX_KINK_COLUMNS = 64
+
+
+def is_kink(an: Tensor, sides: tuple[Tensor, Tensor, Tensor], tol: Tolerance) -> bool:
+    """Every entry non-smooth (the left and right slopes disagree by KINK_GAP tolerances, or
+    the central difference lies that far outside them) with `an` between left and right."""
+    left, central, right = sides
+    thr = tol.atol + tol.rtol * torch.maximum(left.abs(), right.abs())
+    lo, hi = torch.minimum(left, right), torch.maximum(left, right)
+    gap = KINK_GAP * thr
+    rough = ((hi - lo) > gap) | (central < lo - gap) | (central > hi + gap)
+    between = (an >= lo - thr) & (an <= hi + thr)
+    return bool((rough & between).all())
+
+
+# --- second order and autocast: whose failure is it ------------------------------------------
+
+#: Hints a finite-difference check gets from rounding noise in what it differentiates (a
+#: float32-accurate function: its differences are noise of ~10% over the step): precision_loss
+#: replaces them.  Pinned by corpus "*-f32" (precision_loss, not second_order_only).
+NOISE_HINTS = ("", "constant_factor", "second_order_only")
+
+
+def second_order_hint(hint: str, first_ok: bool) -> str:
+    """A failing second_order row's hint: `second_order_only` beside right first-order
+    gradients (corpus "exp-inner_backward_x2", "*-detach"), else its own."""
+    return "second_order_only" if first_ok else hint
+
+
+def precision_blamed(row: CheckRow) -> None:
+    """`row` fails on the rounding noise of a float32-accurate function (measured by the
+    caller): precision_loss, and no noise-made hint on its findings."""
+    row.hint = "precision_loss"
+    for f in row.findings:
+        if f.hint in NOISE_HINTS:
+            f.hint = ""
+
+
+def autocast_hint(failed: bool, without: Callable[[], str]) -> str:
+    """The autocast row's hint: what the Function gets wrong WITHOUT autocast on the same
+    float32 values (`without`, plain_hint of those rows), else `autocast_only`."""
+    return "" if not failed else without() or "autocast_only"
+
+
+def plain_hint(failed_hints: Sequence[str]) -> str:
+    """The hint of the plain float32 rows a failing autocast row is run again as: their own,
+    `also_without_autocast` when they fail without one, '' when they pass (autocast_only).
+    Pinned by test_tolerances.py::test_autocast_keeps_an_error_by_design_the_user_allowed."""
+    return next((h for h in failed_hints if h), "also_without_autocast" if failed_hints else "")
+
+
+# --- crashes -----------------------------------------------------------------------------------
+
+def crash_hint(exc: BaseException) -> str:
+    """The hint code for what autograd's own error message says, else 'crash'.  Pinned by
+    corpus "*-count" (wrong_count), "mulconstant-grad_for_float" (non_tensor_grad),
+    "*-inplacesaved" (inplace_saved)."""
+    msg = str(exc)
+    if "incorrect number of gradients" in msg:
+        return "wrong_count"
+    if "different than None" in msg and "not a Variable" in msg:
+        return "non_tensor_grad"
+    if "invalid gradient" in msg and "shape" in msg:
+        return "wrong_shape"
+    if "modified by an inplace operation" in msg:
+        return "inplace_saved"
+    return "crash"
