@@ -22,6 +22,7 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
+from gradlab.errors import ComplexUnsupportedError
 from gradlab.model import Tolerance
 from gradlab.results import CheckRow, ErrorStats, Pattern
 
@@ -229,18 +230,11 @@ def explain(row: CheckRow, hint: str) -> None:
 # --- variants: the layout's, or the values' (variants.py, verdicts.py measure) ----------------
 
 #: The hint a failing variant gets when the base run of the same case passed.
-ONLY_HINT = {
-    "noncontiguous": "noncontiguous_only",
-    "transposed": "transposed_only",
-    "channels_last": "channels_last_only",
-    "expanded": "expanded_only",
-    "grad_output": "grad_output_layout",
-    "requires_grad": "requires_grad_subset",
-    "undefined_grad": "undefined_grad",
-    "size1": "size1_only",
-    "magnitude": "magnitude_only",
-    "ragged": "ragged_only",
-}
+ONLY_HINT = {"noncontiguous": "noncontiguous_only", "transposed": "transposed_only",
+             "channels_last": "channels_last_only", "expanded": "expanded_only",
+             "grad_output": "grad_output_layout", "requires_grad": "requires_grad_subset",
+             "undefined_grad": "undefined_grad", "size1": "size1_only",
+             "magnitude": "magnitude_only", "ragged": "ragged_only"}
 #: A value variant's failure is value-level when the tolerance that would pass (with
 #: passing_tolerance's margin of 2) is at most this many times the one used: an overflow gives
 #: inf or NaN, a dropped tile or a wrong remainder an error the size of the value itself
@@ -388,6 +382,8 @@ def crash_hint(exc: BaseException) -> str:
     corpus "*-count" (wrong_count), "mulconstant-grad_for_float" (non_tensor_grad),
     "*-inplacesaved" (inplace_saved)."""
     msg = str(exc)
+    if isinstance(exc, ComplexUnsupportedError):
+        return "complex_unsupported"
     if "incorrect number of gradients" in msg:
         return "wrong_count"
     if "different than None" in msg and "not a Variable" in msg:
