@@ -64,7 +64,7 @@ class ErrorStats:
     #: non-finite at all: nothing can be verified there).
     nonfinite: int = 0
     #: the 5% and 95% quantiles of the per-element ratio got/want over the elements whose
-    #: expected magnitude is significant (gradlab.checks.diagnose.RATIO_FLOOR): a constant
+    #: expected magnitude is significant (gradlab.checks.hints.RATIO_FLOOR): a constant
     #: factor has them equal; None when not measured (a pass, or too few such elements).
     ratio_lo: float | None = None
     ratio_hi: float | None = None
