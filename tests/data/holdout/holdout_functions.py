@@ -31,6 +31,7 @@ from holdout_ops import (
     Hypot,
     LogSoftmax,
     Matmul,
+    MaxDim,
     MaxPool,
     Norm,
     Polar,
@@ -38,8 +39,12 @@ from holdout_ops import (
     Poly,
     RowNorm,
     ScaledCumsum,
+    ScaleInplace,
     Scatter,
     SortRanks,
+    SumRows,
+    TransposeView,
+    as_float32,
     atan2_ref,
     avg_pool2d_args,
     avg_pool2d_ref,
@@ -67,6 +72,8 @@ from holdout_ops import (
     log_softmax_ref,
     matmul_args,
     matmul_ref,
+    max_dim_args,
+    max_dim_ref,
     max_pool_args,
     max_pool_ref,
     norm_args,
@@ -80,11 +87,17 @@ from holdout_ops import (
     poly_ref,
     rev_cumsum,
     row_norm_ref,
+    scale_args,
+    scale_ref,
     scaled_cumsum_ref,
     scatter_args,
     scatter_ref,
     sort_args,
     sort_ranks_ref,
+    square_args,
+    sum_rows_args,
+    sum_rows_ref,
+    transpose_ref,
 )
 from torch import Tensor
 
@@ -723,6 +736,39 @@ class MmTransposedShape(Matmul):
         return torch.einsum("ik,jk->ij", g, b), torch.einsum("ik,ij->kj", g, a)
 
 
+class SiNotMarked(ScaleInplace):
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, s: float) -> Tensor:
+        ctx.s = s
+        x.data.mul_(s)  # written through .data, returned, never marked dirty
+        return x
+
+
+class TvNotTransposed(TransposeView):
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        return g.contiguous()  # square input: the shape fits, the layout of values does not
+
+
+class SrMean(SumRows):
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        return g[:, None].expand(ctx.shape) / ctx.shape[1]  # the mean's gradient
+
+
+class MdEveryElement(MaxDim):
+    @staticmethod
+    def backward(ctx: Any, g: Tensor, _gi: Tensor | None) -> Tensor:
+        return g[:, None].expand(ctx.shape).clone()  # as if it were a sum
+
+
+class Hy32Factor(Hypot):
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+        x, y, h = ctx.saved_tensors
+        return 2 * g * x / h, 2 * g * y / h  # the derivative of h**2's root taken as h**2's
+
+
 def entry(id: str, broken: Any, twin: Any, reference: Any, make: Any, right: Iterable[str],
           options: dict[str, Any] | None = None, twin_id: str = "") -> Entry:
     return Entry(id, broken, twin, reference, make, frozenset(right), dict(options or {}),
@@ -839,4 +885,20 @@ HOLDOUT: list[Entry] = [
     entry("hypot/wrong_fast_path", HyFastPath, *HY, {"value_dependent"}),
     entry("matmul/transposed_weight_grad", MmTransposedShape, Matmul, matmul_ref, matmul_args,
           {"wrong_shape", "transposed"}),
+    entry("scale_inplace/data_write_not_marked", SiNotMarked, ScaleInplace, scale_ref,
+          scale_args, {"inplace_input"}),
+    entry("transpose_view/backward_not_transposed", TvNotTransposed, TransposeView,
+          transpose_ref, square_args, {"transposed"}),
+    entry("sum_rows/mean_gradient", SrMean, SumRows, sum_rows_ref, sum_rows_args, FACTOR),
+    entry("max_dim/gradient_to_every_element", MdEveryElement, MaxDim, max_dim_ref,
+          max_dim_args, MIXED),
+    # float32 examples: the float32 tolerance for the rows, float64 for the numerical checks
+    entry("hypot32/factor_2", Hy32Factor, Hypot, hypot_ref, as_float32(plane_args), FACTOR,
+          twin_id="hypot32"),
+    entry("atan2_32/sign_of_x_grad", AtSignX, Atan2, atan2_ref, as_float32(plane_args), SIGN,
+          twin_id="atan2_32"),
+    entry("log_softmax32/dropped_softmax_term", LsDroppedTerm, LogSoftmax, log_softmax_ref,
+          as_float32(log_softmax_args), MIXED, twin_id="log_softmax32"),
+    entry("cumprod32/no_chain_rule", CpNoChain, Cumprod, cumprod_ref, as_float32(cumprod_args),
+          {"no_chain_rule"}, twin_id="cumprod32"),
 ]

@@ -630,3 +630,107 @@ def matmul_ref(a: Tensor, b: Tensor) -> Tensor:
 
 def matmul_args() -> list[Any]:
     return [signed((3, 4), 0.2, 2.0, 42), signed((4, 5), 0.2, 2.0, 43)]
+
+
+# ---- in place with mark_dirty, a view, an expanded gradient, an integer output ---------------
+
+class ScaleInplace(torch.autograd.Function):
+    """x *= s in place, marked dirty: the very input object is returned."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, s: float) -> Tensor:
+        ctx.s = s
+        x.mul_(s)
+        ctx.mark_dirty(x)
+        return x
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, None]:
+        return g * ctx.s, None
+
+
+def scale_ref(x: Tensor, s: float) -> Tensor:
+    return x * s
+
+
+def scale_args() -> list[Any]:
+    return [signed((3, 4), 0.2, 2.0, 44), 1.5]
+
+
+class TransposeView(torch.autograd.Function):
+    """Returns a view of its input (the transpose): a non-contiguous output."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        return x.t()
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        return g.t()
+
+
+def transpose_ref(x: Tensor) -> Tensor:
+    return x.t()
+
+
+def square_args() -> list[Any]:
+    return [signed((4, 4), 0.2, 2.0, 45)]
+
+
+class SumRows(torch.autograd.Function):
+    """Row sums; backward returns an expanded (stride-0) gradient, which autograd accepts."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.shape = x.shape
+        return x.sum(1)
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        return g[:, None].expand(ctx.shape)
+
+
+def sum_rows_ref(x: Tensor) -> Tensor:
+    return x.sum(1)
+
+
+def sum_rows_args() -> list[Any]:
+    return [signed((3, 4), 0.2, 2.0, 46)]
+
+
+class MaxDim(torch.autograd.Function):
+    """Row maxima and their integer positions (an output that cannot require grad)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> tuple[Tensor, Tensor]:
+        v, i = x.max(1)
+        ctx.save_for_backward(i)
+        ctx.shape = x.shape
+        return v, i
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor, _gi: Tensor | None) -> Tensor:
+        (i,) = ctx.saved_tensors
+        return g.new_zeros(ctx.shape).scatter(1, i[:, None], g[:, None])
+
+
+def max_dim_ref(x: Tensor) -> tuple[Tensor, Tensor]:
+    v, i = x.max(1)
+    return v, i
+
+
+def max_dim_args() -> list[Any]:
+    return [distinct((3, 5), 47)]
+
+
+# ---- float32 examples (the numerical checks still run in float64) ----------------------------
+
+def as_float32(make: Any) -> Any:
+    """The same example args, floating tensors in float32."""
+
+    def made() -> list[Any]:
+        return [a.detach().float().requires_grad_() if isinstance(a, Tensor)
+                and a.is_floating_point() else a for a in make()]
+
+    made.__name__ = f"{make.__name__}_float32"
+    return made
