@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Protocol
-
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING, Protocol
 
 from gradlab.errors import ComplexUnsupportedError
 from gradlab.model import Tolerance
 from gradlab.results import CheckRow, ErrorStats, Pattern
+
+if TYPE_CHECKING:  # torch-free at run time: checks/context (the CLI's parent process) imports it
+    from torch import Tensor
 
 # --- the error's shape: a constant factor, a sign, zero (diagnose.ratio_range measures) -------
 
@@ -312,8 +312,8 @@ def is_kink(an: Tensor, sides: tuple[Tensor, Tensor, Tensor], tol: Tolerance) ->
     """Every entry non-smooth (the left and right slopes disagree by KINK_GAP tolerances, or
     the central difference lies that far outside them) with `an` between left and right."""
     left, central, right = sides
-    thr = tol.atol + tol.rtol * torch.maximum(left.abs(), right.abs())
-    lo, hi = torch.minimum(left, right), torch.maximum(left, right)
+    thr = tol.atol + tol.rtol * left.abs().maximum(right.abs())
+    lo, hi = left.minimum(right), left.maximum(right)
     gap = KINK_GAP * thr
     rough = ((hi - lo) > gap) | (central < lo - gap) | (central > hi + gap)
     between = (an >= lo - thr) & (an <= hi + thr)
