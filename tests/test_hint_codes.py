@@ -1,4 +1,4 @@
-"""The hint vocabulary against its decisions (gradlab.checks.hints.CODES, words.HINTS).
+"""The hint vocabulary against its decisions (gradlab.checks.hintcodes.CODES, words.HINTS).
 
 - every code a decision gives has a sentence, and every sentence a decision (no exceptions);
 - each code is written in the module CODES says decides it (a code moved or renamed there
@@ -19,14 +19,14 @@ import torch
 from conftest import DATA, ROOT, TESTS
 
 from gradlab.checks import diagnose as dg
-from gradlab.checks import hints
+from gradlab.checks import hintcodes, hints
 from gradlab.model import INFO_CAPABILITIES, Tolerance
 from gradlab.render.words import HINTS
 from gradlab.results import ErrorStats
 
 CHECKS = ROOT / "gradlab" / "checks"
 HINTS_SOURCE = (CHECKS / "hints.py").read_text(encoding="utf-8")
-DECIDED = {code for codes in hints.CODES.values() for code in codes}
+DECIDED = {code for codes in hintcodes.CODES.values() for code in codes}
 
 
 def test_every_decided_code_has_a_sentence() -> None:
@@ -40,14 +40,14 @@ def test_every_sentence_has_a_decision() -> None:
 
 
 def test_each_code_is_listed_once() -> None:
-    listed = [code for codes in hints.CODES.values() for code in codes]
+    listed = [code for codes in hintcodes.CODES.values() for code in codes]
     assert len(listed) == len(set(listed)), sorted(c for c in listed if listed.count(c) > 1)
 
 
-@pytest.mark.parametrize("module", sorted(hints.CODES))
+@pytest.mark.parametrize("module", sorted(hintcodes.CODES))
 def test_each_code_is_written_where_codes_says(module: str) -> None:
     source = (CHECKS / f"{module}.py").read_text(encoding="utf-8")
-    for code in hints.CODES[module]:
+    for code in hintcodes.CODES[module]:
         # capabilities builds a missing capability's code as f"{cap}_missing"
         built = (module == "capabilities" and code.endswith("_missing")
                  and code.removesuffix("_missing") in INFO_CAPABILITIES
