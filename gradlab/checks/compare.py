@@ -34,7 +34,7 @@ def compare_runs(ctx: CaseContext, variant: str, got: Run, want: Run, inputs: In
             rows.append(ctx.crash_row(variant, "forward", want.error, hint="",
                                       reason="reference_failed"))
         else:
-            rows.append(compare_outputs(ctx, variant, got.outs, want.outs, tol))
+            rows.append(compare_outputs(ctx, variant, got.outputs_as_returned, want.outs, tol))
     if "gradient" not in checks or not inputs.diff_index:
         return rows
     if got.error is not None:

@@ -108,7 +108,7 @@ class CaseContext:
 
     def crash_row(self, variant: str, check: str, exc: BaseException, **kw: Any) -> CheckRow:
         """An error row for an exception raised by the Function (or the reference)."""
-        return self.row(variant, check, ERROR, hint=kw.pop("hint", crash_hint(exc)),
+        return self.row(variant, check, ERROR, hint=kw.pop("hint", crash_hint(exc, variant, check)),
                         note=first_line(exc), crash_location=crash_location(exc), **kw)
 
 

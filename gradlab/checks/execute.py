@@ -40,6 +40,14 @@ class Run:
     #: backward moved torch's global generators: it drew numbers of its own (a fresh mask)
     #: instead of replaying forward's under a forked RNG state.
     drew_backward: bool = False
+    #: the outputs' values as forward returned them, when backward then wrote into an output
+    #: it saved (a contract failure of its own): what the forward comparison judges.
+    forward_values: list[Tensor] | None = None
+
+    @property
+    def outputs_as_returned(self) -> list[Tensor]:
+        """The outputs as forward returned them (forward_values, else outs)."""
+        return self.forward_values if self.forward_values is not None else self.outs
 
     def with_grads(self, grads: list[Tensor | None]) -> Run:
         """The same run with other gradients (a requires_grad subset of these)."""
@@ -132,7 +140,11 @@ def backward_of(run: Run, fn: Callable[..., Any], inputs: Inputs,
         run.error, run.stage = error, stage
         return run
     run.grads = list(grads)
-    run.contract += watch.writes([g for _, g in pairs], inputs, outs)
+    written = watch.writes([g for _, g in pairs], inputs, outs)
+    run.contract += written
+    if any(f.subject == "output" for f in written):
+        # forward was right when it returned: the comparison must not blame it for backward
+        run.forward_values = watch.outputs
     return run
 
 

@@ -87,9 +87,11 @@ def ignores_inplace(fn: Callable[..., Any], inputs: Inputs, i: int) -> bool:
         new = x.detach() * (1 + FRESH_STEP) + FRESH_STEP
         fresh = Inputs([new.clone().requires_grad_(x.requires_grad) if k == i else a
                         for k, a in enumerate(work.args)], work.kwargs)
-        changed = call(fn, fresh)
+        # the in-place update first: a cache of one entry (the last tensor seen) would be
+        # evicted by the fresh tensor and then miss the updated one
         x.detach().copy_(new)
         inplace = call(fn, work)
+        changed = call(fn, fresh)
     except Exception:
         return False  # nothing can be said; the failure stands without a hint
     same = all(_equal(a, b) for a, b in zip(base, inplace, strict=True))

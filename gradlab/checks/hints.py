@@ -357,11 +357,15 @@ def plain_hint(failed_hints: Sequence[str]) -> str:
 
 # --- crashes -----------------------------------------------------------------------------------
 
-def crash_hint(exc: BaseException) -> str:
+def crash_hint(exc: BaseException, variant: str = "", check: str = "") -> str:
     """The hint code for what autograd's own error message says, else 'crash'.  Pinned by
     corpus "mul-count" (wrong_count), "mulconstant-grad_for_float" (non_tensor_grad),
-    "tanh-inplacesaved" (inplace_saved)."""
+    "tanh-inplacesaved" (inplace_saved); a write into a stride-0 tensor raising by holdout
+    "max_pool/grad_output_written" (the variant and check say which tensor was written)."""
     msg = str(exc)
+    if "more than one element of the written-to tensor" in msg:
+        return ("inplace_grad_output" if variant.startswith("grad_output") else
+                "inplace_input" if check == "forward" else "inplace_saved")
     if isinstance(exc, ComplexUnsupportedError):
         return "complex_unsupported"
     if "incorrect number of gradients" in msg:

@@ -146,6 +146,9 @@ def numerical_rows(target: Target, case: Case, device: str, options: Options,
     if not inputs.diff_index:
         return ctx.rows
     first_ok = True
+    # the case's values as drawn: a Function writing into its inputs (a contract failure the
+    # case rows report) must not move the later checks to other values than its base run's
+    pristine = inputs.clone()
     # the deterministic probe runs the Function again from the state its base run began in
     state = RngState.now(device)
     bw = None
@@ -166,13 +169,13 @@ def numerical_rows(target: Target, case: Case, device: str, options: Options,
             first_ok, bw = False, None
             ctx.crash_row("base", "jacobian", exc, seconds=time.perf_counter() - t0)
     if "second_order" in checks:
-        second_order_row(ctx, target.op, inputs.clone(), gen, first_ok,
+        second_order_row(ctx, target.op, pristine.clone(), gen, first_ok,
                          outs=bw.outputs if bw is not None else None)
     if "autocast" in checks:
         guarded_check(ctx, "autocast", lambda: autocast_row(ctx, seed, gen, first_ok))
     if "capabilities" in checks:
         guarded_check(ctx, "capabilities", lambda: capability_rows(
-            ctx, inputs.clone(), gen, base=base_of(bw), state=state))
+            ctx, pristine.clone(), gen, base=base_of(bw), state=state))
     return ctx.rows
 
 

@@ -15,6 +15,7 @@ from gradlab.cases import Inputs, call, flat_outputs, standard_normal
 from gradlab.checks import diagnose as dg
 from gradlab.checks import jacobian as jac
 from gradlab.checks.context import CaseContext, first_line
+from gradlab.checks.contract import backward_again
 from gradlab.checks.execute import run_once
 from gradlab.checks.hints import NOISE_HINTS, level_hint, precision_blamed, second_order_hint
 from gradlab.checks.numerical import DENSE_MAX_CALLS_2ND, jacobian_check
@@ -166,6 +167,10 @@ def second_order_row(ctx: CaseContext, op: OpDef, inputs: Inputs, gen: torch.Gen
             row.hint = second_order_hint(row.hint, first_ok)
             if first_ok:
                 blame_precision(row, ctx, op, inputs, gen, outputs=False)
+            if row.hint == "second_order_only":
+                # a backward that changes ctx gives another result each time it runs: its
+                # second order is wrong for that reason, not for a ctx-held tensor
+                row.hint = not_reentrant(op, inputs, gen) or row.hint
     except Exception as exc:
         ctx.crash_row("base", "second_order", exc, seconds=time.perf_counter() - t0)
 
@@ -203,3 +208,16 @@ def blame_precision(row: CheckRow, ctx: CaseContext, op: OpDef, inputs: Inputs,
         return
     if precision_hint(ctx, op, inputs, gen, outputs=outputs):
         precision_blamed(row)
+
+
+def not_reentrant(op: OpDef, inputs: Inputs, gen: torch.Generator) -> str:
+    """The contract's re-entrancy hint when the Function's backward, run twice on one graph,
+    differs beyond the float64 tolerance (it changes ctx or saved state), else "".  Asked only
+    of a failing second_order row (one forward and two backwards)."""
+    work = inputs.clone()
+    run = run_once(op.function, work, None, gen)
+    if run.error is not None or not run.grad_outs64:
+        return ""
+    gos = [g.to(o.dtype).to(o.device) for g, o in zip(run.grad_outs64, run.outs, strict=True)]
+    found, _ = backward_again(run.outs, work, gos, run.grads, op.tolerance("float64"))
+    return found[0].hint if found else ""
