@@ -12,7 +12,8 @@ from gradlab.model import CHECKS, Case, Target
 #: One work item: ("case" | "numerical", target, case, dtype, device).
 Item = tuple[str, Target, Case, str, str]
 #: The checks a "numerical" item makes: once per case and device, whatever the dtypes.
-PER_CASE_CHECKS = frozenset({"jacobian", "second_order", "autocast", "capabilities"})
+PER_CASE_CHECKS = frozenset({"jacobian", "second_order", "forward_ad", "autocast",
+                             "capabilities"})
 
 
 def enabled_checks(target: Target, options: Options) -> frozenset[str]:

@@ -37,6 +37,7 @@ from gradlab.checks.execute import (
     rng_replayed,
     run_once,
 )
+from gradlab.checks.forward_ad import forward_ad_row
 from gradlab.checks.hints import UNEXPLAINED, crash_hint, explain
 from gradlab.checks.jacobian import Backward, build_backward
 from gradlab.checks.numerical import jacobian_check
@@ -171,6 +172,9 @@ def numerical_rows(target: Target, case: Case, device: str, options: Options,
     if "second_order" in checks:
         second_order_row(ctx, target.op, pristine.clone(), gen, first_ok,
                          outs=bw.outputs if bw is not None else None)
+    if "forward_ad" in checks:  # its own generator: the other checks' draws stay as they were
+        guarded_check(ctx, "forward_ad", lambda: forward_ad_row(
+            ctx, inputs.clone(), torch.Generator().manual_seed(seed + 11), first_ok))
     if "autocast" in checks:
         guarded_check(ctx, "autocast", lambda: autocast_row(ctx, seed, gen, first_ok))
     if "capabilities" in checks:

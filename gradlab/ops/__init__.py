@@ -26,11 +26,12 @@ SPEC_FOLDER = "specs"
 
 #: What a bundled op written as a classic Function (forward(ctx, ...), no setup_context)
 #: supports, as `gradlab check specs/ --capabilities all` measured it on a CPU-only machine
-#: (cuda "-": not measured there); the states are gradlab.results.capabilities'.  The README's
+#: (cuda "-": not measured there; forward_ad "-": none has a jvp, and their specs declare
+#: `checks: {forward_ad: false}`); the states are gradlab.results.capabilities'.  The README's
 #: op table gives the reasons; tests/ops/test_registry.py measures them again.
-CLASSIC_FUNCTION = {"first_order": "yes", "second_order": "yes", "autocast": "yes",
-                    "compile": "yes", "vmap": "no", "func_grad": "no", "deterministic": "yes",
-                    "noncontiguous": "yes", "cuda": "-"}
+CLASSIC_FUNCTION = {"first_order": "yes", "second_order": "yes", "forward_ad": "-",
+                    "autocast": "yes", "compile": "yes", "vmap": "no", "func_grad": "no",
+                    "deterministic": "yes", "noncontiguous": "yes", "cuda": "-"}
 #: The same for an op that declares no double backward (second_order: False; checked to raise).
 FIRST_ORDER_ONLY = CLASSIC_FUNCTION | {"second_order": "no"}
 
