@@ -71,7 +71,8 @@ AUTOCAST_DTYPES = {"cpu": "bfloat16", "cuda": "float16"}
 
 #: Variant families, as named in specs and options (see gradlab.checks.variants).
 VARIANT_FAMILIES = ("noncontiguous", "transposed", "channels_last", "expanded", "grad_output",
-                    "requires_grad", "undefined_grad", "size1", "magnitude", "ragged")
+                    "requires_grad", "undefined_grad", "size1", "magnitude", "ragged", "ties",
+                    "repeated_index")
 
 
 def canonical_dtype(name: str, allowed: Sequence[str] = DTYPES) -> str:

@@ -23,6 +23,7 @@ from gradlab.checks.context import CaseContext, first_line
 from gradlab.checks.contract import contract_row
 from gradlab.checks.execute import Run, backward_of, run_once, run_undefined
 from gradlab.checks.hints import LEVEL_HINTS, ONLY_HINT
+from gradlab.checks.repeats import repeat_variants, tie_convention
 from gradlab.checks.sizes import magnitude_inputs, ragged_inputs, ragged_name, ragged_sizes
 from gradlab.checks.verdicts import (
     LAYOUT_FAMILIES,
@@ -107,6 +108,8 @@ def value_variants(ctx: CaseContext, fams: set[str], base: Inputs) -> Iterator[V
         sizes = ragged_sizes(ctx.case.args)
         if sizes:
             yield ragged_variant(ctx, sizes)
+    for name, family, inputs in repeat_variants(fams, base, ctx.op.reference is not None):
+        yield Variant(name, family, inputs, new_values=True)  # gradlab.checks.repeats
 
 
 def ragged_variant(ctx: CaseContext, sizes: Sequence[int]) -> Variant:
@@ -318,6 +321,8 @@ def one_variant(ctx: CaseContext, v: Variant, b: Baseline, judge: Judge,
     failing = [r for r in ctx.rows[n_before:] if r.failed and r.check != "contract"]
     if failing and v.family == "magnitude":
         failing = overflow_alike(ctx, v.inputs, b.grad_outs64, got, failing, b.gen)
+    if failing and v.family == "ties":
+        failing = tie_convention(v.inputs, (got, want), failing, judge.tol)
     if failing:
         # contract rows keep their own, more specific, hint
         judge_failures(ctx, v, b, judge, failing, (got, want))

@@ -39,6 +39,7 @@ from gradlab.checks.hints import (
     value_level,
     value_level_hint,
 )
+from gradlab.checks.repeats import untied
 from gradlab.checks.sizes import magnitude_inputs
 from gradlab.model import Tolerance
 from gradlab.results import PASS, SKIP, CheckRow, Finding
@@ -47,7 +48,7 @@ from gradlab.results import PASS, SKIP, CheckRow, Finding
 #: the stride-0 grad_output repeat one slice's values: their plain copy keeps those values).
 LAYOUT_FAMILIES = ("noncontiguous", "transposed", "channels_last", "expanded", "grad_output")
 #: Families whose variant draws other values (or sizes) in plain contiguous memory.
-VALUE_FAMILIES = ("magnitude", "ragged", "size1")
+VALUE_FAMILIES = ("magnitude", "ragged", "size1", "ties", "repeated_index")
 #: (VALUE_LEVEL_FACTOR, and the hints a value-level failure gets or keeps: gradlab.checks.hints.)
 
 
@@ -138,9 +139,12 @@ def value_variant_failures(ctx: CaseContext, family: str, inputs: Inputs, base: 
                            tol: Tolerance, gen: torch.Generator) -> set[str]:
     """The checks a failing value variant fails again where its own cause cannot act: the
     ragged values cut back to the case's sizes (no tile left partial), the magnitude halfway
-    (below every overflow point); failing there too, the error is the values'."""
+    (below every overflow point), the ties moved apart; failing there too, the error is the
+    values'."""
     if family == "ragged":
         return values_failures(ctx, narrowed_to(inputs, base), tol, gen)
+    if family == "ties":
+        return values_failures(ctx, untied(inputs, base), tol, gen)
     if family == "magnitude":
         halfway = magnitude_inputs(base, ctx.dtype, halfway=True)
         return set() if halfway is None else values_failures(ctx, halfway, tol, gen)

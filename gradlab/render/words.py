@@ -59,6 +59,12 @@ HINTS: dict[str, str] = {
                       "without the max shift?)",
     "ragged_only": "fails only for sizes that are no multiple of a tile (a launch grid of "
                    "n // BLOCK instead of cdiv(n, BLOCK), a remainder loop dropped?)",
+    "ties_only": "fails only at tied values (slices repeated along each dim): the gradient "
+                 "through a group of tied values does not total the reference's (every tied "
+                 "maximum given the full gradient, instead of one of them or a share?)",
+    "repeated_index_only": "fails only where an integer index repeats (a backward that "
+                           "assigns, gw[idx] = g, instead of accumulating with index_add_ "
+                           "keeps one occurrence of a repeated index?)",
     "border_band": "wrong only near the borders (padding or boundary handling?)",
     "tail_tile": "wrong only in the last partial tile along a dim (a launch grid of n // BLOCK "
                  "instead of cdiv(n, BLOCK), or a loop that drops the remainder?)",
@@ -162,6 +168,9 @@ REASONS: dict[str, str] = {
     "cuda_missing": "not supported: raises on CUDA",
     "kink": "a non-differentiable point in the example values (left and right differences "
             "disagree): judged one-sidedly",
+    "tie_convention": "at tied values the gradient is shared among the ties otherwise than "
+                      "the reference's convention, but each tied group's total agrees (another "
+                      "valid subgradient)",
     "overflow_alike": "non-finite where the reference overflows alike in this dtype (the "
                       "dtype's range, not the Function's bug)",
     "internal_error": "gradlab itself failed here (a gradlab bug: please report it with the "

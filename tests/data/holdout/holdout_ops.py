@@ -161,7 +161,9 @@ class Gather(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, g: Tensor) -> tuple[Tensor, None]:
         (idx,) = ctx.saved_tensors
-        return g.new_zeros(ctx.shape).scatter(1, idx, g), None
+        # scatter_add: a plain scatter keeps one of a repeated index's gradients (the
+        # repeated_index variant's bug), right only for the distinct indices of gather_args
+        return g.new_zeros(ctx.shape).scatter_add(1, idx, g), None
 
 
 def gather_ref(x: Tensor, idx: Tensor) -> Tensor:

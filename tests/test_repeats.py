@@ -1,0 +1,186 @@
+"""The ties and repeated_index variants (gradlab.checks.repeats): bugs that live only at
+repeated values, each caught with its `*_only` hint beside a correct twin, through the API and
+through a spec; a valid other convention at a tie passes (reason tie_convention)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from conftest import DATA
+from typer.testing import CliRunner
+
+import gradlab
+from gradlab.cases import Inputs
+from gradlab.checks.repeats import (
+    groups_agree,
+    paired,
+    repeat_variants,
+    repeated_index_inputs,
+    tied_inputs,
+    untied,
+)
+from gradlab.cli import app
+from gradlab.model import Tolerance
+from gradlab.render.words import message
+
+REPEATS = DATA / "repeats"
+sys.path.insert(0, str(REPEATS))
+import repeat_functions as rf  # noqa: E402
+
+
+def said(r: Any) -> list[tuple[str, str, str, str]]:
+    return [(x.variant, x.check, x.hint, message(x)) for x in r.failures]
+
+
+def matrix(*shape: int) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(0)
+    return (torch.rand(shape, generator=gen, dtype=torch.float64) * 2 - 1).requires_grad_()
+
+
+def embedding_args() -> list[torch.Tensor]:
+    # distinct indices: the base case passes, only repeats show the bug
+    return [matrix(10, 3), torch.tensor([0, 3, 5, 1, 7, 2])]
+
+
+def gather_args() -> list[torch.Tensor]:
+    return [matrix(4, 6), torch.tensor([[0, 3], [5, 1], [2, 4], [1, 0]])]
+
+
+#: (broken, twins, reference, example inputs, the failing variant's family, its hint)
+CASES = {
+    "max": (rf.MaxAllTies, (rf.MaxOneIndex, rf.MaxSplit), rf.amax_reference,
+            lambda: [matrix(4, 6)], "ties", "ties_only"),
+    "embedding": (rf.EmbeddingAssign, (rf.Embedding,), rf.embedding_reference, embedding_args,
+                  "repeated_index", "repeated_index_only"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_broken_function_fails_only_at_repeats_with_its_hint(name: str) -> None:
+    broken, _, ref, example, family, hint = CASES[name]
+    r = gradlab.check(broken, example(), reference=ref)
+    assert not r.passed
+    assert {(x.variant.split("[")[0], x.check, x.hint) for x in r.failures} == {
+        (family, "gradient", hint)}, said(r)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_correct_twins_pass(name: str) -> None:
+    _, twins, ref, example, family, _ = CASES[name]
+    for twin in twins:
+        r = gradlab.check(twin, example(), reference=ref)
+        assert r.passed, said(r)
+        assert any(x.variant.startswith(family) for x in r.rows)
+
+
+def test_one_index_at_a_tie_is_another_valid_convention() -> None:
+    """torch.max's one-hot beside amax's even split: the elements differ, each tied group's
+    total agrees: a pass that says why."""
+    r = gradlab.check(rf.MaxOneIndex, [matrix(4, 6)], reference=rf.amax_reference,
+                      checks=["forward", "gradient"])
+    (row,) = [x for x in r.rows if x.variant.startswith("ties") and x.check == "gradient"]
+    assert (row.status, row.reason) == ("pass", "tie_convention")
+    split = gradlab.check(rf.MaxSplit, [matrix(4, 6)], reference=rf.amax_reference,
+                          checks=["forward", "gradient"])
+    assert all(x.reason == "" for x in split.rows if x.variant.startswith("ties"))
+
+
+def test_a_gather_with_a_correct_backward_passes_with_repeated_indices() -> None:
+    r = gradlab.check(rf.Gather, gather_args(), reference=rf.gather_reference)
+    assert r.passed, said(r)
+    assert [x.status for x in r.rows if x.variant == "repeated_index[1]"] == ["pass", "pass"]
+
+
+def test_a_reference_refusing_repeated_indices_is_a_declared_skip() -> None:
+    def distinct_only(weight: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        if idx.unique().numel() < idx.numel():
+            raise ValueError("indices must be distinct")
+        return weight[idx]
+
+    r = gradlab.check(rf.Embedding, embedding_args(), reference=distinct_only,
+                      checks=["forward", "gradient"])
+    assert r.passed, said(r)
+    (row,) = [x for x in r.rows if x.variant.startswith("repeated_index")]
+    assert (row.status, row.declared, row.reason) == ("skip", True,
+                                                      "reference_refused_function_accepts")
+
+
+@pytest.mark.parametrize("spec, twin, hint", [("max_all_ties", "max_one_index", "ties_only"),
+                                              ("embedding_assign", "embedding",
+                                               "repeated_index_only"),
+                                              (None, "gather", None)])
+def test_through_a_spec(spec: str | None, twin: str, hint: str | None,
+                        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(REPEATS)
+
+    def run(name: str) -> Any:
+        return CliRunner().invoke(app, ["check", f"{name}.yaml", "--no-isolate",
+                                        "--report-dir", str(tmp_path)])
+
+    if spec is not None:
+        broken = run(spec)
+        assert broken.exit_code == 1 and f"likely cause: {hint}" in broken.output, broken.output
+    ok = run(twin)
+    assert ok.exit_code == 0, ok.output
+
+
+# --- what the variants feed a Function -------------------------------------------------------
+
+
+def test_pairing_ties_along_every_dim_with_the_case_s_own_values() -> None:
+    x = torch.arange(15.0).reshape(3, 5)
+    p = paired(x)
+    assert torch.equal(p[:, 0], p[:, 1]) and torch.equal(p[0], p[1])
+    assert set(p.unique().tolist()) <= set(x.unique().tolist())
+    assert paired(torch.tensor([2.0])).tolist() == [2.0]  # nothing to tie
+
+
+def test_ties_touch_only_floating_differentiable_inputs() -> None:
+    base = Inputs([matrix(3, 4), torch.rand(3, 4, dtype=torch.float64), torch.tensor([1, 2])])
+    changed, tied = tied_inputs(base)  # type: ignore[misc]
+    assert changed == [0] and tied.args[0].requires_grad
+    assert tied.args[1] is not base.args[1] and torch.equal(tied.args[1], base.args[1])
+    back = untied(tied, base)
+    assert not torch.equal(back.args[0], tied.args[0])
+    assert back.args[0].unique().numel() == base.args[0].numel()  # no ties left
+
+
+def test_indices_are_redrawn_with_repeats_within_their_own_values() -> None:
+    idx = torch.tensor([4, 9, 2, 7, 5, 8], dtype=torch.int32)
+    base = Inputs([matrix(3, 4), idx, torch.tensor([3]), torch.tensor([True, False, True]),
+                   torch.tensor([1, 2, 3], dtype=torch.uint8)], {"target": torch.arange(4)})
+    changed, rep = repeated_index_inputs(base)  # type: ignore[misc]
+    assert changed == ["1", "target"]
+    new = rep.args[1]
+    assert new.dtype == torch.int32 and new.shape == idx.shape
+    assert new.unique().numel() < new.numel()
+    assert set(new.tolist()) <= set(idx.tolist())
+    for i in (0, 2, 3, 4):  # floats, a count, a mask, bytes: kept
+        assert torch.equal(rep.args[i], base.args[i])
+
+
+def test_no_variant_without_a_reference_or_anything_to_repeat() -> None:
+    base = Inputs([matrix(3, 4), torch.tensor([0, 1, 2])])
+    fams = {"ties", "repeated_index"}
+    assert [n for n, _, _ in repeat_variants(fams, base, True)] == ["ties[0]",
+                                                                   "repeated_index[1]"]
+    assert list(repeat_variants(fams, base, False)) == []
+    assert list(repeat_variants(fams, Inputs([matrix(1), 3]), True)) == []
+
+
+def test_tied_groups_conserved_or_not() -> None:
+    values = torch.tensor([1.0, 1.0, 2.0, 3.0])
+    want = torch.tensor([0.5, 0.5, 1.0, 1.0], dtype=torch.float64)
+    tol = Tolerance(1e-7, 1e-7)
+    assert groups_agree(values, torch.tensor([1.0, 0.0, 1.0, 1.0], dtype=torch.float64), want,
+                        tol)
+    # every tie given the whole gradient: twice the group's total
+    assert not groups_agree(values, torch.tensor([1.0, 1.0, 1.0, 1.0], dtype=torch.float64),
+                            want, tol)
+    # moved between groups of different values: wrong
+    assert not groups_agree(values, torch.tensor([0.5, 0.5, 0.0, 2.0], dtype=torch.float64),
+                            want, tol)
