@@ -116,4 +116,4 @@ def test_specs(spec: str, code: int, words: str, tmp_path: Path) -> None:
 
 def test_the_matrix_has_a_fwd_column(tmp_path: Path) -> None:
     exit_code, out = run_spec("tanh_no_jvp.yaml", tmp_path)
-    assert " fwd " in out and "WARN" in out
+    assert exit_code == 0 and " fwd " in out and "WARN" in out

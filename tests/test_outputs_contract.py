@@ -75,7 +75,9 @@ def test_the_correct_twin_passes(name: str) -> None:
     fn, ref, shape = TWINS[name]
     r = gradlab.check(fn, example(shape), reference=ref)
     assert r.passed, failing(r)
-    assert not [x for x in r.rows if x.status == "warn"], [message(x) for x in r.rows]
+    # no warning but forward_ad's (classic Functions without a jvp: tests/test_forward_ad.py)
+    assert not [x for x in r.rows if x.status == "warn" and x.check != "forward_ad"], [
+        message(x) for x in r.rows]
 
 
 @pytest.mark.parametrize("name", sorted(BROKEN) + sorted(TWINS))
@@ -94,7 +96,7 @@ def test_outputs_the_reference_differentiates_and_the_function_does_not_warn(
     """A warning, not a failure: the gradients are compared without those outputs' share."""
     r = gradlab.check(of.BatchStats, example((6, 4)), reference=of.batch_stats_differentiable)
     assert r.passed, failing(r)
-    warned = [x for x in r.rows if x.status == "warn"]
+    warned = [x for x in r.rows if x.status == "warn" and x.check != "forward_ad"]  # no jvp
     assert [(x.variant, x.check, x.hint) for x in warned] == [
         ("base", "contract", "output_not_differentiable")]
     assert [(f.subject, f.index) for f in warned[0].findings] == [("output", 1), ("output", 2)]

@@ -492,7 +492,8 @@ def test_refusing_expanded_inputs_warns_when_the_reference_accepts_them() -> Non
     r = gradlab.check(RefusesExpanded, [rand(3, 4)], reference=lambda x: x * 2,
                       variants=["expanded"])
     assert r.passed, table(r.failures)
-    warned = [row for row in r.rows if row.status == "warn"]
+    # forward_ad's warn (no jvp) is another capability
+    warned = [row for row in r.rows if row.status == "warn" and row.check != "forward_ad"]
     assert warned and all(row.hint == "expanded_refused" for row in warned)
     assert "declare variants: {expanded: false}" in message(warned[0])
 
