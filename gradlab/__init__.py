@@ -36,7 +36,8 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
           budget: float | None = None,
           requires: Sequence[str] = (),
           strict: bool = False,
-          capabilities: str = "default") -> Report:
+          capabilities: str = "default",
+          special: Mapping[int, Sequence[float]] | None = None) -> Report:
     """Check a custom Function (or any callable) on example args, as `gradcheck` takes them.
 
     fn: an autograd.Function subclass (its `apply` is called) or a callable.  args: example
@@ -51,7 +52,9 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     from gradlab.model.CHECKS.  requires: capabilities (gradlab.model.CAPABILITIES) whose
     absence fails instead of warning (or, for the information ones, instead of passing with a
     reason); strict: all warn-kind ones.  capabilities: "default" measures all but
-    torch.compile, "all" that too (seconds more).  Returns a Report: `.passed`
+    torch.compile, "all" that too (seconds more).  special: arg index -> values the special
+    variant plants at a few positions of that input besides 0 ({0: [1.0]}).  Returns a
+    Report: `.passed`
     (verified: something ran and everything asked for ran and passed), and `.rows` with
     status, errors, hint and findings per check and variant
     (gradlab.render.words.message(row) says a row in words).
@@ -62,7 +65,7 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
 
     op = _example_op(fn, args, reference=reference, kwargs=kwargs, second_order=second_order,
                      name=name, dtypes=dtypes, devices=devices, tolerances=tolerances,
-                     size1=size1)
+                     size1=size1, special=special)
     opt_variants = variants if isinstance(variants, bool) else frozenset(variants)
     unknown = set(requires) - set(CAPABILITIES)
     if unknown:
@@ -79,13 +82,15 @@ def _example_op(fn: Callable[..., Any], args: Sequence[Any], *,
                 second_order: bool | None, name: str | None, dtypes: Sequence[str] | None,
                 devices: Sequence[str] | None,
                 tolerances: Mapping[str, tuple[float, float]] | None,
-                size1: Sequence[Sequence[tuple[int, int]]]) -> OpDef:
+                size1: Sequence[Sequence[tuple[int, int]]],
+                special: Mapping[int, Sequence[float]] | None = None) -> OpDef:
     """The OpDef of an API call: one case, "example", made of the example args."""
     import math
 
     import torch
 
     from gradlab.cases import dtype_name
+    from gradlab.checks.values import special_mapping
     from gradlab.model import FD_TOLERANCE_KEY, Case, OpDef, Tolerance, canonical_dtype
     from gradlab.spec import as_callable
 
@@ -115,7 +120,8 @@ def _example_op(fn: Callable[..., Any], args: Sequence[Any], *,
                  function=as_callable(fn),
                  reference=as_callable(reference) if reference is not None else None,
                  cases=(Case("example", tuple(example), dict(kwargs or {}),
-                             tuple(tuple(g) for g in size1)),),
+                             tuple(tuple(g) for g in size1),
+                             special_mapping(special, len(example))),),
                  second_order=second_order, tolerances=tols, fd_tolerance=fd_tol, dtypes=dts,
                  devices=devs)
 

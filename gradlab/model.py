@@ -71,8 +71,8 @@ AUTOCAST_DTYPES = {"cpu": "bfloat16", "cuda": "float16"}
 
 #: Variant families, as named in specs and options (see gradlab.checks.variants).
 VARIANT_FAMILIES = ("noncontiguous", "transposed", "channels_last", "expanded", "grad_output",
-                    "requires_grad", "undefined_grad", "size1", "magnitude", "ragged", "ties",
-                    "repeated_index")
+                    "requires_grad", "undefined_grad", "size1", "magnitude", "ragged", "small",
+                    "special", "ties", "repeated_index")
 
 
 def canonical_dtype(name: str, allowed: Sequence[str] = DTYPES) -> str:
@@ -178,6 +178,8 @@ class TensorArg:
     transpose: tuple[int, int] = (-2, -1)
     strides: tuple[int, ...] | None = None
     values: FixedValues | None = None
+    #: values the special variant plants at a few positions (besides 0: gradlab.checks.values)
+    special: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -190,6 +192,9 @@ class Case:
     #: size-1 variants: each group lists (arg position, dim) pairs shrunk to 1 together (dims
     #: that must agree across args, e.g. a conv's out_channels in weight and bias).
     size1: tuple[tuple[tuple[int, int], ...], ...] = ()
+    #: the special variant's values per tensor arg position (the API's; a spec's are on
+    #: TensorArg.special)
+    special: Mapping[int, tuple[float, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

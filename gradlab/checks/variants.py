@@ -25,6 +25,7 @@ from gradlab.checks.execute import Run, backward_of, run_once, run_undefined
 from gradlab.checks.hints import LEVEL_HINTS, ONLY_HINT
 from gradlab.checks.repeats import repeat_variants, tie_convention
 from gradlab.checks.sizes import magnitude_inputs, ragged_inputs, ragged_name, ragged_sizes
+from gradlab.checks.values import conventions, left_out, value_families
 from gradlab.checks.verdicts import (
     LAYOUT_FAMILIES,
     VALUE_FAMILIES,
@@ -110,6 +111,8 @@ def value_variants(ctx: CaseContext, fams: set[str], base: Inputs) -> Iterator[V
             yield ragged_variant(ctx, sizes)
     for name, family, inputs in repeat_variants(fams, base, ctx.op.reference is not None):
         yield Variant(name, family, inputs, new_values=True)  # gradlab.checks.repeats
+    for family, inputs in value_families(ctx.case, fams, base, ctx.dtype):
+        yield Variant(family, family, inputs, new_values=True)  # gradlab.checks.values
 
 
 def ragged_variant(ctx: CaseContext, sizes: Sequence[int]) -> Variant:
@@ -294,6 +297,8 @@ def one_variant(ctx: CaseContext, v: Variant, b: Baseline, judge: Judge,
     n_before = len(ctx.rows)
     checks = judge.checks
     got, want = run_variant(ctx, v, b, contract="contract" in checks)
+    want, kinks = conventions(ctx, v.inputs, got, want, judge.tol) if v.family == "special" \
+        else (want, 0)
     if v.family == "expanded" and got.error is not None and got.stage == "forward":
         expanded_refused(ctx, v.name, v.inputs, got, time.perf_counter() - t0)
         return False
@@ -310,6 +315,7 @@ def one_variant(ctx: CaseContext, v: Variant, b: Baseline, judge: Judge,
         return False
     rows = compare_runs(ctx, v.name, got, want, v.inputs, judge.tol,
                         checks=checks & {"forward", "gradient"})
+    left_out(rows, kinks)
     if v.family in ("grad_output", "requires_grad", "undefined_grad"):
         # the forward is the base forward again: keep only the gradient row
         for r in [r for r in rows if r.check == "forward" and not r.failed]:
@@ -319,7 +325,7 @@ def one_variant(ctx: CaseContext, v: Variant, b: Baseline, judge: Judge,
     if "contract" in checks:
         contract_row(ctx, v.name, got.contract, passing=False)
     failing = [r for r in ctx.rows[n_before:] if r.failed and r.check != "contract"]
-    if failing and v.family == "magnitude":
+    if failing and v.family in ("magnitude", "small"):
         failing = overflow_alike(ctx, v.inputs, b.grad_outs64, got, failing, b.gen)
     if failing and v.family == "ties":
         failing = tie_convention(v.inputs, (got, want), failing, judge.tol)

@@ -41,6 +41,7 @@ from gradlab.checks.hints import (
 )
 from gradlab.checks.repeats import untied
 from gradlab.checks.sizes import magnitude_inputs
+from gradlab.checks.values import small_inputs
 from gradlab.model import Tolerance
 from gradlab.results import PASS, SKIP, CheckRow, Finding
 
@@ -48,7 +49,7 @@ from gradlab.results import PASS, SKIP, CheckRow, Finding
 #: the stride-0 grad_output repeat one slice's values: their plain copy keeps those values).
 LAYOUT_FAMILIES = ("noncontiguous", "transposed", "channels_last", "expanded", "grad_output")
 #: Families whose variant draws other values (or sizes) in plain contiguous memory.
-VALUE_FAMILIES = ("magnitude", "ragged", "size1", "ties", "repeated_index")
+VALUE_FAMILIES = ("magnitude", "ragged", "size1", "small", "special", "ties", "repeated_index")
 #: (VALUE_LEVEL_FACTOR, and the hints a value-level failure gets or keeps: gradlab.checks.hints.)
 
 
@@ -147,6 +148,9 @@ def value_variant_failures(ctx: CaseContext, family: str, inputs: Inputs, base: 
         return values_failures(ctx, untied(inputs, base), tol, gen)
     if family == "magnitude":
         halfway = magnitude_inputs(base, ctx.dtype, halfway=True)
+        return set() if halfway is None else values_failures(ctx, halfway, tol, gen)
+    if family == "small":
+        halfway = small_inputs(base, ctx.dtype, halfway=True)
         return set() if halfway is None else values_failures(ctx, halfway, tol, gen)
     return set()
 

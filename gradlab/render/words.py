@@ -59,6 +59,11 @@ HINTS: dict[str, str] = {
                       "without the max shift?)",
     "ragged_only": "fails only for sizes that are no multiple of a tile (a launch grid of "
                    "n // BLOCK instead of cdiv(n, BLOCK), a remainder loop dropped?)",
+    "small_only": "fails only at small input magnitudes, where the float64 reference is "
+                  "accurate (a cancellation: 1 / (exp(x) - 1) instead of 1 / expm1(x), "
+                  "log(1 + x) instead of log1p(x)?)",
+    "special_only": "fails only at planted special values (0, ...): a removable singularity "
+                    "(x/x, sin(x)/x) or a division by zero?",
     "ties_only": "fails only at tied values (slices repeated along each dim): the gradient "
                  "through a group of tied values does not total the reference's (every tied "
                  "maximum given the full gradient, instead of one of them or a share?)",
@@ -173,6 +178,9 @@ REASONS: dict[str, str] = {
                       "valid subgradient)",
     "overflow_alike": "non-finite where the reference overflows alike in this dtype (the "
                       "dtype's range, not the Function's bug)",
+    "special_kink": "planted special values left out where they are a kink of the reference "
+                    "(its one-sided slopes disagree, the Function's value between them: a "
+                    "convention such as relu'(0)) or outside its domain",
     "internal_error": "gradlab itself failed here (a gradlab bug: please report it with the "
                       "traceback from the JSON report)",
     "reference_refused": "the reference refuses this variant's inputs (outside the op's "

@@ -36,7 +36,7 @@ from gradlab.spec.values import (
 )
 
 TENSOR_KEYS = {"shape", "dtype", "requires_grad", "const", "low", "high", "min_abs", "layout",
-               "transpose", "strides", "values", "file", "key"}
+               "transpose", "strides", "values", "file", "key", "special"}
 #: The keys that make a mapping a tensor (any other mapping is an error, or `{value: X}`).
 TENSOR_MARKERS = ("shape", "values", "file")
 
@@ -237,4 +237,15 @@ def parse_tensor(v: Mapping[str, Any], key: str, folder: Path | None = None) -> 
     else:
         kw["values"] = fixed.values
     kw |= _layout(v, key, shape)
+    if "special" in v:
+        kw["special"] = _special(v["special"], join(key, "special"), dtype, fixed is not None)
     return TensorArg(**kw)
+
+
+def _special(v: Any, key: str, dtype: str | None, fixed: bool) -> tuple[float, ...]:
+    """`special: [0, 1]`: finite values the special variant plants (drawn floating tensors)."""
+    if is_integer_dtype(dtype) or fixed:
+        raise fail(key, "special values are planted in drawn floating tensors only")
+    if not isinstance(v, list) or not v:
+        raise fail(key, f"expected a list of numbers, got {shown(v)}")
+    return tuple(parse_number(x, join(key, k)) for k, x in enumerate(v))
