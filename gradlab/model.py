@@ -39,13 +39,17 @@ LAYOUTS = ("contiguous", "channels_last", "transposed", "strided")
 #:                 math of torch.autograd.gradcheck, gradlab's own code: dense or random probes);
 #: - second_order: the same for the gradient function (gradgradcheck's math), or, for an op
 #:                 that declares no double backward, that double backward raises;
+#: - forward_ad:   forward mode (a custom Function's jvp: torch.func.jvp, jacfwd, dual numbers)
+#:                 against central finite differences along the same tangents and the
+#:                 reference's jvp, in float64 (gradcheck's check_forward_ad; a Function without
+#:                 jvp where the reference has forward mode: a warn capability);
 #: - autocast:     forward and gradients under torch.autocast against the reference under the
 #:                 same autocast (see gradlab.checks.autocast);
 #: - capabilities: what else the Function supports, measured (see gradlab.checks.capabilities):
 #:                 torch.compile, torch.func vmap and grad, a deterministic backward,
 #:                 non-contiguous inputs, CUDA.
-CHECKS = ("forward", "gradient", "contract", "jacobian", "second_order", "autocast",
-          "capabilities")
+CHECKS = ("forward", "gradient", "contract", "jacobian", "second_order", "forward_ad",
+          "autocast", "capabilities")
 #: Former check names, still accepted in specs and on the command line.
 CHECK_ALIASES = {"gradcheck": "jacobian", "gradgradcheck": "second_order"}
 
@@ -53,15 +57,15 @@ CHECK_ALIASES = {"gradcheck": "jacobian", "gradgradcheck": "second_order"}
 #: (a crash waiting in training, e.g. a gradient penalty through a Function without double
 #: backward, or a mixed-precision step); `requires: [...]` in a spec, or --strict, makes it a
 #: failure.
-WARN_CAPABILITIES = ("second_order", "autocast", "expanded_input")
+WARN_CAPABILITIES = ("second_order", "autocast", "expanded_input", "forward_ad")
 #: Capabilities that are information when missing (many correct Functions lack them): the
 #: capability matrix shows them; `requires: [...]` makes a missing one a failure.
 INFO_CAPABILITIES = ("compile", "vmap", "func_grad", "deterministic", "noncontiguous", "cuda")
 #: Every capability a spec can require.
 CAPABILITIES = WARN_CAPABILITIES + INFO_CAPABILITIES
 #: The columns of the capability matrix (gradlab.results.capabilities), in order.
-MATRIX = ("first_order", "second_order", "autocast", "compile", "vmap", "func_grad",
-          "deterministic", "noncontiguous", "cuda")
+MATRIX = ("first_order", "second_order", "forward_ad", "autocast", "compile", "vmap",
+          "func_grad", "deterministic", "noncontiguous", "cuda")
 #: Capabilities measured only on request (--capabilities all) or when a spec requires them:
 #: torch.compile costs seconds per op (importing torch._dynamo alone takes about 2 s).
 COSTLY_CAPABILITIES = ("compile",)

@@ -17,17 +17,18 @@ from gradlab.render.tables import Column, fit
 from gradlab.results import ERROR, FAIL, WARN
 from gradlab.results.capabilities import BREAKS, NA, NO, UNMEASURED, WRONG, YES, OpCapabilities
 
-#: Column headers (short: nine of them and the op must fit in 100 columns).
-HEADERS = {"first_order": "1st", "second_order": "2nd", "autocast": "autocast",
-           "compile": "compile", "vmap": "vmap", "func_grad": "grad", "deterministic": "determ",
-           "noncontiguous": "strided", "cuda": "cuda"}
+#: Column headers (short: ten of them and the op must fit in 100 columns).
+HEADERS = {"first_order": "1st", "second_order": "2nd", "forward_ad": "fwd",
+           "autocast": "autocast", "compile": "compile", "vmap": "vmap", "func_grad": "grad",
+           "deterministic": "determ", "noncontiguous": "strided", "cuda": "cuda"}
 
 #: The legend under the table.
-LEGEND = ("yes: runs and matches; no: raises (2nd order and autocast: a warn where the "
+LEGEND = ("yes: runs and matches; no: raises (2nd order, fwd and autocast: a warn where the "
           "reference has them; deterministic: two runs differ bitwise); wrong: differs (a "
           "failure); n/a: the reference lacks it too; breaks: torch.compile matches with graph "
-          "breaks; -: not measured (compile: --capabilities all; cuda: no GPU).  grad and "
-          "vmap: torch.func; strided: non-contiguous inputs.  requires: [...] in a spec makes "
+          "breaks; -: not measured (compile: --capabilities all; cuda: no GPU).  fwd: forward "
+          "mode (a jvp: torch.func.jvp, jacfwd).  grad and vmap: torch.func; strided: "
+          "non-contiguous inputs.  requires: [...] in a spec makes "
           "a missing capability a failure.")
 
 _STATE_STYLE = {YES: "green", BREAKS: "cyan", WRONG: "bold red", NA: "dim", UNMEASURED: "dim"}

@@ -107,6 +107,12 @@ HINTS: dict[str, str] = {
                         "with torch.amp.custom_fwd(device_type=..., cast_inputs=torch.float32) "
                         "and torch.amp.custom_bwd(device_type=...), or compute backward in "
                         "grad_output's dtype; or declare checks: {autocast: false}",
+    "forward_ad_missing": "raises under forward-mode AD where the reference supports it "
+                          "(torch.func.jvp, jacfwd and dual numbers need a jvp): add a jvp "
+                          "staticmethod (with setup_context, ctx.save_for_forward), or declare "
+                          "checks: {forward_ad: false}",
+    "forward_ad_only": "the jvp is wrong where backward is right: forward mode has a formula of "
+                       "its own (the jvp staticmethod): check it against the derivative",
     "also_without_autocast": "wrong without torch.autocast too, on the same float32 values "
                              "(not an autocast bug: the float32 forward and gradient rows say "
                              "what is wrong)",
@@ -162,6 +168,10 @@ REASONS: dict[str, str] = {
     "raises_as_declared": "double backward raises as declared",
     "inputs_failed": "could not make inputs",
     "autocast_missing": "capability missing: torch.autocast",
+    "forward_ad_missing": "capability missing: forward-mode AD (no jvp)",
+    "forward_ad_unsupported": "forward-mode AD not supported (and the reference has none "
+                              "either, or there is no reference): nothing lost",
+    "forward_ad_unavailable": "this torch has no forward-mode AD (torch.autograd.forward_ad)",
     "autocast_unsupported": "the reference does not run under torch.autocast either (nothing to "
                             "compare with)",
     "graph_break": "torch.compile: same outputs and gradients as eager, with graph breaks",

@@ -29,7 +29,8 @@ FIRST_ORDER_CHECKS = ("forward", "gradient", "jacobian")
 #: Reasons that say the Function lacks the capability (a `*_missing` reason does too).
 ABSENT_REASONS = frozenset({"raises_as_declared"})
 #: Reasons that say neither the Function nor the reference has it.
-NOT_APPLICABLE_REASONS = frozenset({"second_order_unsupported", "autocast_unsupported"})
+NOT_APPLICABLE_REASONS = frozenset({"second_order_unsupported", "autocast_unsupported",
+                                    "forward_ad_unsupported"})
 #: The check a capability row of a column is on (the column's own name elsewhere).
 CAPABILITY_CHECK = "capabilities"
 
@@ -77,7 +78,7 @@ def column_of(row: CheckRow) -> str | None:
     if row.check in FIRST_ORDER_CHECKS:
         # a refused expanded input is its own capability, not a first-order fault
         return None if row.status == WARN else "first_order"
-    if row.check in ("second_order", "autocast"):
+    if row.check in ("second_order", "forward_ad", "autocast"):
         return row.check
     if row.check == CAPABILITY_CHECK and row.variant in MATRIX:
         return row.variant
