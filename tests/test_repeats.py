@@ -184,3 +184,11 @@ def test_tied_groups_conserved_or_not() -> None:
     # moved between groups of different values: wrong
     assert not groups_agree(values, torch.tensor([0.5, 0.5, 0.0, 2.0], dtype=torch.float64),
                             want, tol)
+
+
+def test_sorted_indices_stay_sorted() -> None:
+    """Segment ids or offsets that must not decrease: the redrawn ones do not either."""
+    base = Inputs([matrix(3, 4), torch.tensor([0, 1, 2, 4, 6, 7])])
+    _, rep = repeated_index_inputs(base)  # type: ignore[misc]
+    new = rep.args[1]
+    assert bool((new[1:] >= new[:-1]).all()) and new.unique().numel() < new.numel()

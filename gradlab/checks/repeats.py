@@ -69,11 +69,15 @@ def tied_inputs(base: Inputs) -> tuple[list[int], Inputs] | None:
 
 
 def repeated(t: Tensor, gen: torch.Generator) -> Tensor:
-    """`t`'s values redrawn from its own first half (each value then repeats)."""
+    """`t`'s values redrawn from its own first half (each value then repeats), sorted when
+    `t` was (segment ids and offsets that must not decrease keep that order)."""
     flat = t.detach().reshape(-1)
     half = (flat.numel() + 1) // 2
     pick = torch.randint(0, half, (flat.numel(),), generator=gen)
-    return flat[pick.to(flat.device)].reshape(t.shape).contiguous()
+    new = flat[pick.to(flat.device)]
+    if bool((flat[1:] >= flat[:-1]).all()):
+        new = new.sort().values
+    return new.reshape(t.shape).contiguous()
 
 
 def untied(inputs: Inputs, base: Inputs) -> Inputs:
