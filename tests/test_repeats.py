@@ -192,3 +192,21 @@ def test_sorted_indices_stay_sorted() -> None:
     _, rep = repeated_index_inputs(base)  # type: ignore[misc]
     new = rep.args[1]
     assert bool((new[1:] >= new[:-1]).all()) and new.unique().numel() < new.numel()
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2])
+def test_ties_reach_a_max_over_any_dim(dim: int) -> None:
+    """Every dim is paired: a max over the batch, the points or the channels of a point cloud
+    ties in the ties variant (the expanded one repeats dim 0's first slice: it ties there too,
+    and says the values are to blame)."""
+    r = gradlab.check(rf.MaxOverDimAllTies, [matrix(2, 6, 4), dim],
+                      reference=rf.amax_dim_reference, checks=["forward", "gradient"])
+    failed = {(x.variant, x.hint) for x in r.failures}
+    expanded = {("expanded[0]", "value_dependent")} if dim == 0 else set()
+    assert failed == {("ties[0]", "ties_only")} | expanded, said(r)
+
+
+def test_ties_reach_a_max_pool_window() -> None:
+    r = gradlab.check(rf.MaxPool2dAllTies, [matrix(1, 2, 4, 6)],
+                      reference=rf.max_pool2d_reference, checks=["forward", "gradient"])
+    assert {(x.variant, x.hint) for x in r.failures} == {("ties[0]", "ties_only")}, said(r)

@@ -5,6 +5,7 @@ beside a correct twin.
   cloud padded by repeating points: the sum over a tied group is k times too big); its twins
   give it to one index (torch.max's convention: another valid subgradient than the reference
   amax's even split) or split it evenly;
+- the same bug over any dim given as an argument, and in a 2x2 max-pool's windows;
 - an embedding whose backward assigns (`gw[idx] = g`: a repeated token keeps one occurrence)
   instead of accumulating with `index_add_`;
 - a gather along dim 1 whose backward accumulates with `scatter_add_` (correct).
@@ -126,3 +127,45 @@ class Gather(Function):
 
 def gather_reference(x: Tensor, idx: Tensor) -> Tensor:
     return x.gather(1, idx)
+
+
+class MaxOverDimAllTies(Function):
+    """BROKEN at ties, as MaxAllTies, over the dim given as an argument (the point dim of a
+    (batch, points, channels) cloud: dim 1)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, dim: int) -> Tensor:
+        y = x.amax(dim, keepdim=True)
+        ctx.save_for_backward((x == y).to(x.dtype))
+        ctx.dim = dim
+        return y.squeeze(dim)
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, None]:
+        (mask,) = ctx.saved_tensors
+        return g.unsqueeze(ctx.dim) * mask, None
+
+
+def amax_dim_reference(x: Tensor, dim: int) -> Tensor:
+    return x.amax(dim)
+
+
+class MaxPool2dAllTies(Function):
+    """BROKEN at ties: a 2x2 max-pool (stride 2) whose backward gives every tied maximum of a
+    window the full gradient."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        y = torch.nn.functional.max_pool2d(x, 2)
+        up = y.repeat_interleave(2, -2).repeat_interleave(2, -1)
+        ctx.save_for_backward((x == up).to(x.dtype))
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        (mask,) = ctx.saved_tensors
+        return g.repeat_interleave(2, -2).repeat_interleave(2, -1) * mask
+
+
+def max_pool2d_reference(x: Tensor) -> Tensor:
+    return torch.nn.functional.max_pool2d(x, 2)
