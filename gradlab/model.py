@@ -60,12 +60,13 @@ CHECK_ALIASES = {"gradcheck": "jacobian", "gradgradcheck": "second_order"}
 WARN_CAPABILITIES = ("second_order", "autocast", "expanded_input", "forward_ad")
 #: Capabilities that are information when missing (many correct Functions lack them): the
 #: capability matrix shows them; `requires: [...]` makes a missing one a failure.
-INFO_CAPABILITIES = ("compile", "vmap", "func_grad", "deterministic", "noncontiguous", "cuda")
+INFO_CAPABILITIES = ("compile", "vmap", "func_grad", "deterministic", "noncontiguous", "cuda",
+                     "batched_grad")
 #: Every capability a spec can require.
 CAPABILITIES = WARN_CAPABILITIES + INFO_CAPABILITIES
 #: The columns of the capability matrix (gradlab.results.capabilities), in order.
 MATRIX = ("first_order", "second_order", "forward_ad", "autocast", "compile", "vmap",
-          "func_grad", "deterministic", "noncontiguous", "cuda")
+          "func_grad", "batched_grad", "deterministic", "noncontiguous", "cuda")
 #: Capabilities measured only on request (--capabilities all) or when a spec requires them:
 #: torch.compile costs seconds per op (importing torch._dynamo alone takes about 2 s).
 COSTLY_CAPABILITIES = ("compile",)

@@ -173,8 +173,8 @@ def test_the_matrix_says_what_each_function_supports() -> None:
     assert lines["ExpFunc"].states() == {"first_order": YES, "second_order": YES,
                                          "forward_ad": NO,
                                          "autocast": YES, "compile": "-", "vmap": YES,
-                                         "func_grad": YES, "deterministic": YES,
-                                         "noncontiguous": YES, "cuda": "-"}
+                                         "func_grad": YES, "batched_grad": YES,
+                                         "deterministic": YES, "noncontiguous": YES, "cuda": "-"}
     noisy = lines["ExpNoisyBackward"]
     assert (noisy.cell("deterministic").state, noisy.cell("vmap").state) == (NO, NO)
     assert "differs between two runs" in noisy.cell("deterministic").note
@@ -236,13 +236,13 @@ def test_the_table_fits_a_100_column_terminal() -> None:
     lines = console.export_text().splitlines()
     assert max(len(ln.rstrip()) for ln in lines) <= 100
     # the long name wraps; no state is cut
-    assert all(ln.split()[-10:] == ["yes", "yes", "-", "yes", "yes", "no", "no", "yes", "yes",
-                                    "-"]
+    assert all(ln.split()[-11:] == ["yes", "yes", "-", "yes", "yes", "no", "no", "yes", "yes",
+                                    "yes", "-"]
                for ln in lines if ln.split()[:1] == ["linear"])
     assert width_of(capability_table(matrix[:-1], 100)) <= 100
     assert [c.header for c in table.columns][1:] == ["1st", "2nd", "fwd", "autocast", "compile",
-                                                     "vmap", "grad", "determ", "strided",
-                                                     "cuda"]
+                                                     "vmap", "grad", "bgrad", "determ",
+                                                     "strided", "cuda"]
 
 
 def test_the_reports_and_the_terminal_show_the_matrix(tmp_path: Path,

@@ -17,7 +17,9 @@ again here):
 - deterministic: forward and backward run twice from the same RNG state, gradients compared
   bitwise (atomics in a CUDA kernel differ run to run);
 - noncontiguous: every tensor input non-contiguous at once (each alone is a variant);
-- cuda: the Function on CUDA against the Function on the CPU (only when a GPU is there).
+- cuda: the Function on CUDA against the Function on the CPU (only when a GPU is there);
+- batched_grad: backward under vmap over a batch of grad_outputs (is_grads_batched) against
+  one backward per grad_output (gradlab.checks.batched_grad).
 
 A probe that raises means the capability is missing: information (a passing row whose reason
 says so), or a failure when the spec requires it.  torch.compile is measured only on request
@@ -36,6 +38,7 @@ from torch import Tensor
 
 from gradlab.cases import Inputs, flat_outputs, relayout
 from gradlab.checks import diagnose as dg
+from gradlab.checks.batched_grad import batched_grad_row
 from gradlab.checks.compare import compared_aside
 from gradlab.checks.context import CaseContext, first_line
 from gradlab.checks.contract import same
@@ -304,6 +307,8 @@ def capability_rows(ctx: CaseContext, inputs: Inputs, gen: torch.Generator, *,
         n = len(ctx.rows)
         if cap == "cuda":
             cuda_row(ctx, inputs, base, gen)
+        elif cap == "batched_grad":
+            batched_grad_row(ctx, inputs)
         else:
             m = probes[cap]()
             if m is not None:

@@ -30,4 +30,5 @@ CODES: dict[str, tuple[str, ...]] = {
     "capabilities": ("compile_wrong", "vmap_wrong", "func_grad_wrong", "cuda_wrong",
                      "compile_missing", "vmap_missing", "func_grad_missing",
                      "deterministic_missing", "noncontiguous_missing", "cuda_missing"),
+    "batched_grad": ("batched_grad_wrong", "batched_grad_missing"),
 }

@@ -31,7 +31,8 @@ SPEC_FOLDER = "specs"
 #: op table gives the reasons; tests/ops/test_registry.py measures them again.
 CLASSIC_FUNCTION = {"first_order": "yes", "second_order": "yes", "forward_ad": "-",
                     "autocast": "yes", "compile": "yes", "vmap": "no", "func_grad": "no",
-                    "deterministic": "yes", "noncontiguous": "yes", "cuda": "-"}
+                    "batched_grad": "yes", "deterministic": "yes", "noncontiguous": "yes",
+                    "cuda": "-"}
 #: The same for an op that declares no double backward (second_order: False; checked to raise).
 FIRST_ORDER_ONLY = CLASSIC_FUNCTION | {"second_order": "no"}
 
@@ -66,7 +67,7 @@ BUNDLED: tuple[OpEntry, ...] = (
             ("cpu", "cuda")),
     OpEntry("involution", "gradlab.ops.involution",
             "involution: per-pixel KxK kernels per group; Triton on CUDA, saves only x, w",
-            False, ("cpu", "cuda"), dict(FIRST_ORDER_ONLY)),
+            False, ("cpu", "cuda"), FIRST_ORDER_ONLY | {"batched_grad": "no"}),
 )
 
 

@@ -20,6 +20,7 @@ from gradlab.results.capabilities import BREAKS, NA, NO, UNMEASURED, WRONG, YES,
 #: Column headers (short: ten of them and the op must fit in 100 columns).
 HEADERS = {"first_order": "1st", "second_order": "2nd", "forward_ad": "fwd",
            "autocast": "autocast", "compile": "compile", "vmap": "vmap", "func_grad": "grad",
+           "batched_grad": "bgrad",
            "deterministic": "determ", "noncontiguous": "strided", "cuda": "cuda"}
 
 #: The legend under the table.
@@ -27,7 +28,8 @@ LEGEND = ("yes: runs and matches; no: raises (2nd order, fwd and autocast: a war
           "reference has them; deterministic: two runs differ bitwise); wrong: differs (a "
           "failure); n/a: the reference lacks it too; breaks: torch.compile matches with graph "
           "breaks; -: not measured (compile: --capabilities all; cuda: no GPU).  fwd: forward "
-          "mode (a jvp: torch.func.jvp, jacfwd).  grad and vmap: torch.func; strided: "
+          "mode (a jvp: torch.func.jvp, jacfwd).  grad and vmap: torch.func; bgrad: backward "
+          "under vmap over grad_outputs (is_grads_batched); strided: "
           "non-contiguous inputs.  requires: [...] in a spec makes "
           "a missing capability a failure.")
 

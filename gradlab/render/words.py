@@ -135,6 +135,15 @@ HINTS: dict[str, str] = {
     "noncontiguous_missing": "required by the spec (requires: [noncontiguous]) and missing: "
                              "call .contiguous() where the code needs it",
     "cuda_missing": "required by the spec (requires: [cuda]) and missing",
+    "batched_grad_wrong": "backward under vmap over grad_outputs (autograd.grad with "
+                          "is_grads_batched, vectorized Jacobians and Hessians) gives other "
+                          "gradients than one backward per grad_output (a backward that mixes "
+                          "the batch, or takes another path when a kernel refuses a batched "
+                          "tensor?)",
+    "batched_grad_missing": "required by the spec (requires: [batched_grad]) and missing: "
+                            "backward must run under vmap (no .item(), no Python branches on "
+                            "grad_output's values, no in-place writes of batched values into "
+                            "other tensors, no data pointers handed to a kernel)",
     "cached_forward": "the numerical Jacobian w.r.t. this input is exactly zero while the "
                       "analytical one is not: forward ignores in-place updates of the input (a "
                       "cache keyed on the tensor, its values read once?); an optimizer step "
@@ -181,6 +190,12 @@ REASONS: dict[str, str] = {
     "deterministic_missing": "backward not deterministic",
     "noncontiguous_missing": "not supported: raises on non-contiguous inputs",
     "cuda_missing": "not supported: raises on CUDA",
+    "batched_grad_missing": "not supported: backward raises under vmap over grad_outputs "
+                            "(autograd.grad with is_grads_batched)",
+    "batched_grad_unsupported": "backward under vmap over grad_outputs not supported (and the "
+                                "reference's raises too): nothing lost",
+    "batched_grad_old_torch": "not checked: this torch's autograd.grad has no "
+                              "is_grads_batched",
     "kink": "a non-differentiable point in the example values (left and right differences "
             "disagree): judged one-sidedly",
     "tie_convention": "at tied values the gradient is shared among the ties otherwise than "

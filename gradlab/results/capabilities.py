@@ -30,7 +30,7 @@ FIRST_ORDER_CHECKS = ("forward", "gradient", "jacobian")
 ABSENT_REASONS = frozenset({"raises_as_declared"})
 #: Reasons that say neither the Function nor the reference has it.
 NOT_APPLICABLE_REASONS = frozenset({"second_order_unsupported", "autocast_unsupported",
-                                    "forward_ad_unsupported"})
+                                    "forward_ad_unsupported", "batched_grad_unsupported"})
 #: The check a capability row of a column is on (the column's own name elsewhere).
 CAPABILITY_CHECK = "capabilities"
 
