@@ -210,3 +210,12 @@ def test_ties_reach_a_max_pool_window() -> None:
     r = gradlab.check(rf.MaxPool2dAllTies, [matrix(1, 2, 4, 6)],
                       reference=rf.max_pool2d_reference, checks=["forward", "gradient"])
     assert {(x.variant, x.hint) for x in r.failures} == {("ties[0]", "ties_only")}, said(r)
+
+
+def test_ties_only_in_short_dtypes_too() -> None:
+    """bfloat16's tolerance times VALUE_LEVEL_FACTOR exceeds a tied max's 100% error: the ties
+    moved apart, where the Function passes, decide (not the distance to the bound)."""
+    r = gradlab.check(rf.MaxAllTies, [matrix(4, 6)], reference=rf.amax_reference,
+                      dtypes=["float32", "bfloat16", "float16"], checks=["forward", "gradient"])
+    assert {(x.dtype, x.hint) for x in r.failures} == {
+        ("float32", "ties_only"), ("bfloat16", "ties_only"), ("float16", "ties_only")}, said(r)

@@ -87,7 +87,10 @@ def untied(inputs: Inputs, base: Inputs) -> Inputs:
     for i in base.diff_index:
         v, b = inputs.args[i].detach(), base.args[i].detach()
         if not torch.equal(v, b):
-            out.args[i] = copy_like((v + UNTIE * (b - v)).contiguous(), requires_grad=True)
+            moved = (v.double() + UNTIE * (b.double() - v.double())).to(v.dtype)
+            # in a short dtype a small move can round back onto the tie: the case's own value
+            moved = torch.where((moved == v) & (b != v), b, moved)
+            out.args[i] = copy_like(moved.contiguous(), requires_grad=True)
     return out
 
 
