@@ -132,3 +132,13 @@ def test_the_spec_key_and_the_api_argument_are_checked() -> None:
         parse_tensor({"values": [1.0, 2.0], "special": [1]}, "args[0]")
     with pytest.raises(ValueError, match="no argument index"):
         gradlab.check(torch.exp, example(torch.float64), reference=torch.exp, special={3: [1]})
+
+
+def test_a_cancellation_a_few_tolerances_off_is_small_only_not_value_dependent() -> None:
+    """Inputs in [0.7, 1] scale to [7e-7, 1e-6] in float32: the naive backward is 3% off there
+    (30 tolerances, within VALUE_LEVEL_FACTOR), right at the halfway scale: small_only."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.rand(5, 6, generator=gen, dtype=torch.float64) * 0.3 + 0.7
+    r = gradlab.check(vf.LogExpm1Naive, [x.float().requires_grad_()],
+                      reference=vf.log_expm1_reference)
+    assert [(x.variant, x.hint) for x in r.failures] == [("small", "small_only")], failures(r)
