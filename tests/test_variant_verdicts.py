@@ -93,7 +93,7 @@ def test_grouped_conv_specs(tmp_path: Path) -> None:
     ok = cli("grouped_conv.yaml", tmp_path / "ok")
     assert ok.exit_code == 0, ok.output
     (line,) = forward_lines(tmp_path / "ok")
-    assert (line["status"], line["variants"], line["skipped_variants"]) == ("pass", 14, 1)
+    assert (line["status"], line["variants"], line["skipped_variants"]) == ("pass", 16, 1)
     assert "1 skipped: reference_refused_function_accepts 1" in " ".join(ok.output.split())
     broken = cli("grouped_conv_tiled.yaml", tmp_path)
     assert broken.exit_code == 1 and "likely cause: ragged_only" in broken.output
