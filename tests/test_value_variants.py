@@ -81,6 +81,9 @@ def test_a_convention_at_a_kink_passes_with_a_note(monkeypatch: pytest.MonkeyPat
     assert r.passed, failures(r)
     row = next(x for x in r.rows if x.variant == "special" and x.check == "gradient")
     assert row.reason == "special_kink" and "left out" in row.note
+    # in bfloat16 the Function's g rounds by up to 0.4%: still between the slopes
+    r = gradlab.check(vf.ReluAtZeroOne, example(torch.bfloat16), reference=torch.relu)
+    assert r.passed, failures(r)
     monkeypatch.chdir(VALUES)
     out = CliRunner().invoke(app, ["check", "relu_convention.yaml", "--no-isolate",
                                    "--report-dir", str(tmp_path)])
