@@ -54,6 +54,17 @@ def test_a_backward_vmap_refuses_is_information_and_fails_when_required(fn: obje
     assert (row(r).status, row(r).hint) == (FAIL, "batched_grad_missing")
 
 
+def test_grad_output_data_is_refused_not_a_crash() -> None:
+    """torch's legacy vmap crashes the process on .data of a batched tensor: gradlab's guard
+    makes it raise (a missing capability), and is gone afterwards.  (grad_output.data also
+    detaches double backward: second_order's business, not checked here.)"""
+    r = gradlab.check(bg.ExpGradData, x(), reference=torch.exp,
+                      checks=["forward", "gradient", "capabilities"])
+    assert r.passed and (row(r).status, row(r).reason) == (PASS, "batched_grad_missing")
+    assert ".data" in row(r).note
+    assert "data" not in torch.Tensor.__dict__
+
+
 def test_a_reference_that_cannot_either_is_a_declared_skip() -> None:
     r = gradlab.check(bg.ExpItemScaled, x(), reference=bg.exp_item_reference,
                       requires=["batched_grad"])

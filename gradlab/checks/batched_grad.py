@@ -21,7 +21,8 @@ gradients are always a failure.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -77,8 +78,8 @@ def grads_of(fn: Callable[..., Any], inputs: Inputs, gen: torch.Generator
         parts = [t for s in single if (t := s[i]) is not None]
         looped.append(torch.stack(parts) if len(parts) == BATCH else None)
     try:
-        with warnings.catch_warnings():  # vmap's slow-fallback performance warnings
-            warnings.simplefilter("ignore")
+        with warnings.catch_warnings(), data_refused():
+            warnings.simplefilter("ignore")  # vmap's slow-fallback performance warnings
             got = torch.autograd.grad(outs, wrt, gos, retain_graph=True, allow_unused=True,
                                       is_grads_batched=True)
     except TypeError as exc:
@@ -94,6 +95,30 @@ def grads_of(fn: Callable[..., Any], inputs: Inputs, gen: torch.Generator
         return all(same(a, b) for a, b in zip(single[0], one(0), strict=True))
 
     return list(got), looped, None, reentrant
+
+
+@contextmanager
+def data_refused() -> Iterator[None]:
+    """`.data` of a legacy batched tensor raises inside: torch 2.x's legacy vmap (the one
+    is_grads_batched uses) crashes the process on it (a segmentation fault, measured on
+    torch 2.13), where torch.func.vmap raises.  A backward reading `grad_output.data` is a
+    missing capability, never a dead worker or a dead caller."""
+    is_batched = getattr(torch._C._functorch, "is_legacy_batchedtensor", None)
+    plain = torch._C.TensorBase.__dict__.get("data")
+    if is_batched is None or plain is None or "data" in torch.Tensor.__dict__:
+        yield  # another torch: nothing to guard with
+        return
+
+    def get(self: Tensor) -> Tensor:
+        if is_batched(self):
+            raise RuntimeError("batched_grad: .data of a batched grad_output (vmap refuses it)")
+        return plain.__get__(self)  # type: ignore[no-any-return]
+
+    torch.Tensor.data = property(get, plain.__set__)  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        del torch.Tensor.data
 
 
 def shifted_samples(out: Tensor, gen: torch.Generator) -> Tensor:

@@ -84,3 +84,19 @@ class ExpFallbackClipped(torch.autograd.Function):
         except RuntimeError:
             return (g * y).clamp(-1.0, 1.0)  # the fallback's bug
         return g * y
+
+
+class ExpGradData(torch.autograd.Function):
+    """exp whose backward reads grad_output.data (old code): right; under torch's legacy vmap
+    .data of a batched tensor crashes the process unless gradlab refuses it first."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        y = x.exp()
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        (y,) = ctx.saved_tensors
+        return g.data * y
