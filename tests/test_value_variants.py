@@ -145,3 +145,21 @@ def test_a_cancellation_a_few_tolerances_off_is_small_only_not_value_dependent()
     r = gradlab.check(vf.LogExpm1Naive, [x.float().requires_grad_()],
                       reference=vf.log_expm1_reference)
     assert [(x.variant, x.hint) for x in r.failures] == [("small", "small_only")], failures(r)
+
+
+def test_listed_values_are_planted_in_a_constant_input_too() -> None:
+    """x / w with w constant: w is planted only with the values listed for it (no 0: w is no
+    differentiated input), and a correct division passes."""
+    x = example(torch.float64)[0]
+    w = (torch.rand(5, 6, dtype=torch.float64) + 0.5)
+    r = gradlab.check(lambda a, b: a / b, [x, w], reference=lambda a, b: a / b)
+    assert "special" in {x.variant for x in r.rows}  # x gets its zeros
+    from gradlab.cases import Inputs
+    from gradlab.checks.values import special_inputs
+    from gradlab.model import Case
+    planted = special_inputs(Case("c", (x, w), special={1: (2.0,)}), Inputs([x, w]))
+    assert planted is not None and int((planted.args[1] == 2.0).sum()) == 3
+    assert not bool((planted.args[1] == 0).any()) and not planted.args[1].requires_grad
+    r = gradlab.check(lambda a, b: a / b, [x, w], reference=lambda a, b: a / b,
+                      special={1: [2.0]})
+    assert r.passed, failures(r)

@@ -98,25 +98,27 @@ def planted(numel: int, i: int, n_values: int) -> list[list[int]]:
 
 def special_inputs(case: Case, base: Inputs) -> Inputs | None:
     """The base inputs with each special value planted in every drawn differentiable floating
-    input (None when that changes no value)."""
+    input, and the listed ones in a constant floating input that lists some (None when that
+    changes no value)."""
     inputs = base.clone()
     changed = False
-    for i in base.diff_index:
+    for i in base.tensor_index:
         t = inputs.args[i].detach()
-        if not (t.is_floating_point() and _plantable(case, i)):
+        diff = i in base.diff_index
+        if not (t.is_floating_point() and _plantable(case, i) and (diff or _listed(case, i))):
             continue
         vals = declared_special(case, i)
         flat = t.contiguous().reshape(-1).clone()
         # 0 only inside the values' own range: a case drawn in [0.6, 1.5] says its domain
         # leaves zero out (x / x there is no bug); values a spec lists are planted anyway
-        with_zero = t.numel() > 0 and float(t.min()) <= ZERO <= float(t.max())
+        with_zero = diff and t.numel() > 0 and float(t.min()) <= ZERO <= float(t.max())
         for v, where in zip(vals, planted(flat.numel(), i, len(vals)), strict=False):
             if v == ZERO and not with_zero and v not in _listed(case, i):
                 continue
             idx = torch.tensor(where, dtype=torch.long, device=flat.device)
             changed |= bool((flat[idx] != v).any())
             flat[idx] = v
-        inputs.args[i] = copy_like(flat.reshape(t.shape), requires_grad=True)
+        inputs.args[i] = copy_like(flat.reshape(t.shape), requires_grad=diff)
     return inputs if changed else None
 
 
