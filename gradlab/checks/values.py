@@ -193,8 +193,7 @@ def left_out(rows: Sequence[CheckRow], n: int) -> None:
     for r in rows if n else ():
         if r.check == "gradient" and not r.failed:
             r.reason = r.reason or "special_kink"
-            r.note = f"{n} planted element(s) left out: a kink of the reference or outside " \
-                     f"its domain"
+            r.note = f"{n} planted element(s) left out"
 
 
 def value_families(case: Case, fams: set[str], base: Inputs,
