@@ -85,6 +85,12 @@ def test_a_function_without_jvp_warns_and_fails_when_required() -> None:
     assert [r.check for r in required.failures] == ["forward_ad"]
 
 
+def test_a_jvp_that_raises_is_an_error_not_a_missing_capability() -> None:
+    row = fad_row(ff.TanhJvpNone.apply, [x()])
+    assert (row.status, row.reason) == ("error", ""), row
+    assert "RuntimeError" in row.note
+
+
 def test_neither_with_forward_mode_is_a_declared_skip() -> None:
     # no reference and no jvp: nothing has forward mode, nothing is lost
     row = fad_row(ff.tanh_no_jvp, [x()], reference=None)

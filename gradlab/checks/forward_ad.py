@@ -2,14 +2,16 @@
 torch.func.jvp, jacfwd and dual numbers run) in float64, gradcheck's check_forward_ad.
 
 Each differentiable input is checked on its own (so a wrong jvp is localised to its input):
-J u, the output tangents of a dual-number call along a random unit tangent u, against central
-finite differences along the same u (`jacobian.directional_derivative`) and, where the
+J u, the output tangents of a dual-number call along a random unit tangent u (dual numbers
+rather than torch.func.jvp, which refuses classic Functions without setup_context), against
+central finite differences along the same u (`jacobian.directional_derivative`) and, where the
 reference supports forward mode, against the reference's J u.  A disagreement with the finite
 differences that the reference's jvp shares is the example values' (a kink), not the jvp's.
 Probe mode localises a wrong J u to input elements by bisection over masks of u; dense mode
 (forced, or a failing small case in auto mode) builds J column by column from unit tangents
-against `jacobian.numerical_jacobian`.  A Function that raises under forward mode where the
-reference runs lacks a capability (`warn`, `requires: [forward_ad]` makes it a failure).
+against `jacobian.numerical_jacobian`.  A Function that raises NotImplementedError under
+forward mode where the reference runs lacks a capability (`warn`, `requires: [forward_ad]`
+makes it a failure); another exception is its jvp's crash.
 """
 
 from __future__ import annotations
@@ -112,6 +114,10 @@ def forward_ad_row(ctx: CaseContext, inputs: Inputs, gen: torch.Generator,
             return ctx.row("base", "forward_ad", SKIP, declared=True,
                            reason="forward_ad_unsupported", note=first_line(raised),
                            seconds=time.perf_counter() - t0)
+        if not isinstance(raised, NotImplementedError):
+            # not an absent jvp (torch raises NotImplementedError for one, and for an op
+            # without a forward-mode formula) but one that crashes: what jacfwd would meet
+            return ctx.crash_row("base", "forward_ad", raised, seconds=time.perf_counter() - t0)
         return ctx.capability_row("base", "forward_ad", "forward_ad", hint="forward_ad_missing",
                                   reason="forward_ad_missing", note=first_line(raised),
                                   crash_location=crash_location(raised),

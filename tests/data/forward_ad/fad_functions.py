@@ -55,6 +55,15 @@ class TanhJvpDoubled(Tanh):
         return 2 * x_t * (1 - y * y)
 
 
+class TanhJvpNone(Tanh):
+    """A jvp that returns None for a differentiable output: torch raises (a crash, not an
+    absent jvp)."""
+
+    @staticmethod
+    def jvp(ctx: Any, x_t: Tensor) -> None:
+        return None
+
+
 class TanhNoJvp(torch.autograd.Function):
     """A correct tanh without a jvp: forward mode raises."""
 
@@ -89,7 +98,7 @@ class MulJvpSecondWrong(torch.autograd.Function):
 
     @staticmethod
     def jvp(ctx: Any, x_t: Tensor, w_t: Tensor) -> Tensor:
-        x, w = ctx.saved_tensors
+        _, w = ctx.saved_tensors
         return x_t * w + w_t
 
 
