@@ -121,7 +121,7 @@ def _example_op(fn: Callable[..., Any], args: Sequence[Any], *,
                  reference=as_callable(reference) if reference is not None else None,
                  cases=(Case("example", tuple(example), dict(kwargs or {}),
                              tuple(tuple(g) for g in size1),
-                             special_mapping(special, len(example))),),
+                             special_mapping(special, example)),),
                  second_order=second_order, tolerances=tols, fd_tolerance=fd_tol, dtypes=dts,
                  devices=devs)
 

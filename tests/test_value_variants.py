@@ -135,6 +135,12 @@ def test_the_spec_key_and_the_api_argument_are_checked() -> None:
         parse_tensor({"values": [1.0, 2.0], "special": [1]}, "args[0]")
     with pytest.raises(ValueError, match="no argument index"):
         gradlab.check(torch.exp, example(torch.float64), reference=torch.exp, special={3: [1]})
+    with pytest.raises(ValueError, match="no floating tensor"):
+        gradlab.check(lambda x, n: x * n, [example(torch.float64)[0], 2],
+                      reference=lambda x, n: x * n, special={1: [1]})
+    with pytest.raises(ValueError, match="finite"):
+        gradlab.check(torch.exp, example(torch.float64), reference=torch.exp,
+                      special={0: [float("inf")]})
 
 
 def test_a_cancellation_a_few_tolerances_off_is_small_only_not_value_dependent() -> None:

@@ -210,12 +210,16 @@ def value_families(case: Case, fams: set[str], base: Inputs,
 
 
 def special_mapping(special: Mapping[int, Sequence[float]] | None,
-                    n_args: int) -> dict[int, tuple[float, ...]]:
-    """The API's `special=` (arg index -> values), checked: indices in range, finite values."""
+                    args: Sequence[Any]) -> dict[int, tuple[float, ...]]:
+    """The API's `special=` (arg index -> values), checked: each index a floating tensor
+    argument, each value finite."""
     out: dict[int, tuple[float, ...]] = {}
     for i, vals in (special or {}).items():
-        if not isinstance(i, int) or not 0 <= i < n_args:
-            raise ValueError(f"special: {i!r} is no argument index (0..{n_args - 1})")
+        if not isinstance(i, int) or not 0 <= i < len(args):
+            raise ValueError(f"special: {i!r} is no argument index (0..{len(args) - 1})")
+        if not (isinstance(args[i], Tensor) and args[i].is_floating_point()):
+            raise ValueError(f"special[{i}]: argument {i} is no floating tensor (values are "
+                             "planted in floating tensors only)")
         vs = tuple(float(v) for v in vals)
         if not all(math.isfinite(v) for v in vs):
             raise ValueError(f"special[{i}]: expected finite values, got {list(vals)}")
