@@ -351,7 +351,9 @@ def test_features_spec_passes_with_int_targets_fixed_taps_and_set(
     assert code == 0 and "PASSED" in out, (out[-3000:], err)
     (csv,) = tmp_path.glob("check-*.csv")
     frame = pd.read_csv(csv)
-    assert set(frame["status"]) == {"pass"}
+    # the Functions have no jvp: forward_ad's warn is the only other status
+    assert set(frame["status"]) <= {"pass", "warn"}
+    assert set(frame[frame["status"] == "warn"]["check"]) <= {"forward_ad"}
     xent = frame[frame["op"] == "WeightedCrossEntropy"]
     assert {"basic", "fixed_target", "keep_all", "unweighted", "large_logits"} <= set(xent["case"])
     variants = set(xent["variant"])
