@@ -1,10 +1,13 @@
 """gradlab.check against torch's gradcheck, side by side: time ratios and a scaling table.
 
     python benchmarks/bench_check.py [--rounds 5] [--sizes 1e2 1e4 1e5 1e6] [--memory]
+    python benchmarks/bench_check.py --rounds 5 --shapes 100x100 316x316 [--warm-heap]
 
 Interleaved rounds (every mode once per round, in a seeded random order), medians, one intra-op
 thread for every mode, each run from a trimmed heap (as a fresh process would start).  Modes
-per op (exp, conv2d) and input size (total input elements):
+per op (exp, conv2d) and input size: `--sizes` gives total input elements (exp's input is 1-D),
+`--shapes` 2-D (or any-D) shapes such as `100x100`: exp's input has that shape, conv2d (whose
+image is already 2-D) gets as many elements in all.  With `--shapes` alone no `--sizes` run.
 
 - `gradlab`: `gradlab.check(fn, args, reference=ref)` with defaults: forward and gradients
   against the reference, the contract, every variant, the jacobian and second_order checks.
@@ -59,11 +62,31 @@ MODES = ("gradlab", "gradlab probes", "torch fast", "torch fast 1st", "torch slo
 SMALL = 100
 
 
-def make_args(op: str, n: int) -> tuple[Callable[..., Any], Callable[..., Any], list[Any]]:
-    """(Function.apply, reference, float64 args) with about n input elements in all."""
+#: An input size: exp's input shape; conv2d uses only its element count.
+Size = tuple[int, ...]
+
+
+def numel(size: Size) -> int:
+    out = 1
+    for d in size:
+        out *= d
+    return out
+
+
+def label(size: Size) -> str:
+    """`1e+04` for a 1-D size (as --sizes gave it), `100x100` for a shape."""
+    return f"{size[0]:.0e}" if len(size) == 1 else "x".join(map(str, size))
+
+
+def make_args(op: str, size: Size | int
+              ) -> tuple[Callable[..., Any], Callable[..., Any], list[Any]]:
+    """(Function.apply, reference, float64 args): exp's input of shape `size`, conv2d's
+    inputs with about numel(size) elements in all."""
+    size = (size,) if isinstance(size, int) else size
+    n = numel(size)
     gen = torch.Generator().manual_seed(0)
     if op == "exp":
-        x = torch.randn(n, generator=gen, dtype=torch.float64, requires_grad=True)
+        x = torch.randn(*size, generator=gen, dtype=torch.float64, requires_grad=True)
         return Exp.apply, torch.exp, [x]
     # conv2d: C channels, a square image, a CxCx3x3 weight; the image holds most elements
     c = 4 if n < 1e4 else 8
@@ -80,7 +103,7 @@ def make_args(op: str, n: int) -> tuple[Callable[..., Any], Callable[..., Any], 
     return fn, ref, [x, w]
 
 
-def run_mode(mode: str, op: str, n: int) -> None:
+def run_mode(mode: str, op: str, n: Size | int) -> None:
     """One run of `mode`; raises if the check itself fails (a benchmark of a failing check
     would time the wrong thing)."""
     fn, ref, args = make_args(op, n)
@@ -123,7 +146,7 @@ def counted(op: str) -> Iterator[dict[str, int]]:
             setattr(cls, kind, method)
 
 
-def call_counts(op: str, n: int) -> dict[str, dict[str, int]]:
+def call_counts(op: str, n: Size) -> dict[str, dict[str, int]]:
     """{mode: {"forward": calls, "backward": calls}} of one run of every mode but slow."""
     out = {}
     for mode in MODES[:-1]:
@@ -147,7 +170,7 @@ def trimmed_heap() -> None:
         LIBC.malloc_trim(0)
 
 
-def timed(mode: str, op: str, n: int) -> float:
+def timed(mode: str, op: str, n: Size) -> float:
     trimmed_heap()
     t0 = time.perf_counter()
     run_mode(mode, op, n)
@@ -180,7 +203,7 @@ def peak_rss_growth(run: Callable[[], None], every_s: float = 0.0005) -> float:
     return max(0, max(peak[0], rss()) - start) / 2**20
 
 
-def memory_cell(mode: str, op: str, n: int) -> float:
+def memory_cell(mode: str, op: str, n: Size) -> float:
     """Peak RSS growth (MiB) of one run of `mode`, in a fresh process (what one run frees,
     the allocator may keep: a process of its own per cell)."""
     code = (f"import sys; sys.argv=['x']; sys.path.insert(0, {str(ROOT / 'benchmarks')!r})\n"
@@ -197,7 +220,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--sizes", type=float, nargs="+", default=[SMALL, 1e4, 1e5, 1e6])
+    parser.add_argument("--sizes", type=float, nargs="+",
+                        help="total input elements (default 1e2 1e4 1e5 1e6 without --shapes)")
+    parser.add_argument("--shapes", nargs="+", default=[],
+                        help="input shapes such as 100x100 316x316 (exp: that shape)")
     parser.add_argument("--ops", nargs="+", default=["exp", "conv2d"])
     parser.add_argument("--slow-max", type=float, default=5e3,
                         help="largest size torch's slow mode is run at")
@@ -211,13 +237,15 @@ def main() -> None:
     global WARM_HEAP
     WARM_HEAP = args.warm_heap
     torch.set_num_threads(1)
-    sizes = [int(s) for s in args.sizes]
+    flat = args.sizes if args.sizes or args.shapes else [SMALL, 1e4, 1e5, 1e6]
+    sizes: list[Size] = ([(int(s),) for s in flat or []]
+                         + [tuple(int(d) for d in s.split("x")) for s in args.shapes])
     cells = [(op, n, m) for op in args.ops for n in sizes for m in MODES
-             if m != "torch slow" or n <= args.slow_max]
+             if m != "torch slow" or numel(n) <= args.slow_max]
     for op, n, m in cells:  # warm-up: imports, first-call costs
         if n == sizes[0]:
             run_mode(m, op, n)
-    times: dict[tuple[str, int, str], list[float]] = {c: [] for c in cells}
+    times: dict[tuple[str, Size, str], list[float]] = {c: [] for c in cells}
     rng = random.Random(0)
     for r in range(args.rounds):
         order = cells[:]
@@ -228,12 +256,12 @@ def main() -> None:
     med = {c: statistics.median(v) for c, v in times.items()}
     print(f"median seconds over {args.rounds} interleaved rounds, 1 thread, "
           f"{'warm' if WARM_HEAP else 'trimmed'} heap, torch {torch.__version__}")
-    head = (f"{'op':<7}{'elements':>9}" + "".join(f"{m:>15}" for m in MODES)
+    head = (f"{'op':<7}{'size':>9}" + "".join(f"{m:>15}" for m in MODES)
             + f"{'check/fast':>11}{'probes/1st':>11}")
     print(head)
     for op in args.ops:
         for n in sizes:
-            row = f"{op:<7}{n:>9.0e}"
+            row = f"{op:<7}{label(n):>9}"
             for m in MODES:
                 row += f"{med[(op, n, m)]:>15.4f}" if (op, n, m) in med else f"{'-':>15}"
             ratio = med[(op, n, "gradlab")] / med[(op, n, "torch fast")]
@@ -242,25 +270,25 @@ def main() -> None:
             print(row)
     if args.memory:
         print("\npeak RSS growth, MiB (one run per cell, a fresh process each)")
-        print(f"{'op':<7}{'elements':>9}" + "".join(f"{m:>15}" for m in MODES))
+        print(f"{'op':<7}{'size':>9}" + "".join(f"{m:>15}" for m in MODES))
         for op in args.ops:
             for n in sizes:
-                row = f"{op:<7}{n:>9.0e}"
+                row = f"{op:<7}{label(n):>9}"
                 for m in MODES:
                     row += (f"{memory_cell(m, op, n):>15.1f}" if (op, n, m) in med
                             else f"{'-':>15}")
                 print(row)
     if args.calls:
         print("\nthe custom Function's forward / backward calls in one run "
-              f"(at {sizes[-1]:.0e} elements)")
+              f"(at {label(sizes[-1])})")
         print(f"{'op':<7}" + "".join(f"{m:>16}" for m in MODES[:-1]))
         for op in args.ops:
             counts = call_counts(op, sizes[-1])
             print(f"{op:<7}" + "".join(f"{c['forward']:>9} / {c['backward']:<4}"
                                        for c in counts.values()))
     if args.json:
-        args.json.write_text(json.dumps({f"{op}/{n}/{m}": v for (op, n, m), v in med.items()},
-                                        indent=1))
+        args.json.write_text(json.dumps(
+            {f"{op}/{label(n)}/{m}": v for (op, n, m), v in med.items()}, indent=1))
 
 
 if __name__ == "__main__":
