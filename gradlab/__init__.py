@@ -96,7 +96,7 @@ def _example_op(fn: Callable[..., Any], args: Sequence[Any], *,
 
     example = list(args)
     tensors = [a for a in example if isinstance(a, torch.Tensor)]
-    _refuse_complex(example, kwargs or {})
+    _refuse_unsupported(example, kwargs or {})
     if not any(t.requires_grad for t in tensors):
         example = [a.detach().requires_grad_(a.is_floating_point())
                    if isinstance(a, torch.Tensor) else a for a in example]
@@ -126,9 +126,11 @@ def _example_op(fn: Callable[..., Any], args: Sequence[Any], *,
                  devices=devs)
 
 
-def _refuse_complex(args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
-    """ComplexUnsupportedError naming the first complex tensor argument: checked on its real
-    part (what a cast to the run's dtype keeps) it would pass what it must not."""
+def _refuse_unsupported(args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+    """A ValueError naming the first tensor argument gradlab cannot check as it is: complex
+    (ComplexUnsupportedError: checked on its real part, what a cast to the run's dtype keeps,
+    it would pass what it must not) or sparse / another non-strided layout (its values cannot
+    be laid out in the memory layouts the checks use)."""
     import torch
 
     from gradlab.cases import dtype_name
@@ -137,6 +139,12 @@ def _refuse_complex(args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
     named = [(f"args[{i}]", a) for i, a in enumerate(args)]
     named += [(f"kwargs[{k!r}]", a) for k, a in kwargs.items()]
     for name, a in named:
-        if isinstance(a, torch.Tensor) and a.is_complex():
+        if not isinstance(a, torch.Tensor):
+            continue
+        if a.is_complex():
             raise ComplexUnsupportedError(f"gradlab.check: {name} is {dtype_name(a.dtype)}: "
                                           f"{COMPLEX_UNSUPPORTED}")
+        if a.layout != torch.strided:
+            raise ValueError(f"gradlab.check: {name} has layout {a.layout}: sparse and other "
+                             "non-strided tensors are not checked yet (pass a dense tensor, "
+                             "or use torch.autograd.gradcheck(masked=...) for this Function)")

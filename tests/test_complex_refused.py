@@ -1,5 +1,6 @@
 """Complex tensors are refused, never checked on their real part (issue 22 item 2's floor):
-until gradlab has Wirtinger checks, a complex Function must not come out green."""
+until gradlab has Wirtinger checks, a complex Function must not come out green.  Sparse
+tensors are refused up front too."""
 
 from __future__ import annotations
 
@@ -32,6 +33,14 @@ def test_complex_inputs_are_refused_by_the_api_with_the_argument_named() -> None
     with pytest.raises(ComplexUnsupportedError, match=r"kwargs\['w'\]"):
         gradlab.check(lambda x, w: x * w, [torch.randn(3, dtype=torch.float64)],
                       kwargs={"w": a.detach()})
+
+
+def test_sparse_inputs_are_refused_by_the_api_too() -> None:
+    dense = torch.randn(3, 4, dtype=torch.float64)
+    sparse = dense.to_sparse().requires_grad_()
+    with pytest.raises(ValueError, match=r"args\[0\] has layout torch.sparse_coo"):
+        gradlab.check(torch.sparse.sum, [sparse])
+    assert gradlab.check(torch.sin, [dense.requires_grad_()], reference=torch.sin).passed
 
 
 def test_a_complex_output_is_an_error_row_not_a_pass() -> None:

@@ -192,7 +192,7 @@ def base_of(bw: Backward | None) -> Run | None:
     return Run(list(bw.outputs), list(grads), grad_outs64=bw.split(v))
 
 
-def guarded_check(ctx: CaseContext, check: str, make_rows: Callable[[], None]) -> None:
+def guarded_check(ctx: CaseContext, check: str, make_rows: Callable[[], object]) -> None:
     """Run one check of a case; what escapes it is its error row, the case's other rows stay."""
     try:
         make_rows()
