@@ -160,9 +160,16 @@ def _autograd(pairs: Sequence[tuple[Tensor, Tensor]],
         return [], exc
 
 
+#: torch's node that passes an undefined gradient backward (None where it reaches a custom
+#: Function that does not materialize grads); private, so a torch without it runs no
+#: one-output undefined_grad variant.
+UNDEFINED_GRAD: Callable[[], Any] | None = getattr(torch._C._functions, "UndefinedGrad", None)
+
+
 def run_undefined(fn: Callable[..., Any], inputs: Inputs, gos: list[Tensor],
                   undefined: tuple[int, ...]) -> Run:
     """Backward with some outputs' gradients undefined (autograd passes None / zeros)."""
+    outs: list[Tensor] = []
     try:
         replay()
         with torch.enable_grad():
@@ -170,12 +177,27 @@ def run_undefined(fn: Callable[..., Any], inputs: Inputs, gos: list[Tensor],
         pairs = [(o, g.to(o.dtype).to(o.device))
                  for k, (o, g) in enumerate(zip(outs, gos, strict=True))
                  if k not in undefined and o.requires_grad]
+        if not pairs and UNDEFINED_GRAD is not None:
+            # every output undefined (a one-output Function): autograd's own node hands
+            # backward an undefined gradient through the output, as gradcheck's
+            # check_undefined_grad does; a Function with ctx.set_materialize_grads(False) then
+            # gets None and must return None (or zeros)
+            pairs = [(UNDEFINED_GRAD()(o), torch.ones_like(o)) for k, o in enumerate(outs)
+                     if k in undefined and o.requires_grad]
+        # a backward writing into an output it saved is the base run's contract finding:
+        # the forward row here judges the outputs as forward returned them
+        returned = [o.detach().clone() for o in outs]
         grads = torch.autograd.grad([p[0] for p in pairs],
                                     [inputs.args[i] for i in inputs.diff_index],
                                     [p[1] for p in pairs], allow_unused=True)
-        return Run(outs, list(grads), grad_outs64=gos)
+        run = Run(outs, list(grads), grad_outs64=gos)
+        if not all(torch.equal(a, o.detach()) for a, o in zip(returned, outs, strict=True)):
+            run.forward_values = returned
+        return run
     except Exception as exc:
-        return Run([], [], exc, "backward", grad_outs64=gos)
+        # the outputs forward made, when it was backward that raised: the forward row judges
+        # them, the gradient row carries the error
+        return Run(outs, [], exc, "backward" if outs else "forward", grad_outs64=gos)
 
 
 #: Whether a failure is the draws' (rng_hint, RNG_INDEPENDENT_HINTS, RNG_CONTRACT_HINTS) is

@@ -21,7 +21,7 @@ from gradlab.cases import Inputs, copy_like, materialize, narrowed, relayout
 from gradlab.checks.compare import compare_runs
 from gradlab.checks.context import CaseContext, first_line
 from gradlab.checks.contract import contract_row
-from gradlab.checks.execute import Run, backward_of, run_once, run_undefined
+from gradlab.checks.execute import UNDEFINED_GRAD, Run, backward_of, run_once, run_undefined
 from gradlab.checks.hints import LEVEL_HINTS, ONLY_HINT
 from gradlab.checks.repeats import repeat_variants, tie_convention
 from gradlab.checks.sizes import magnitude_inputs, ragged_inputs, ragged_name, ragged_sizes
@@ -156,7 +156,7 @@ def generate(ctx: CaseContext, base: Inputs,
     if "requires_grad" in fams and len(diff) > 1:
         for i in diff:
             yield Variant(f"requires_grad=[{i}]", "requires_grad", base.clone(requires_grad={i}))
-    if "undefined_grad" in fams and n_outputs > 1 and diff:
+    if "undefined_grad" in fams and (n_outputs > 1 or UNDEFINED_GRAD is not None) and diff:
         for k in range(n_outputs):
             yield Variant(f"undefined_grad[out{k}]", "undefined_grad", base.clone(),
                           new_values=True, undefined=(k,))
