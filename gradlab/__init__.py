@@ -98,11 +98,12 @@ def _example_op(fn: Callable[..., Any], args: Sequence[Any], *,
     tensors = [a for a in example if isinstance(a, torch.Tensor)]
     _refuse_unsupported(example, kwargs or {})
     if not any(t.requires_grad for t in tensors):
-        example = [a.detach().requires_grad_(a.is_floating_point())
+        example = [a.detach().requires_grad_(a.is_floating_point() or a.is_complex())
                    if isinstance(a, torch.Tensor) else a for a in example]
-    floating = [t for t in tensors if t.is_floating_point()]
+    floating = [t for t in tensors if t.is_floating_point() or t.is_complex()]
+    # a complex example runs in its real dtype (complex64: float32, its checks in complex128)
     dts = tuple(canonical_dtype(d) for d in dtypes) if dtypes else (
-        (dtype_name(floating[0].dtype),) if floating else ("float64",))
+        (dtype_name(floating[0].dtype.to_real()),) if floating else ("float64",))
     devs = tuple(devices) if devices else ((str(floating[0].device.type),) if floating
                                           else ("cpu",))
     tols: dict[str, Tolerance] = {}
@@ -127,23 +128,16 @@ def _example_op(fn: Callable[..., Any], args: Sequence[Any], *,
 
 
 def _refuse_unsupported(args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
-    """A ValueError naming the first tensor argument gradlab cannot check as it is: complex
-    (ComplexUnsupportedError: checked on its real part, what a cast to the run's dtype keeps,
-    it would pass what it must not) or sparse / another non-strided layout (its values cannot
-    be laid out in the memory layouts the checks use)."""
+    """A ValueError naming the first tensor argument gradlab cannot check as it is: sparse or
+    another non-strided layout (its values cannot be laid out in the memory layouts the checks
+    use)."""
     import torch
-
-    from gradlab.cases import dtype_name
-    from gradlab.errors import COMPLEX_UNSUPPORTED, ComplexUnsupportedError
 
     named = [(f"args[{i}]", a) for i, a in enumerate(args)]
     named += [(f"kwargs[{k!r}]", a) for k, a in kwargs.items()]
     for name, a in named:
         if not isinstance(a, torch.Tensor):
             continue
-        if a.is_complex():
-            raise ComplexUnsupportedError(f"gradlab.check: {name} is {dtype_name(a.dtype)}: "
-                                          f"{COMPLEX_UNSUPPORTED}")
         if a.layout != torch.strided:
             raise ValueError(f"gradlab.check: {name} has layout {a.layout}: sparse and other "
                              "non-strided tensors are not checked yet (pass a dense tensor, "

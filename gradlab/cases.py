@@ -14,7 +14,6 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gradlab.errors import COMPLEX_UNSUPPORTED, ComplexUnsupportedError
 from gradlab.model import Case, FixedValues, TensorArg, is_integer_dtype, non_overlapping
 from gradlab.torchstate import replay
 
@@ -29,6 +28,8 @@ _TORCH_DTYPES = {
     "int8": torch.int8,
     "uint8": torch.uint8,
     "bool": torch.bool,
+    "complex64": torch.complex64,
+    "complex128": torch.complex128,
 }
 
 
@@ -87,6 +88,8 @@ def copy_like(t: Tensor, *, dtype: torch.dtype | None = None, device: str | None
     """A leaf copy of `t` with the same strides (so layouts survive a cast or a move)."""
     base = t.detach()
     target_dtype = dtype if (dtype is not None and base.is_floating_point()) else base.dtype
+    if base.is_complex() and dtype is not None:
+        target_dtype = complex_in(base.dtype, dtype)
     out = torch.empty_strided(base.shape, base.stride(), dtype=target_dtype,
                               device=device or base.device)
     if 0 in base.stride() and base.numel() > 0:
@@ -95,7 +98,13 @@ def copy_like(t: Tensor, *, dtype: torch.dtype | None = None, device: str | None
     else:
         out.copy_(base)
     want = t.requires_grad if requires_grad is None else requires_grad
-    return out.requires_grad_(want and out.is_floating_point())
+    return out.requires_grad_(want and (out.is_floating_point() or out.is_complex()))
+
+
+def complex_in(own: torch.dtype, run: torch.dtype) -> torch.dtype:
+    """A complex tensor's dtype in a run: its own, complex128 in a float64 run (the
+    finite-difference checks run in float64)."""
+    return torch.complex128 if run == torch.float64 else own
 
 
 def _expanded_copy(t: Tensor) -> Tensor:
@@ -141,6 +150,10 @@ def drawn_values(spec: TensorArg, gen: torch.Generator) -> Tensor:
     if is_integer_dtype(spec.dtype):
         return torch.randint(int(spec.low), int(spec.high), spec.shape, generator=gen,
                              dtype=torch.int64)
+    if spec.dtype is not None and spec.dtype.startswith("complex"):
+        # real and imaginary parts each drawn as a real tensor's values
+        real = drawn_values(replace(spec, dtype=None), gen)
+        return torch.complex(real, drawn_values(replace(spec, dtype=None), gen))
     values = torch.rand(spec.shape, generator=gen, dtype=torch.float64)
     values = spec.low + (spec.high - spec.low) * values
     if spec.min_abs > 0:
@@ -154,11 +167,14 @@ def make_tensor(spec: TensorArg, dtype: str, device: str, gen: torch.Generator) 
     """A tensor for `spec` in its own dtype, else `dtype`: its fixed values, or values drawn
     from `gen` (fixed values draw nothing, so they leave the other arguments' values alone)."""
     want = torch_dtype(spec.dtype or dtype)
+    if want.is_complex:
+        want = complex_in(want, torch_dtype(dtype))
     values = (fixed_tensor(spec.values, spec.shape) if spec.values is not None
               else drawn_values(spec, gen))
     values = values.to(want).to(device)
     out = apply_layout(values, spec.layout, transpose=spec.transpose, strides=spec.strides)
-    return out.requires_grad_(spec.requires_grad and out.is_floating_point())
+    return out.requires_grad_(spec.requires_grad
+                              and (out.is_floating_point() or out.is_complex()))
 
 
 def narrowed(spec: TensorArg, dim: int) -> TensorArg:
@@ -248,15 +264,11 @@ def strided_copy(values: Tensor, strides: tuple[int, ...]) -> Tensor:
 
 
 def flat_outputs(out: Any) -> list[Tensor]:
-    """The floating-point tensor outputs of a call, in order (non-tensors and integer tensors
-    dropped); a complex output raises ComplexUnsupportedError, since dropping it would leave
-    what the Function computes unchecked."""
+    """The floating-point and complex tensor outputs of a call, in order (non-tensors and
+    integer tensors dropped)."""
     items = out if isinstance(out, (tuple, list)) else (out,)
-    for k, t in enumerate(items):
-        if isinstance(t, Tensor) and t.is_complex():
-            raise ComplexUnsupportedError(f"output {k} is {dtype_name(t.dtype)}: "
-                                          f"{COMPLEX_UNSUPPORTED}")
-    return [t for t in items if isinstance(t, Tensor) and t.is_floating_point()]
+    return [t for t in items
+            if isinstance(t, Tensor) and (t.is_floating_point() or t.is_complex())]
 
 
 def call(fn: Callable[..., Any], inputs: Inputs) -> list[Tensor]:

@@ -73,18 +73,6 @@ class LoadError(GradlabError):
     """A `module:attr` reference could not be imported."""
 
 
-#: What a complex tensor meets: gradlab checks real derivatives only, so a complex input or
-#: output is refused rather than checked on its real part (a false green: a complex multiply
-#: whose backward forgets the conjugate would pass).
-COMPLEX_UNSUPPORTED = ("complex tensors are not checked yet (their Wirtinger derivatives need "
-                       "checks gradlab does not have): use torch.autograd.gradcheck for this "
-                       "Function")
-
-
-class ComplexUnsupportedError(GradlabError, ValueError):
-    """A complex tensor where gradlab checks real derivatives only (COMPLEX_UNSUPPORTED)."""
-
-
 def one_line(text: str, limit: int = MAX_MESSAGE) -> str:
     """`text` with line breaks and other control characters as spaces, cut to `limit` chars."""
     text = re.sub(r"[\x00-\x1f\x7f]+", " ", text)

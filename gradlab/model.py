@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gradlab.errors import COMPLEX_UNSUPPORTED, unknown_name
+from gradlab.errors import unknown_name
 
 #: The dtypes a run is in (the case's floating tensors take the run's dtype); "double",
 #: "float", "half" and a few more are accepted as aliases.
@@ -17,11 +17,16 @@ DTYPES = ("float64", "float32", "float16", "bfloat16")
 #: Dtypes a tensor argument can have besides those: targets, indices, masks.  Such a tensor
 #: keeps its dtype whatever dtype the run is in, and never requires grad.
 INTEGER_DTYPES = ("int64", "int32", "int16", "int8", "uint8", "bool")
+#: Complex dtypes a tensor argument can have: such a tensor keeps its dtype in a run (complex128
+#: in a float64 run, so the finite-difference checks see a complex64 argument in complex128),
+#: and requires grad like a floating one; checked on its real view (checks.jacobian.realview).
+COMPLEX_DTYPES = ("complex64", "complex128")
 #: Every dtype a tensor argument can name.
-TENSOR_DTYPES = DTYPES + INTEGER_DTYPES
+TENSOR_DTYPES = DTYPES + INTEGER_DTYPES + COMPLEX_DTYPES
 DTYPE_ALIASES = {"double": "float64", "float": "float32", "half": "float16", "bf16": "bfloat16",
                  "fp64": "float64", "fp32": "float32", "fp16": "float16", "long": "int64",
-                 "int": "int32", "short": "int16", "byte": "uint8"}
+                 "int": "int32", "short": "int16", "byte": "uint8",
+                 "cfloat": "complex64", "cdouble": "complex128"}
 #: The value range of each integer dtype, [low, high).
 INTEGER_RANGES = {"int64": (-(2**63), 2**63), "int32": (-(2**31), 2**31),
                   "int16": (-(2**15), 2**15), "int8": (-128, 128), "uint8": (0, 256),
@@ -85,8 +90,6 @@ def canonical_dtype(name: str, allowed: Sequence[str] = DTYPES) -> str:
     (the run's dtypes by default; TENSOR_DTYPES for a tensor argument)."""
     key = str(name).lower().removeprefix("torch.")
     key = DTYPE_ALIASES.get(key, key)
-    if key.startswith("complex") or key in ("cfloat", "cdouble", "chalf"):
-        raise ValueError(f"{name!r}: {COMPLEX_UNSUPPORTED}")
     if key not in allowed:
         raise ValueError(unknown_name("dtype", name, allowed))
     return key

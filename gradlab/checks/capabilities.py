@@ -43,6 +43,7 @@ from gradlab.checks.compare import compared_aside
 from gradlab.checks.context import CaseContext, first_line
 from gradlab.checks.contract import same
 from gradlab.checks.execute import Run, run_once
+from gradlab.checks.jacobian import realview
 from gradlab.checks.rawbackward import custom_nodes
 from gradlab.model import INFO_CAPABILITIES, Tolerance
 from gradlab.results import FAIL, PASS, SKIP, Finding
@@ -120,7 +121,8 @@ def probe_deterministic(ctx: CaseContext, inputs: Inputs, base: Run, gen: torch.
     i = inputs.diff_index[differ[0]]
     a, b = first.grads[differ[0]], second.grads[differ[0]]
     assert a is not None and b is not None
-    err = float((a.double() - b.double()).abs().nan_to_num(nan=float("inf")).max())
+    diff = (realview(a).double() - realview(b).double()).abs()
+    err = float(diff.nan_to_num(nan=float("inf")).max())
     return Measured("deterministic", NO, f"gradient of input {i} differs between two runs by "
                                          f"up to {err:.3g}")
 
@@ -173,7 +175,8 @@ def summed(fn: Callable[..., Any], plain: Inputs, diff: Sequence[int],
             args[i] = t
         replay()  # the case's RNG state, as the eager run it is compared with
         outs = flat_outputs(fn(*args, **plain.kwargs))
-        total = sum((o * g.to(o.dtype).to(o.device)).sum()
+        # real views: Re(sum(conj(g) * o)) for a complex output, as backward's convention
+        total = sum((realview(o) * realview(g.to(o.dtype).to(o.device))).sum()
                     for o, g in zip(outs, grad_outs64, strict=True))
         assert isinstance(total, Tensor)
         return total

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gradlab.checks.hints import crash_hint
-from gradlab.errors import ComplexUnsupportedError
 from gradlab.model import CAPABILITIES, COSTLY_CAPABILITIES, INFO_CAPABILITIES, OpDef, Target
 from gradlab.results import ERROR, FAIL, PASS, WARN, CheckRow
 
@@ -136,8 +135,6 @@ def raised_in_user_code(exc: BaseException) -> bool:
 
 def crash_location(exc: BaseException) -> str:
     """file:line of the innermost frame outside torch and gradlab (the user's code)."""
-    if isinstance(exc, ComplexUnsupportedError):
-        return ""  # gradlab refused what the Function returned: no line of it is at fault
     for fr in reversed(traceback.extract_tb(exc.__traceback__)):
         if "/torch/" not in fr.filename and "/gradlab/checks/" not in fr.filename:
             return f"{fr.filename}:{fr.lineno} in {fr.name}"

@@ -55,6 +55,9 @@ def compare(got: Tensor, want: Tensor, tol: Tolerance, k: int = TOP_K, *, scaled
     the reference's own domain, unless strict_finite (two Jacobians of one function: a NaN in
     either means nothing was verified there).
     """
+    if got.is_complex() or want.is_complex():
+        return _complex_compare(got, want, tol, k, scaled=scaled, of=of,
+                                strict_finite=strict_finite)
     limit = torch.finfo(got.dtype).max if got.is_floating_point() else math.inf
     g = got.detach().reshape(-1).to(torch.float64).cpu()
     w = want.detach().reshape(-1).to(torch.float64).cpu()
@@ -93,6 +96,26 @@ def compare(got: Tensor, want: Tensor, tol: Tolerance, k: int = TOP_K, *, scaled
     scale = float(w[keep].abs().max()) if bool(keep.any()) else 0.0
     share = float32_share(g[keep]) if got.dtype == torch.float64 else 0.0
     return Diff(stats, worst, wrong, scale, share)
+
+
+def _complex_compare(got: Tensor, want: Tensor, tol: Tolerance, k: int, *, scaled: bool,
+                     of: str, strict_finite: bool) -> Diff:
+    """compare() of complex tensors on their (real, imaginary) parts, each part within the
+    tolerance; flat indices (worst, mask) are the complex elements'."""
+    def parts(t: Tensor) -> Tensor:
+        t = t.detach().to(torch.complex128).resolve_conj().resolve_neg()
+        return torch.view_as_real(t).reshape(-1)
+
+    d = compare(parts(got), parts(want), tol, 2 * k, scaled=scaled, of=of,
+                strict_finite=strict_finite)
+    worst: list[tuple[int, float, float]] = []
+    seen: set[int] = set()
+    for i, g, w in d.worst:
+        if i // 2 not in seen and len(worst) < k:
+            seen.add(i // 2)
+            worst.append((i // 2, g, w))
+    mask = None if d.mask is None else d.mask.reshape(-1, 2).any(dim=1)
+    return Diff(d.stats, worst, mask, d.scale, d.float32_share)
 
 
 def float32_share(x: Tensor) -> float:

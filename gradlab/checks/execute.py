@@ -59,7 +59,15 @@ def random_grad_outputs(outs: Sequence[Tensor], gen: torch.Generator) -> list[Te
     zeros for an output that does not require grad (no gradient flows from it, so none is
     handed to the reference either), drawn all the same so the stream does not depend on it."""
     return [g if o.requires_grad else g.zero_()
-            for g, o in ((standard_normal(o.shape, gen), o) for o in outs)]
+            for g, o in ((random_like(o, gen), o) for o in outs)]
+
+
+def random_like(o: Tensor, gen: torch.Generator) -> Tensor:
+    """Gaussian float64 values of o's shape; complex128 for a complex o (both parts drawn: a
+    backward that drops either part of its grad_output shows)."""
+    if o.is_complex():
+        return torch.view_as_complex(standard_normal((*o.shape, 2), gen))
+    return standard_normal(o.shape, gen)
 
 
 def run_once(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tensor] | None,

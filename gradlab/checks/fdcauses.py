@@ -39,16 +39,16 @@ def dense_kinks(fn: Callable[..., Any], inputs: Inputs, i: int, analytical: Tens
     """True when every wrong entry of input i's dense Jacobian (`wrong`: flat mask of the
     [n_out, n_in] Jacobian) is a kink in the example values (see the module docstring)."""
     x = inputs.args[i]
-    n_in = max(x.numel(), 1)
+    n_in = max(jac.real_numel(x), 1)
     mask = wrong.reshape(-1, n_in)
     cols = torch.nonzero(mask.any(0)).flatten().tolist()
     if not cols or len(cols) > MAX_KINK_COLUMNS:
         return False
     a = analytical.reshape(-1, n_in)
     for c in cols:
-        e = torch.zeros(x.numel(), dtype=torch.float64)
+        e = torch.zeros(jac.real_numel(x), dtype=torch.float64)
         e[c] = 1.0
-        sides = jac.one_sided(fn, inputs, i, e.reshape(x.shape), keep=keep)
+        sides = jac.one_sided(fn, inputs, i, e, keep=keep)
         rows = mask[:, c]
         if not is_kink(a[rows, c], (sides[0][rows], sides[1][rows], sides[2][rows]), tol):
             return False
@@ -67,9 +67,9 @@ def probe_kinks(fn: Callable[..., Any], inputs: Inputs, i: int, cols: Sequence[i
         return False
     x = inputs.args[i]
     for c in cols:
-        e = torch.zeros(x.numel(), dtype=torch.float64)
+        e = torch.zeros(jac.real_numel(x), dtype=torch.float64)
         e[c] = 1.0
-        sides = jac.one_sided(fn, inputs, i, e.reshape(x.shape), keep=keep)
+        sides = jac.one_sided(fn, inputs, i, e, keep=keep)
         along = tuple((v @ t).reshape(1) for t in sides)
         if not is_kink(vjp[c].reshape(1), (along[0], along[1], along[2]), tol):
             return False

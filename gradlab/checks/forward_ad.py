@@ -56,18 +56,25 @@ def jvp_along(fn: Callable[..., Any], inputs: Inputs, i: int, u: Tensor) -> Tang
     x = inputs.args[i]
     args = list(inputs.args)
     with torch.enable_grad(), FORWARD_AD.dual_level():
-        args[i] = FORWARD_AD.make_dual(x, u.reshape(x.shape).to(dtype=x.dtype, device=x.device))
+        args[i] = FORWARD_AD.make_dual(x, tangent(u, x))
         replay()
         outs = flat_outputs(fn(*args, **inputs.kwargs))
         pairs = [FORWARD_AD.unpack_dual(o) for o in outs]
     covered = jac.differentiable(outs)
     parts = [pairs[k].tangent for k in covered]
-    flat = [torch.zeros(outs[k].numel(), dtype=torch.float64) if t is None
-            else t.detach().reshape(-1).to(dtype=torch.float64, device="cpu")
+    flat = [torch.zeros(jac.real_numel(outs[k]), dtype=torch.float64) if t is None
+            else jac.realview(t.detach()).reshape(-1).to(dtype=torch.float64, device="cpu")
             for k, t in zip(covered, parts, strict=True)]
     vec = torch.cat(flat) if flat else torch.zeros(0, dtype=torch.float64)
     outputs = [p.primal.detach() for p in pairs]
     return Tangents(vec, bool(parts) and all(t is None for t in parts), covered, outputs)
+
+
+def tangent(u: Tensor, x: Tensor) -> Tensor:
+    """The flat real tangent u as x's tangent: for a complex x, the complex tensor whose real
+    view u is (forward mode's J u is then the real Jacobian's, jacobian.realview)."""
+    t = u.reshape(jac.real_shape(x)).to(device=x.device)
+    return (torch.view_as_complex(t.double().contiguous()) if x.is_complex() else t).to(x.dtype)
 
 
 def ref_jvp(ref: Callable[..., Any] | None, inputs: Inputs, i: int, u: Tensor,
@@ -90,7 +97,7 @@ def supports(fn: Callable[..., Any] | None, inputs: Inputs) -> BaseException | N
         return RuntimeError("no reference")
     i = inputs.diff_index[0]
     try:
-        jvp_along(fn, inputs.clone(), i, torch.zeros(inputs.args[i].numel(),
+        jvp_along(fn, inputs.clone(), i, torch.zeros(jac.real_numel(inputs.args[i]),
                                                      dtype=torch.float64))
     except Exception as exc:
         return exc
@@ -145,10 +152,10 @@ def input_result(ctx: CaseContext, inputs: Inputs, i: int, tol: Tolerance,
     """Input i's J u compared along one random unit tangent: (finding or None, the
     comparison, whether it was diagnosed densely)."""
     fn, x = ctx.op.function, inputs.args[i]
-    u = jac.unit_probe(x.numel(), gen)
+    u = jac.unit_probe(jac.real_numel(x), gen)
     got = jvp_along(fn, inputs.clone(), i, u)
     keep = got.covered
-    fd = jac.directional_derivative(fn, inputs.clone(), i, u.reshape(x.shape), keep=keep)
+    fd = jac.directional_derivative(fn, inputs.clone(), i, u, keep=keep)
     tol = with_roundoff(tol, [got.outputs[k] for k in keep], norm=False)
     d = dg.compare(got.jvp, fd, tol, of="jvp entries", strict_finite=True)
     if d.ok:
@@ -157,7 +164,7 @@ def input_result(ctx: CaseContext, inputs: Inputs, i: int, tol: Tolerance,
     if want is not None and dg.compare(got.jvp, want, tol, strict_finite=True).ok:
         return None, d, False  # the reference's jvp agrees: the finite differences straddle a kink
     dense = ctx.options.mode == "dense" or (
-        ctx.options.mode == "auto" and 3 * x.numel() <= DENSE_MAX_CALLS)
+        ctx.options.mode == "auto" and 3 * jac.real_numel(x) <= DENSE_MAX_CALLS)
     f = Finding("input", i, "missing" if got.none else factor_hint(d), shape=tuple(x.shape),
                 stats=d.stats)
     if dense:
@@ -171,9 +178,9 @@ def position(outputs: Sequence[Tensor], keep: Sequence[int], m: int
              ) -> tuple[int, tuple[int, ...]]:
     """(output number, index) of entry m of the flat vector over the outputs `keep`."""
     for k in keep:
-        n = outputs[k].numel()
+        n = jac.real_numel(outputs[k])
         if m < n:
-            return k, dg.unravel(m, outputs[k].shape)
+            return k, dg.unravel(m, jac.real_shape(outputs[k]))
         m -= n
     return -1, (m,)
 
@@ -184,8 +191,8 @@ def dense_worst(fn: Callable[..., Any], inputs: Inputs, i: int, keep: list[int],
     finding takes the dense comparison's statistics, hint and worst entries."""
     x = inputs.args[i]
     cols, outputs = [], []
-    for c in range(x.numel()):
-        e = torch.zeros(x.numel(), dtype=torch.float64)
+    for c in range(jac.real_numel(x)):
+        e = torch.zeros(jac.real_numel(x), dtype=torch.float64)
         e[c] = 1.0
         t = jvp_along(fn, inputs.clone(), i, e)
         cols.append(t.jvp)
@@ -197,9 +204,9 @@ def dense_worst(fn: Callable[..., Any], inputs: Inputs, i: int, keep: list[int],
         return  # the probe's failure stands (as in the jacobian check)
     f.stats = d.stats
     f.hint = f.hint if f.hint == "missing" else factor_hint(d)
-    n_in = max(x.numel(), 1)
+    n_in = max(jac.real_numel(x), 1)
     f.worst = [Element(g, w, *position(outputs, keep, flat // n_in), input=i,
-                       input_index=dg.unravel(flat % n_in, x.shape))
+                       input_index=dg.unravel(flat % n_in, jac.real_shape(x)))
                for flat, g, w in d.worst]
 
 
@@ -215,19 +222,19 @@ def probe_worst(fn: Callable[..., Any], inputs: Inputs, i: int, u: Tensor, got: 
 
     def along(t: Tensor) -> Tensor:
         return jvp_along(fn, inputs.clone(), i, t).jvp - jac.directional_derivative(
-            fn, inputs.clone(), i, t.reshape(x.shape), keep=keep)
+            fn, inputs.clone(), i, t, keep=keep)
 
     top = float(fd.abs().max()) if fd.numel() else 0.0
-    cols = jac.bisect(lambda mask: float(w @ along(u * mask)), x.numel(),
+    cols = jac.bisect(lambda mask: float(w @ along(u * mask)), jac.real_numel(x),
                       tol.atol + tol.rtol * top / 4, limit=dg.TOP_K)
     found = []
     for c in cols:
-        e = torch.zeros(x.numel(), dtype=torch.float64)
+        e = torch.zeros(jac.real_numel(x), dtype=torch.float64)
         e[c] = 1.0
         col = jvp_along(fn, inputs.clone(), i, e).jvp
-        num = jac.directional_derivative(fn, inputs.clone(), i, e.reshape(x.shape), keep=keep)
+        num = jac.directional_derivative(fn, inputs.clone(), i, e, keep=keep)
         m = int(torch.nan_to_num((col - num).abs(), nan=float("inf")).argmax())
         o, o_idx = position(got.outputs, keep, m)
         found.append(Element(float(col[m]), float(num[m]), output=o, output_index=o_idx,
-                             input=i, input_index=dg.unravel(c, x.shape)))
+                             input=i, input_index=dg.unravel(c, jac.real_shape(x))))
     return found

@@ -13,7 +13,6 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from gradlab.errors import ComplexUnsupportedError
 from gradlab.model import Tolerance
 from gradlab.results import CheckRow, ErrorStats, Pattern
 
@@ -368,8 +367,6 @@ def crash_hint(exc: BaseException, variant: str = "", check: str = "") -> str:
     if "more than one element of the written-to tensor" in msg:
         return ("inplace_grad_output" if variant.startswith("grad_output") else
                 "inplace_input" if check == "forward" else "inplace_saved")
-    if isinstance(exc, ComplexUnsupportedError):
-        return "complex_unsupported"
     if "incorrect number of gradients" in msg:
         return "wrong_count"
     if "different than None" in msg and "not a Variable" in msg:

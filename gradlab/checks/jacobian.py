@@ -22,19 +22,48 @@ from gradlab.checks.diagnose import unravel
 EPS = 1e-6
 
 
+def realview(t: Tensor) -> Tensor:
+    """A complex tensor as the real tensor of its (real, imaginary) pairs (a view, trailing dim
+    of 2); any other tensor as it is.
+
+    Every Jacobian here treats C^n as R^2n, which is PyTorch's complex convention: for a real
+    loss L, z.grad = dL/dx + i dL/dy, and backward with a complex grad_output v is the gradient
+    of L = Re(sum(conj(v) * f)) = realview(v) . realview(f).  So realview(grad) = J_R^T
+    realview(v) with J_R the real 2m x 2n Jacobian, and v^T J u over real views is what
+    gradcheck's Wirtinger checks compare: J_R holds both the plain (df/dz) and the conjugate
+    (df/dz*) Wirtinger derivative (they are fixed linear combinations of its 2x2 blocks), so
+    random directions with real and imaginary parts both nonzero see an error in either."""
+    # resolve_conj: a conjugated view (z.conj()) has no real view; a copy then, never an
+    # input (the inputs perturbed in place are gradlab's own fresh tensors)
+    return torch.view_as_real(t.resolve_conj().resolve_neg()) if t.is_complex() else t
+
+
+def real_shape(t: Tensor) -> tuple[int, ...]:
+    """The shape of realview(t): a trailing 2 for a complex tensor."""
+    return (*t.shape, 2) if t.is_complex() else tuple(t.shape)
+
+
+def real_numel(t: Tensor) -> int:
+    """The number of real values in t (twice its elements when complex)."""
+    return 2 * t.numel() if t.is_complex() else t.numel()
+
+
 def _concat(outs: Sequence[Tensor], dtype: torch.dtype) -> Tensor:
     if not outs:
         return torch.zeros(0, dtype=dtype)
-    return torch.cat([o.detach().reshape(-1).to(dtype=dtype, device="cpu") for o in outs])
+    return torch.cat([realview(o.detach()).reshape(-1).to(dtype=dtype, device="cpu")
+                      for o in outs])
 
 
 def _set(t: Tensor, flat: int, value: float) -> None:
     # Index the logical element (not raw memory) so non-contiguous inputs are perturbed right.
-    t.detach()[unravel(flat, t.shape)] = value
+    r = realview(t.detach())
+    r[unravel(flat, r.shape)] = value
 
 
 def _get(t: Tensor, flat: int) -> float:
-    return float(t.detach()[unravel(flat, t.shape)])
+    r = realview(t.detach())
+    return float(r[unravel(flat, r.shape)])
 
 
 def differentiable(outs: Sequence[Tensor]) -> list[int]:
@@ -54,7 +83,7 @@ def numerical_jacobian(fn: Callable[..., Any], inputs: Inputs, wrt: int, eps: fl
     keep: the positions of the outputs it covers (Backward.covered; None: all)."""
     x = inputs.args[wrt]
     cols = []
-    for k in range(x.numel()):
+    for k in range(real_numel(x)):
         orig = _get(x, k)
         _set(x, k, orig + eps)
         plus = _concat(_kept(call(fn, inputs), keep), torch.float64)
@@ -71,14 +100,14 @@ def directional_derivative(fn: Callable[..., Any], inputs: Inputs, wrt: int, dir
                            eps: float = EPS, keep: Sequence[int] | None = None) -> Tensor:
     """(f(x + eps*u) - f(x - eps*u)) / 2eps for args[wrt] = x: the numerical J @ u (over the
     outputs at positions `keep`, all when None)."""
-    x = inputs.args[wrt]
-    orig = x.detach().clone()
-    u = direction.to(dtype=x.dtype, device=x.device)
-    x.detach().copy_(orig + eps * u)
+    x = realview(inputs.args[wrt].detach())  # a complex input: along its real view
+    orig = x.clone()
+    u = direction.reshape(x.shape).to(dtype=x.dtype, device=x.device)
+    x.copy_(orig + eps * u)
     plus = _concat(_kept(call(fn, inputs), keep), torch.float64)
-    x.detach().copy_(orig - eps * u)
+    x.copy_(orig - eps * u)
     minus = _concat(_kept(call(fn, inputs), keep), torch.float64)
-    x.detach().copy_(orig)
+    x.copy_(orig)
     return (plus - minus) / (2 * eps)
 
 
@@ -108,12 +137,12 @@ class Backward:
 
     @property
     def n_out(self) -> int:
-        return sum(self.outputs[k].numel() for k in self.covered)
+        return sum(real_numel(self.outputs[k]) for k in self.covered)
 
     def position(self, m: int) -> tuple[int, tuple[int, ...]]:
         """(output number in `outputs`, index) of entry m of the flat output vector."""
         for k in self.covered:
-            shape = self.outputs[k].shape
+            shape = real_shape(self.outputs[k])
             if m < math.prod(shape):
                 return k, unravel(m, shape)
             m -= math.prod(shape)
@@ -137,14 +166,17 @@ class Backward:
 
     def split(self, v: Tensor) -> list[Tensor]:
         """A flat output vector as one float64 tensor per output (grad_outputs): zeros for an
-        output the vector does not cover."""
+        output the vector does not cover; complex128 for a complex output (its real view's
+        values, see realview)."""
         out, offset, covered = [], 0, set(self.covered)
         for k, o in enumerate(self.outputs):
             if k not in covered:
-                out.append(torch.zeros(o.shape, dtype=torch.float64, device=v.device))
+                out.append(torch.zeros(o.shape, dtype=torch.complex128 if o.is_complex()
+                                       else torch.float64, device=v.device))
                 continue
-            out.append(v[offset:offset + o.numel()].reshape(o.shape).to(torch.float64))
-            offset += o.numel()
+            g = v[offset:offset + real_numel(o)].reshape(real_shape(o)).to(torch.float64)
+            out.append(torch.view_as_complex(g.contiguous()) if o.is_complex() else g)
+            offset += real_numel(o)
         return out
 
 
@@ -159,7 +191,7 @@ def build_backward(fn: Callable[..., Any], inputs: Inputs, wrt: Sequence[int], *
 def analytical_jacobians(bw: Backward) -> tuple[list[Tensor], list[bool]]:
     """Dense analytical Jacobians (one backward per output element), and which were None."""
     n_out = bw.n_out
-    jac = [torch.zeros(n_out, t.numel(), dtype=torch.float64) for t in bw.wrt]
+    jac = [torch.zeros(n_out, real_numel(t), dtype=torch.float64) for t in bw.wrt]
     missing = [True] * len(bw.wrt)
     for m in range(n_out):
         v = torch.zeros(n_out, dtype=torch.float64)
@@ -167,7 +199,7 @@ def analytical_jacobians(bw: Backward) -> tuple[list[Tensor], list[bool]]:
         for i, g in enumerate(bw.vjp(v)):
             if g is not None:
                 missing[i] = False
-                jac[i][m] = g.detach().reshape(-1).to(torch.float64).cpu()
+                jac[i][m] = realview(g.detach()).reshape(-1).to(torch.float64).cpu()
     return jac, missing
 
 
@@ -216,15 +248,15 @@ def one_sided(fn: Callable[..., Any], inputs: Inputs, wrt: int, direction: Tenso
     the central (f(x + eps u) - f(x - eps u)) / 2 eps across it.  At a kink of f at x (or
     within eps of it) left and right disagree; at a jump the central one leaves them both."""
     def at(t: float) -> Tensor:
-        x.detach().copy_(orig + t * u)
+        x.copy_(orig + t * u)
         outs = call(fn, inputs)
         return _concat(outs if keep is None else [outs[k] for k in keep], torch.float64)
 
-    x = inputs.args[wrt]
-    orig = x.detach().clone()
-    u = direction.to(dtype=x.dtype, device=x.device)
+    x = realview(inputs.args[wrt].detach())
+    orig = x.clone()
+    u = direction.reshape(x.shape).to(dtype=x.dtype, device=x.device)
     try:
         m2, m1, p1, p2 = at(-2 * eps), at(-eps), at(eps), at(2 * eps)
     finally:
-        x.detach().copy_(orig)
+        x.copy_(orig)
     return (m1 - m2) / eps, (p1 - m1) / (2 * eps), (p2 - p1) / eps

@@ -21,6 +21,7 @@ from gradlab.checks import diagnose as dg
 from gradlab.checks import fdcauses as fd
 from gradlab.checks import jacobian as jac
 from gradlab.checks.compare import chain_rule_ignored
+from gradlab.checks.conjugate import conjugate_missed
 from gradlab.checks.context import CaseContext
 from gradlab.checks.hints import UNEXPLAINED, explain, factor_hint
 from gradlab.model import Tolerance
@@ -93,6 +94,8 @@ def jacobian_check(ctx: CaseContext, check: str, fn: Callable[..., object], inpu
                   seconds=seconds, hint=hint, mode=mode, findings=findings, dtype=dtype)
     if hint in UNEXPLAINED and chain_rule_ignored(fn, inputs, gen):
         explain(row, "no_chain_rule")
+    elif row.hint in UNEXPLAINED and conjugate_missed(fn, inputs):
+        explain(row, "conjugate")
     return row
 
 
@@ -107,8 +110,8 @@ def with_roundoff(tol: Tolerance, outputs: Sequence[Tensor], *, norm: bool) -> T
     # per output, no concatenated copy (at 1e6 elements the copy cost more than the norm)
     squares, top, finite = 0.0, 0.0, False
     for o in outputs:
-        t = o.detach()
-        if not (t.is_floating_point() or t.is_complex()):
+        t = jac.realview(o.detach())
+        if not t.is_floating_point():
             t = t.double()
         if not bool(torch.isfinite(t).all()):
             t = t[torch.isfinite(t)]
@@ -149,7 +152,7 @@ def dense_results(fn: Callable[..., object], inputs: Inputs, wrt: Sequence[int],
                     shape=tuple(x.shape), stats=d.stats)
         if not missing[k] and fd.cached_forward(fn, numeric_inputs, i, n, a):
             f.hint = "cached_forward"
-        if not f.hint:
+        if not f.hint and not x.is_complex():  # a complex input's real view: no transposes
             pair = dg.transposed_dims(a.reshape(a.shape[0], *x.shape),
                                       n.reshape(n.shape[0], *x.shape), tol)
             if pair and min(pair) > 0:
@@ -159,11 +162,11 @@ def dense_results(fn: Callable[..., object], inputs: Inputs, wrt: Sequence[int],
                 if j != i and numerical[k2].shape == a.shape and dg.compare(
                         a, numerical[k2], tol).ok:
                     f.hint, f.equals_input = "swapped", j
-        n_in = max(x.numel(), 1)
+        n_in = max(jac.real_numel(x), 1)
         for flat, got, want in d.worst:
             o, o_idx = bw.position(flat // n_in)
             f.worst.append(Element(got, want, output=o, output_index=o_idx, input=i,
-                                   input_index=dg.unravel(flat % n_in, x.shape)))
+                                   input_index=dg.unravel(flat % n_in, jac.real_shape(x))))
         results[i].finding = f
     return results
 
@@ -187,7 +190,7 @@ def probe_results(fn: Callable[..., object], inputs: Inputs, wrt: Sequence[int],
     else:
         probes = [jac.unit_probe(bw.n_out, gen)]
         vjps = [bw.vjp(probes[0])]
-    us = {i: [jac.unit_probe(inputs.args[i].numel(), gen)] for i in wrt}
+    us = {i: [jac.unit_probe(jac.real_numel(inputs.args[i]), gen)] for i in wrt}
     results = {i: probe_input(fn, inputs, bw, k, i, probes, vjps, us[i], tol)
                for k, i in enumerate(wrt)}
     if all(r.finding is None for r in results.values()):
@@ -197,7 +200,8 @@ def probe_results(fn: Callable[..., object], inputs: Inputs, wrt: Sequence[int],
         vjps.append(bw.vjp(probes[-1]))
     for k, i in enumerate(wrt):
         if results[i].finding is not None:
-            us[i] += [jac.unit_probe(inputs.args[i].numel(), gen) for _ in range(N_PROBES - 1)]
+            us[i] += [jac.unit_probe(jac.real_numel(inputs.args[i]), gen)
+                      for _ in range(N_PROBES - 1)]
             results[i] = probe_input(fn, inputs, bw, k, i, probes, vjps, us[i], tol)
     return results
 
@@ -210,8 +214,7 @@ def probe_input(fn: Callable[..., object], inputs: Inputs, bw: jac.Backward, k: 
     x = inputs.args[i]
     n = len(probes)
     an = [float(flat_grad(vjps[p][k], x) @ us[p]) for p in range(n)]
-    num = [float(v @ jac.directional_derivative(fn, inputs, i, us[p].reshape(x.shape),
-                                                keep=bw.covered))
+    num = [float(v @ jac.directional_derivative(fn, inputs, i, us[p], keep=bw.covered))
            for p, v in enumerate(probes)]
     # float64: torch.tensor of Python floats is float32, which rounded the probes' error away
     # (the row showed 0.00e+00, a number never measured)
@@ -227,7 +230,7 @@ def probe_input(fn: Callable[..., object], inputs: Inputs, bw: jac.Backward, k: 
     p = bad[0] if bad else 0
     worst, n_cols = localise(fn, inputs, bw, k, i, probes[p], us[p], vjps[p][k],
                              tol.atol + tol.rtol * abs(num[p]) / 4)
-    cols = sorted({int(np.ravel_multi_index(e.input_index, x.shape)) for e in worst})
+    cols = sorted({int(np.ravel_multi_index(e.input_index, jac.real_shape(x))) for e in worst})
     if n_cols < dg.TOP_K and fd.probe_kinks(fn, inputs, i, cols, probes[p],
                                             flat_grad(vjps[p][k], x), tol, bw.covered):
         return InputResult(d.stats, kink=True)  # bisection found them all: kinks only
@@ -240,10 +243,11 @@ def probe_input(fn: Callable[..., object], inputs: Inputs, bw: jac.Backward, k: 
 
 
 def flat_grad(g: Tensor | None, x: Tensor) -> Tensor:
-    """A gradient as a flat float64 CPU vector (zeros when backward returned None)."""
+    """A gradient as a flat float64 CPU vector (zeros when backward returned None); a complex
+    one as its real view (jacobian.realview: Re(vdot(g, u)) is then a real dot product)."""
     if g is None:
-        return torch.zeros(x.numel(), dtype=torch.float64)
-    return g.detach().reshape(-1).double().cpu()
+        return torch.zeros(jac.real_numel(x), dtype=torch.float64)
+    return jac.realview(g.detach()).reshape(-1).double().cpu()
 
 
 def localise(fn: Callable[..., object], inputs: Inputs, bw: jac.Backward, k: int, i: int,
@@ -255,27 +259,27 @@ def localise(fn: Callable[..., object], inputs: Inputs, bw: jac.Backward, k: int
     keep = bw.covered
 
     def in_err(mask: Tensor) -> float:
-        dd = jac.directional_derivative(fn, inputs, i, (u * mask).reshape(x.shape), keep=keep)
+        dd = jac.directional_derivative(fn, inputs, i, u * mask, keep=keep)
         return float(gflat @ (u * mask) - v @ dd)
 
     found: list[Element] = []
-    cols = jac.bisect(in_err, x.numel(), thr, limit=dg.TOP_K)
+    cols = jac.bisect(in_err, jac.real_numel(x), thr, limit=dg.TOP_K)
     for c in cols[:dg.TOP_K]:
-        e = torch.zeros(x.numel(), dtype=torch.float64)
+        e = torch.zeros(jac.real_numel(x), dtype=torch.float64)
         e[c] = 1.0
-        col = jac.directional_derivative(fn, inputs, i, e.reshape(x.shape), keep=keep)
+        col = jac.directional_derivative(fn, inputs, i, e, keep=keep)
 
         def out_err(mask: Tensor, col: Tensor = col, c: int = c) -> float:
             gm = bw.vjp(v * mask)[k]
-            an_c = 0.0 if gm is None else float(gm.detach().reshape(-1)[c])
+            an_c = 0.0 if gm is None else float(flat_grad(gm, x)[c])
             return an_c - float((v * mask) @ col)
 
         for m in jac.bisect(out_err, bw.n_out, thr, limit=2):
             e_m = torch.zeros(bw.n_out, dtype=torch.float64)
             e_m[m] = 1.0
             gm = bw.vjp(e_m)[k]
-            got = 0.0 if gm is None else float(gm.detach().reshape(-1)[c])
+            got = 0.0 if gm is None else float(flat_grad(gm, x)[c])
             o, o_idx = bw.position(m)
             found.append(Element(got, float(col[m]), output=o, output_index=o_idx, input=i,
-                                 input_index=dg.unravel(c, x.shape)))
+                                 input_index=dg.unravel(c, jac.real_shape(x))))
     return found, len(cols)

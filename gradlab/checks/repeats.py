@@ -61,6 +61,8 @@ def tied_inputs(base: Inputs) -> tuple[list[int], Inputs] | None:
     inputs, changed = base.clone(), []
     for i in base.diff_index:
         t = base.args[i]
+        if t.is_complex():
+            continue  # complex values have no order: no max or sort to tie
         new = paired(t)
         if not torch.equal(new, t.detach()):
             inputs.args[i] = copy_like(new, requires_grad=True)

@@ -16,6 +16,7 @@ from gradlab.cases import Inputs, NonLeafInputs, case_seed, materialize
 from gradlab.checks.autocast import autocast_row
 from gradlab.checks.capabilities import capability_rows
 from gradlab.checks.compare import chain_rule_ignored, compare_runs
+from gradlab.checks.conjugate import conjugate_missed
 from gradlab.checks.context import (
     CaseContext,
     Options,
@@ -84,6 +85,8 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
         if failed and failed[-1].hint in UNEXPLAINED and chain_rule_ignored(
                 op.function, inputs.clone(), gen):
             explain(failed[-1], "no_chain_rule")
+        elif failed and failed[-1].hint in UNEXPLAINED and conjugate_missed(op.function, inputs):
+            explain(failed[-1], "conjugate")
     elif got.error is not None:
         ctx.crash_row("base", "forward", got.error)
     if op.reference is None and checks & {"forward", "gradient"}:

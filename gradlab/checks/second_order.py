@@ -11,12 +11,12 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gradlab.cases import Inputs, call, flat_outputs, standard_normal
+from gradlab.cases import Inputs, call, flat_outputs
 from gradlab.checks import diagnose as dg
 from gradlab.checks import jacobian as jac
 from gradlab.checks.context import CaseContext, first_line
 from gradlab.checks.contract import backward_again
-from gradlab.checks.execute import run_once
+from gradlab.checks.execute import random_like, run_once
 from gradlab.checks.hints import NOISE_HINTS, level_hint, precision_blamed, second_order_hint
 from gradlab.checks.numerical import DENSE_MAX_CALLS_2ND, jacobian_check
 from gradlab.model import OpDef
@@ -50,7 +50,7 @@ def gradient_inputs(fn: Callable[..., Any], inputs: Inputs, gen: torch.Generator
     outs: fn's outputs on these inputs when already made (their shapes are all it needs)."""
     if outs is None:
         outs = call(fn, inputs)
-    gos = [standard_normal(o.shape, gen).to(o.dtype).to(o.device)
+    gos = [random_like(o, gen).to(o.dtype).to(o.device)
            .requires_grad_(o.requires_grad) for o in outs]
     g = gradient_function(fn, len(inputs.args), inputs.diff_index, inputs.kwargs)
     return g, Inputs([*inputs.args, *gos], {})
@@ -99,7 +99,9 @@ def double_backward(g: Callable[..., Any], g_inputs: Inputs, gen: torch.Generato
             bw = jac.Backward(grads, wrt, every_output=True)
             v = jac.unit_probe(bw.n_out, gen) if gen is not None else None
             weights = bw.split(v) if v is not None else [None] * len(grads)
-            total = sum((gr * w.to(gr)).sum() if w is not None else gr.sum()
+            # real views: Re(sum(conj(w) * gr)) for a complex gradient (jac.realview)
+            total = sum((jac.realview(gr) * jac.realview(w).to(gr.real)).sum()
+                        if w is not None else jac.realview(gr).sum()
                         for gr, w in zip(grads, weights, strict=True))
             assert isinstance(total, Tensor)
             # .backward() rather than autograd.grad: a once_differentiable error node has no

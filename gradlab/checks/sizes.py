@@ -74,8 +74,8 @@ def _fixed(a: Any) -> bool:
     """A tensor whose values are given (taps, a target) or not floating: it keeps its shape."""
     if isinstance(a, TensorArg):
         return a.values is not None or (a.dtype is not None and not a.dtype.startswith(
-            ("float", "bfloat")))
-    return isinstance(a, Tensor) and not a.is_floating_point()
+            ("float", "bfloat", "complex")))
+    return isinstance(a, Tensor) and not (a.is_floating_point() or a.is_complex())
 
 
 def ragged_sizes(args: Sequence[Any]) -> list[int]:
@@ -101,10 +101,12 @@ def ragged_case(case: Case, sizes: Sequence[int]) -> Case:
             # explicit strides were written for the old shape: the grown one is contiguous
             a = replace(a, shape=shape, layout="contiguous" if a.layout == "strided" else
                         a.layout, strides=None)
-        elif isinstance(a, Tensor) and a.is_floating_point():
+        elif isinstance(a, Tensor) and (a.is_floating_point() or a.is_complex()):
             gen = torch.Generator().manual_seed(RAGGED_SEED)
-            values = torch.rand(_grown(a.shape, sizes), generator=gen, dtype=torch.float64)
-            a = (2 * values - 1).to(a.dtype).requires_grad_(a.requires_grad)
+            shape = (*_grown(a.shape, sizes), *((2,) if a.is_complex() else ()))
+            values = 2 * torch.rand(shape, generator=gen, dtype=torch.float64) - 1
+            values = torch.view_as_complex(values) if a.is_complex() else values
+            a = values.to(a.dtype).requires_grad_(a.requires_grad)
         args.append(a)
     return replace(case, args=tuple(args))
 

@@ -28,7 +28,7 @@ from gradlab.cases import Inputs, call, copy_like
 from gradlab.checks.context import CaseContext
 from gradlab.checks.execute import Run
 from gradlab.checks.hints import is_kink
-from gradlab.checks.jacobian import EPS
+from gradlab.checks.jacobian import EPS, realview
 from gradlab.model import Case, TensorArg, Tolerance
 from gradlab.results import CheckRow
 
@@ -148,7 +148,8 @@ def _slopes(ref: Any, inputs: Inputs, i: int, pos: int,
                 outs = call(ref, inputs)
             finally:
                 flat[pos] = old
-        return float(sum((o.detach().double() * g.to(o.device)).sum()
+        # real views: Re(sum(conj(g) * o)) for a complex output (jacobian.realview)
+        return float(sum((realview(o.detach()).double() * realview(g.to(o.device))).sum()
                          for o, g in zip(outs, gos, strict=False) if o.shape == g.shape))
 
     m2, m1, p1, p2 = at(-2 * EPS), at(-EPS), at(EPS), at(2 * EPS)

@@ -74,7 +74,7 @@ def families(ctx: CaseContext) -> set[str]:
 
 
 def _layout_applies(family: str, t: Tensor) -> bool:
-    if family == "expanded" and not t.is_floating_point():
+    if family == "expanded" and not (t.is_floating_point() or t.is_complex()):
         # repeating an index or a mask's first slice makes another input, not another layout
         return False
     if family == "channels_last":

@@ -48,9 +48,10 @@ HINTS: dict[str, str] = {
     "global_state": "the Function changed a global torch setting and did not restore it",
     "undefined_grad": "backward fails when an output's gradient is undefined (None)",
     "crash": "the Function raised an exception",
-    "complex_unsupported": "a complex output: gradlab checks real derivatives only (no "
-                           "Wirtinger checks yet), so this Function is not verified; use "
-                           "torch.autograd.gradcheck for it",
+    "conjugate": "wrong by a complex conjugate: right once conjugated (PyTorch's convention for "
+                 "a real loss is z.grad = dL/dx + i dL/dy, so backward returns "
+                 "grad_output * conj(df/dz), plus conj(grad_output) * df/dz* where f is not "
+                 "holomorphic; see torch's autograd notes on complex numbers)",
     "timeout": "the case ran past --timeout (a hang, or a case too big for the limit)",
     "worker_died": "the process running the case died (segfault, os._exit, out of memory?)",
     "size1_only": "fails only for size-1 dimensions (a squeeze() shape edge case?)",
@@ -183,6 +184,8 @@ REASONS: dict[str, str] = {
     "forward_ad_unavailable": "this torch has no forward-mode AD (torch.autograd.forward_ad)",
     "autocast_unsupported": "the reference does not run under torch.autocast either (nothing to "
                             "compare with)",
+    "autocast_complex": "not checked: torch.autocast casts no complex tensors (they run in their "
+                        "own dtype under it)",
     "graph_break": "torch.compile: same outputs and gradients as eager, with graph breaks",
     "compile_missing": "not supported: torch.compile raises",
     "vmap_missing": "not supported: torch.func.vmap raises",
