@@ -119,3 +119,19 @@ def test_through_specs(name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     twin = CliRunner().invoke(app, ["check", f"{TWINS[name]}.yaml", "--no-isolate",
                                     "--report-dir", str(tmp_path)])
     assert twin.exit_code == 0, twin.output
+
+
+def test_real_and_complex_inputs_together_and_torch_ops_pass() -> None:
+    """No false alarm on torch's own complex ops: a real scale times a complex tensor (the
+    special variant plants in the real one only), an FFT, a function that is not
+    holomorphic, a real and a complex output, a complex tensor made of two real ones."""
+    gen = torch.Generator().manual_seed(7)
+    z = torch.randn(4, 5, dtype=torch.complex128, generator=gen)
+    s = torch.randn(4, 5, dtype=torch.float64, generator=gen)
+    cases = [(lambda s, z: (s * z).exp(), [s, z]), (lambda z: torch.fft.fft(z), [z]),
+             (lambda z, w: z.conj() * w + z.abs(), [z, z.flip(0)]),
+             (lambda z: (z.real * 2, z * z), [z]),
+             (lambda a, b: torch.complex(a, b) ** 2, [s, s.flip(1)])]
+    for fn, args in cases:
+        r = gradlab.check(fn, args, reference=fn)
+        assert r.passed, [message(x) for x in r.failures]

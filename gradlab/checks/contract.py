@@ -167,7 +167,7 @@ def shifted(inputs: Inputs) -> Inputs:
     other = inputs.clone()
     for i in other.tensor_index:
         t = other.args[i]
-        if t.is_floating_point() and t.numel() > 1:
+        if (t.is_floating_point() or t.is_complex()) and t.numel() > 1:
             values = t.detach().reshape(-1).roll(1).reshape(t.shape).clone()
             other.args[i] = values.requires_grad_(t.requires_grad)
     return other

@@ -189,7 +189,8 @@ def conventions(ctx: CaseContext, inputs: Inputs, got: Run, want: Run,
 
     for k, i in enumerate(inputs.diff_index):
         g, w = (got.grads[k] if k < len(got.grads) else None), grads[k] if k < len(grads) else None
-        if g is None or w is None or g.shape != w.shape or not _plantable(case, i):
+        if g is None or w is None or g.shape != w.shape or not _plantable(case, i) \
+                or g.is_complex():  # nothing is planted in a complex input
             continue
         gf, wf = g.detach().reshape(-1).double().cpu(), w.detach().reshape(-1).clone()
         for where in planted(gf.numel(), i, len(declared_special(case, i))):
