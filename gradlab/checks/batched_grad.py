@@ -128,8 +128,10 @@ def shifted_samples(out: Tensor, gen: torch.Generator) -> Tensor:
     (`cases.standard_normal`: torch's float64 sampler took 1.8 ms of it at 1e5)."""
     n = out.numel()
     flat = standard_normal(n + BATCH - 1, gen)
-    return (flat.unfold(0, n, 1).reshape(BATCH, *out.shape).to(out.dtype).to(out.device)
-            .contiguous())
+    windows = flat.unfold(0, n, 1).reshape(BATCH, *out.shape)
+    if out.is_complex():  # imaginary parts too: the same windows in reverse order
+        windows = torch.complex(windows, windows.flip(0))
+    return windows.to(out.dtype).to(out.device).contiguous()
 
 
 def same(a: Tensor | None, b: Tensor | None) -> bool:

@@ -48,10 +48,9 @@ HINTS: dict[str, str] = {
     "global_state": "the Function changed a global torch setting and did not restore it",
     "undefined_grad": "backward fails when an output's gradient is undefined (None)",
     "crash": "the Function raised an exception",
-    "conjugate": "wrong by a complex conjugate: right once conjugated (PyTorch's convention for "
-                 "a real loss is z.grad = dL/dx + i dL/dy, so backward returns "
-                 "grad_output * conj(df/dz), plus conj(grad_output) * df/dz* where f is not "
-                 "holomorphic; see torch's autograd notes on complex numbers)",
+    "conjugate": "wrong by a complex conjugate, right once conjugated (PyTorch's convention: "
+                 "backward returns grad_output * conj(df/dz), plus conj(grad_output) * df/dz* "
+                 "where f is not holomorphic)",
     "timeout": "the case ran past --timeout (a hang, or a case too big for the limit)",
     "worker_died": "the process running the case died (segfault, os._exit, out of memory?)",
     "size1_only": "fails only for size-1 dimensions (a squeeze() shape edge case?)",
