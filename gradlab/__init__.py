@@ -103,7 +103,7 @@ def _example_op(fn: Callable[..., Any], args: Sequence[Any], *,
     floating = [t for t in tensors if t.is_floating_point() or t.is_complex()]
     # a complex example runs in its real dtype (complex64: float32, its checks in complex128)
     dts = tuple(canonical_dtype(d) for d in dtypes) if dtypes else (
-        (dtype_name(floating[0].dtype.to_real()),) if floating else ("float64",))
+        (dtype_name(floating[0].real.dtype),) if floating else ("float64",))
     devs = tuple(devices) if devices else ((str(floating[0].device.type),) if floating
                                           else ("cpu",))
     tols: dict[str, Tolerance] = {}
