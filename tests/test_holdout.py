@@ -20,9 +20,9 @@ from gradlab.render.words import HINTS
 
 sys.path.insert(0, str(DATA / "holdout"))
 sys.path.insert(0, str(DATA / "corpus"))  # the corpus's judge scores the held-out entries too
-from corpus_judge import Judged, twins, verdict
+from corpus_judge import Judged, judge, twins, verdict
+from corpus_measure import measure
 from holdout_functions import HOLDOUT
-from holdout_measure import judge_entry, measure
 from holdout_ops import Entry
 
 #: well under the corpus's 95% (that one is tuned on): held out, a regression floor only
@@ -41,7 +41,7 @@ FALSE_ALARMS: dict[str, str] = {}
 @cache
 def judged(entry_id: str) -> Judged:
     """Each broken Function is checked once per process (the aggregate reuses the result)."""
-    return judge_entry(BY_ID[entry_id])
+    return judge(BY_ID[entry_id])  # type: ignore[arg-type]  # the corpus's Entry shape
 
 
 def test_holdout_is_large_and_well_formed() -> None:
@@ -73,7 +73,7 @@ def test_broken_function_is_flagged(entry_id: str) -> None:
 
 
 def test_hint_precision_floor() -> None:
-    m = measure([judged(e.id) for e in HOLDOUT], {})
+    m = measure([judged(e.id) for e in HOLDOUT])
     assert m["hinted"], "no entry got a hint"
     assert m["precision"] >= PRECISION_FLOOR, (
         f"precision {m['precision']:.3f} ({m['right']} of {m['hinted']}); wrong: "
