@@ -263,6 +263,17 @@ def strided_copy(values: Tensor, strides: tuple[int, ...]) -> Tensor:
     return out
 
 
+def plain_copy(inputs: Inputs, *, dtype: torch.dtype | None = None) -> Inputs:
+    """The same values in fresh contiguous memory, floating tensors cast to `dtype` when
+    given (requires_grad as they are; keyword tensors never require it)."""
+    def plain(a: Any, grad: bool | None) -> Any:
+        return (copy_like(a.contiguous(), dtype=dtype, requires_grad=grad)
+                if isinstance(a, Tensor) else a)
+
+    return Inputs([plain(a, None) for a in inputs.args],
+                  {k: plain(a, False) for k, a in inputs.kwargs.items()})
+
+
 def flat_outputs(out: Any) -> list[Tensor]:
     """The floating-point and complex tensor outputs of a call, in order (non-tensors and
     integer tensors dropped)."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor
 
-from gradlab.cases import Inputs, copy_like, materialize, narrowed, relayout
+from gradlab.cases import Inputs, copy_like, materialize, narrowed, plain_copy, relayout
 from gradlab.checks.compare import compare_runs
 from gradlab.checks.context import CaseContext, first_line
 from gradlab.checks.contract import contract_row
@@ -212,10 +212,7 @@ def expected(ctx: CaseContext, v: Variant, b: Baseline, grad_outs64: list[Tensor
         return backward_of(Run(b.want.outs, []), fn, b.want_inputs, grad_outs64, b.gen)
     if v.new_values:
         # contiguous copies of the variant's own values
-        inputs = Inputs([copy_like(a.contiguous(), dtype=dtype, requires_grad=a.requires_grad)
-                         if isinstance(a, Tensor) else a for a in v.inputs.args],
-                        {k: copy_like(a.contiguous(), dtype=dtype, requires_grad=False)
-                         if isinstance(a, Tensor) else a for k, a in v.inputs.kwargs.items()})
+        inputs = plain_copy(v.inputs, dtype=dtype)
         # other shapes (size-1, ragged) need grad_outputs of their own
         return run_once(fn, inputs, None if v.family in NEW_SHAPES else grad_outs64, b.gen)
     return b.want

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gradlab.cases import Inputs, copy_like
+from gradlab.cases import Inputs, copy_like, plain_copy
 from gradlab.checks import diagnose as dg
 from gradlab.checks.compare import compared_aside
 from gradlab.checks.context import CaseContext, first_line
@@ -89,15 +89,6 @@ def reference_refused(ctx: CaseContext, name: str, got: Run, error: BaseExceptio
     ctx.row(name, "forward", SKIP, seconds=seconds, declared=True,
             reason="reference_refused_function_accepts" if accepted else "reference_refused",
             note=f"{name}: {first_line(error)}")
-
-
-def plain_copy(inputs: Inputs) -> Inputs:
-    """The same values in fresh contiguous memory (requires_grad as they are)."""
-    def plain(a: Any, grad: bool | None) -> Any:
-        return copy_like(a.contiguous(), requires_grad=grad) if isinstance(a, Tensor) else a
-
-    return Inputs([plain(a, None) for a in inputs.args],
-                  {k: plain(a, False) for k, a in inputs.kwargs.items()})
 
 
 def plain_copy_failures(ctx: CaseContext, inputs: Inputs, grad_outs64: Sequence[Tensor],
