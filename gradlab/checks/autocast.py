@@ -60,10 +60,10 @@ def autocast_row(ctx: CaseContext, seed: int, gen: torch.Generator, first_ok: bo
         ctx.row("base", "autocast", SKIP, declared=True, reason="autocast_complex", dtype=dtype,
                 seconds=time.perf_counter() - t0)
         return
-    # the contract watch keeps the outputs as forward returned them, should backward write
-    # into one it saved (the case rows report that; the forward comparison must not blame it)
+    # the outputs as forward returned them, should backward write into one it saved (the case
+    # rows report that; the forward comparison must not blame it)
     got = run_once(Autocast(op.function, ctx.device, dtype), inputs.clone(), None, gen,
-                   check_contract=True)
+                   keep_outputs=True)
     gos = got.grad_outs64 or None
     want = (run_once(Autocast(op.reference, ctx.device, dtype), inputs.clone(), gos, gen)
             if op.reference is not None else run_once(op.function, inputs.clone(), gos, gen))
@@ -107,7 +107,7 @@ def outside_autocast(ctx: CaseContext, inputs: Inputs, gos: Any) -> str:
     if ctx.op.reference is None:
         return ""
     got = run_once(ctx.op.function, inputs.clone(), gos, torch.Generator().manual_seed(0),
-                   check_contract=True)
+                   keep_outputs=True)
     want = run_once(ctx.op.reference, inputs.clone(dtype=torch.float64), gos,
                     torch.Generator().manual_seed(0))
     if got.error is not None or want.error is not None:

@@ -72,11 +72,13 @@ def random_like(o: Tensor, gen: torch.Generator) -> Tensor:
 
 def run_once(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tensor] | None,
              gen: torch.Generator, *, go_layout: str = "contiguous",
-             check_contract: bool = False) -> Run:
+             check_contract: bool = False, keep_outputs: bool = False) -> Run:
     """Forward, then backward with the given float64 grad_outputs (random when None).
 
     check_contract: also check backward's raw return value and watch for in-place writes (a
-    reference run or a side run skips both: nothing reports them)."""
+    reference run or a side run skips both: nothing reports them).  keep_outputs: without
+    the contract, still keep the outputs as forward returned them should backward write one
+    (see as_returned)."""
     before = contract.snapshot(inputs) if check_contract else {}
     replay()  # the case's RNG state: the Function and its reference draw the same numbers
     start = rng_now()
@@ -89,7 +91,7 @@ def run_once(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tenso
     run = Run(outs, [], contract=contract.forward_writes(before, inputs, outs),
               drew=not start.same(forwarded))
     run = backward_of(run, fn, inputs, grad_outs64, gen, go_layout=go_layout,
-                      check_contract=check_contract, before=before)
+                      check_contract=check_contract, keep_outputs=keep_outputs, before=before)
     # a forward run again inside (the raw backward's) replays the case's state and leaves the
     # generators where this forward did: only draws made in backward move them from there
     run.drew_backward = not forwarded.same(rng_now())
@@ -99,7 +101,7 @@ def run_once(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tenso
 def backward_of(run: Run, fn: Callable[..., Any], inputs: Inputs,
                 grad_outs64: Sequence[Tensor] | None, gen: torch.Generator, *,
                 go_layout: str = "contiguous", check_contract: bool = False,
-                before: dict[int, Tensor] | None = None) -> Run:
+                keep_outputs: bool = False, before: dict[int, Tensor] | None = None) -> Run:
     """`run` (a forward of `fn` on `inputs`, or a copy of one whose backward may run again)
     completed by a backward with the given float64 grad_outputs (random when None).
 
@@ -119,9 +121,10 @@ def backward_of(run: Run, fn: Callable[..., Any], inputs: Inputs,
         run.grads = [None] * len(diff)
         return run
     if not check_contract:
+        returned = [o.detach().clone() for o in outs] if keep_outputs else None
         run.grads, run.error = _autograd(pairs, inputs)
         run.stage = "backward" if run.error is not None else ""
-        return run
+        return as_returned(run, returned)
     # the copies taken before forward still hold the inputs' values unless forward wrote them
     kept = {i: t for i, t in (before or {}).items()
             if not run.contract and not contract.shares_storage(inputs.args[i], outs)}
@@ -153,6 +156,16 @@ def backward_of(run: Run, fn: Callable[..., Any], inputs: Inputs,
     if any(f.subject == "output" for f in written):
         # forward was right when it returned: the comparison must not blame it for backward
         run.forward_values = watch.outputs
+    return run
+
+
+def as_returned(run: Run, returned: list[Tensor] | None) -> Run:
+    """`run` keeping `returned` (copies of its outputs taken before backward) as its forward
+    values when backward wrote into an output it saved: the forward comparison judges what
+    forward returned, the contract row (of the base run) reports the write."""
+    if returned is not None and not all(
+            torch.equal(a, o.detach()) for a, o in zip(returned, run.outs, strict=True)):
+        run.forward_values = returned
     return run
 
 
@@ -198,10 +211,7 @@ def run_undefined(fn: Callable[..., Any], inputs: Inputs, gos: list[Tensor],
         grads = torch.autograd.grad([p[0] for p in pairs],
                                     [inputs.args[i] for i in inputs.diff_index],
                                     [p[1] for p in pairs], allow_unused=True)
-        run = Run(outs, list(grads), grad_outs64=gos)
-        if not all(torch.equal(a, o.detach()) for a, o in zip(returned, outs, strict=True)):
-            run.forward_values = returned
-        return run
+        return as_returned(Run(outs, list(grads), grad_outs64=gos), returned)
     except Exception as exc:
         # the outputs forward made, when it was backward that raised: the forward row judges
         # them, the gradient row carries the error
