@@ -77,14 +77,11 @@ def preserved_rng() -> Iterator[None]:
     Drawing random numbers is a Function's right (dropout does), so this is restored, never
     reported: it keeps every later case seeing the same random stream whatever ran before.
     """
-    cpu = torch.get_rng_state()
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+    state = RngState.now("cuda" if torch.cuda.is_available() else "cpu")
     try:
         yield
     finally:
-        torch.set_rng_state(cpu)
-        if cuda is not None:
-            torch.cuda.set_rng_state_all(cuda)
+        state.restore()
 
 
 @dataclass(frozen=True)
