@@ -46,14 +46,23 @@ def magnitude_inputs(base: Inputs, dtype: str, *, halfway: bool = False) -> Inpu
     scale = MAGNITUDE.get(dtype)
     if scale is None or not base.diff_index:
         return None
-    scale = math.sqrt(scale) if halfway else scale
+    return scaled_inputs(base, math.sqrt(scale) if halfway else scale)[0]
+
+
+def scaled_inputs(base: Inputs, scale: float, *,
+                  floating_only: bool = False) -> tuple[Inputs, bool]:
+    """Copies of the base inputs with every differentiable tensor (floating_only: every real
+    floating one, complex ones left alone) scaled so its largest magnitude is `scale`, and
+    whether any was (an all-zero tensor stays as it is)."""
     inputs = base.clone()
+    changed = False
     for i in base.diff_index:
         t = inputs.args[i].detach()
         top = float(t.abs().max()) if t.numel() else 0.0
-        if top > 0:
+        if top > 0 and (t.is_floating_point() or not floating_only):
             inputs.args[i] = copy_like(t * (scale / top), requires_grad=True)
-    return inputs
+            changed = True
+    return inputs, changed
 
 
 def ragged_size(n: int) -> int:

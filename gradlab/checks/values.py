@@ -29,6 +29,7 @@ from gradlab.checks.context import CaseContext
 from gradlab.checks.execute import Run
 from gradlab.checks.hints import is_kink
 from gradlab.checks.jacobian import EPS, realview
+from gradlab.checks.sizes import scaled_inputs
 from gradlab.model import Case, TensorArg, Tolerance
 from gradlab.results import CheckRow
 
@@ -63,15 +64,8 @@ def small_inputs(base: Inputs, dtype: str, *, halfway: bool = False) -> Inputs |
     scale = SMALL.get(dtype)
     if scale is None or not base.diff_index:
         return None
-    scale = math.sqrt(scale) if halfway else scale
-    inputs = base.clone()
-    changed = False
-    for i in base.diff_index:
-        t = inputs.args[i].detach()
-        top = float(t.abs().max()) if t.numel() else 0.0
-        if top > 0 and t.is_floating_point():
-            inputs.args[i] = copy_like(t * (scale / top), requires_grad=True)
-            changed = True
+    inputs, changed = scaled_inputs(base, math.sqrt(scale) if halfway else scale,
+                                    floating_only=True)
     return inputs if changed else None
 
 
