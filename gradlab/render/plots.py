@@ -22,7 +22,7 @@ MAX_HEATMAPS = 12
 #: The phase whose saved bytes the memory plot shows (forward with grad records the graph).
 SAVED_PHASE = "forward_grad"
 DPI = 110
-INSTALL_HINT = "pip install 'gradlab[plots]' (or pip install matplotlib)"
+INSTALL_HINT = 'pip install matplotlib (or the plots extra: README, "Install")'
 
 
 class PlotsUnavailable(GradlabError):
