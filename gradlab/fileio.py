@@ -148,15 +148,17 @@ def atomic_write(path: str | Path, data: bytes | str) -> None:
     atomic_write_with(path, lambda f: f.write(raw))
 
 
-def ensure_writable(folder: str | Path) -> Path:
+def ensure_writable(folder: str | Path, what: str = "the report folder") -> Path:
     """`folder`, created if needed, after writing and removing a probe file in it; ReportError
     naming the folder when either fails (so a run learns it before any work, not after)."""
     p = Path(folder)
     try:
         p.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ReportError(f"{p}: cannot create {what}: a file of that name is in the "
+                          "way") from None
     except OSError as exc:
-        raise ReportError(f"{p}: cannot create the report folder: "
-                          f"{exc.strerror or exc}") from None
+        raise ReportError(f"{p}: cannot create {what}: {exc.strerror or exc}") from None
     try:
         fd, probe = tempfile.mkstemp(dir=p, prefix=".gradlab-probe-")
         try:
@@ -165,6 +167,28 @@ def ensure_writable(folder: str | Path) -> Path:
             os.close(fd)
             Path(probe).unlink(missing_ok=True)
     except OSError as exc:
-        raise ReportError(f"{p}: the report folder is not writable: "
-                          f"{exc.strerror or exc}") from None
+        raise ReportError(f"{p}: {what} is not writable: {exc.strerror or exc}") from None
+    return p
+
+
+def ensure_writable_file(path: str | Path) -> Path:
+    """`path` as a file to write at the end of a run: its folder created if needed and probed,
+    the path itself no folder, FIFO or device, and, if it exists, open for writing (left as it
+    was).  ReportError naming the path when any of that fails."""
+    p = Path(path)
+    try:
+        st: os.stat_result | None = p.stat()
+    except OSError:  # missing, or a parent is no folder: the folder's probe says which
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise ReportError(f"{p}: {_kind(st.st_mode)} is in the way of the file")
+    try:
+        ensure_writable(p.parent, "its folder")
+    except ReportError as exc:
+        raise ReportError(f"{p}: {exc}") from None
+    if st is not None:
+        try:  # O_APPEND without O_TRUNC: the file keeps its content until the real write
+            os.close(os.open(p, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NONBLOCK", 0)))
+        except OSError as exc:
+            raise ReportError(f"{p}: not writable: {exc.strerror or exc}") from None
     return p

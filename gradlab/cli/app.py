@@ -158,9 +158,9 @@ ReportDir = Annotated[Path, typer.Option("--report-dir", help="where the report 
 Seed = Annotated[int, typer.Option("--seed", help="seed of the random inputs")]
 Wide = Annotated[bool, typer.Option("--wide", help="every column, whatever the width")]
 #: CI options (docs/ci.md); the files they write are gradlab.render's.
-Junit = Annotated[Path | None, typer.Option("--junit", help="also write JUnit XML to this file",
-                                            dir_okay=False)]
-SummaryMd = Annotated[Path | None, typer.Option("--summary-md", dir_okay=False,
+# (a folder given is refused by gradlab.cli.ci.check_outputs, in one line naming the option)
+Junit = Annotated[Path | None, typer.Option("--junit", help="also write JUnit XML to this file")]
+SummaryMd = Annotated[Path | None, typer.Option("--summary-md",
                                                 help="also write a Markdown summary here")]
 Plots = Annotated[bool, typer.Option("--plots", help="write PNG plots to REPORT_DIR/plots "
                                      "(needs matplotlib: the plots extra)")]

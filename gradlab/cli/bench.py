@@ -16,7 +16,6 @@ from gradlab.cli.app import (
     Plots,
     Wide,
     app,
-    check_report_folder,
     err,
     fail,
     load_targets,
@@ -27,6 +26,7 @@ from gradlab.cli.app import (
     require_cases,
     sigterm_as_interrupt,
 )
+from gradlab.cli.ci import WRITE_ERRORS, check_outputs, exit_after_writes, output_failed
 from gradlab.errors import ExitCode, GradlabError
 
 
@@ -77,11 +77,11 @@ def bench(
     from gradlab.render.progress import progress
 
     _check_numbers(min_time, max_time, min_samples, threads)
+    check_outputs(report_dir, junit=junit, plots=plots)  # before the run, not after it
     options = core.BenchOptions(
         dtypes=parse_dtypes(dtype), devices=parse_devices(device),
         cases=tuple(case) if case else None, min_time=min_time, min_samples=min_samples,
         max_time=max_time, seed=seed, threads=threads)
-    check_report_folder(report_dir)
     try:
         require_plots(plots)  # before the run: a missing matplotlib is exit 2, not lost time
         # bench cases (--case included) are picked by the core
@@ -104,12 +104,23 @@ def _finish_bench(report: Any, report_dir: Path, junit: Path | None, plots: bool
     from gradlab.render.extras import bench_extras
 
     render_bench(report, out, wide=wide)
-    paths = write_bench_reports(report, report_dir)
-    written = bench_extras(report, paths[0], junit=junit, plots=plots)
-    out.print("\n".join([f"report: {paths[0]}", f"raw samples: {paths[1]}",
-                         *(f"wrote: {p}" for p in written)]), markup=False, highlight=False)
+    failed: list[str] = []
+    try:
+        paths = write_bench_reports(report, report_dir)
+        lines = [f"report: {paths[0]}", f"raw samples: {paths[1]}"]
+    except WRITE_ERRORS as exc:  # the JUnit file and plots are still written
+        paths, lines = [report_dir / "bench"], []
+        failed.append(output_failed("--report-dir", exc))
+    for option, kwargs in (("--junit", {"junit": junit}), ("--plots", {"plots": plots})):
+        if any(kwargs.values()):
+            try:
+                lines += [f"wrote: {p}" for p in bench_extras(report, paths[0], **kwargs)]
+            except WRITE_ERRORS as exc:
+                failed.append(output_failed(option, exc))
+    if lines:
+        out.print("\n".join(lines), markup=False, highlight=False)
     code = ExitCode.CHECK_FAILED if report.errors else ExitCode.OK
-    raise typer.Exit(int(ExitCode.INTERRUPTED if report.interrupted else code))
+    raise exit_after_writes(ExitCode.INTERRUPTED if report.interrupted else code, failed)
 
 
 @app.command()

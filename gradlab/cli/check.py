@@ -3,6 +3,7 @@ finish) -> render -> exit code."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 from dataclasses import dataclass, replace
@@ -28,7 +29,6 @@ from gradlab.cli.app import (
     What,
     Wide,
     app,
-    check_report_folder,
     err,
     fail,
     load_targets,
@@ -39,7 +39,14 @@ from gradlab.cli.app import (
     require_devices,
     sigterm_as_interrupt,
 )
-from gradlab.cli.ci import pick_targets, write_extras
+from gradlab.cli.ci import (
+    WRITE_ERRORS,
+    check_outputs,
+    exit_after_writes,
+    output_failed,
+    pick_targets,
+    write_extras,
+)
 from gradlab.errors import GradlabError, unknown_name
 
 
@@ -174,12 +181,13 @@ def check(
 ) -> None:
     """Check gradients: reference comparison, contract, variants, Jacobians, second order,
     autocast; measure capabilities (torch.compile, torch.func, determinism, ...)."""
+    # every output first: an unwritable one is exit 2 before any work, not a lost run
+    check_outputs(report_dir, junit=junit, summary_md=summary_md, plots=plots)
     workers = _start_workers(jobs, device, isolate, fail_fast)
     options = replace(_check_options(what, dtype, device, report_dir, seed, variants, variant,
                                      only, mode, budget, strict, skip_unavailable, isolate,
                                      timeout, path, capabilities),
                       error_maps=plots, fail_fast=fail_fast, jobs=workers)
-    check_report_folder(report_dir)
     try:
         targets = load_targets(what, case, parse_max_memory(max_memory), path)
     except GradlabError as exc:
@@ -214,13 +222,18 @@ def _finish_check(report: Any, writer: Any, how: Finish) -> None:
     from gradlab.results import exit_code
 
     render_check(report, out, verdict=False, wide=how.wide, quiet=how.quiet)
-    paths = writer.write(report, final=True)
+    failed: list[str] = []
+    try:
+        paths = writer.write(report, final=True)
+    except WRITE_ERRORS as exc:  # the other outputs are still written
+        paths, failed = [], [output_failed("--report-dir", exc)]
     render_verdict(report, out, empty_ok=how.empty_ok)
-    write_extras(report, paths, how.junit, how.summary_md, how.plots, how.quiet)
-    if report.interrupted:
+    failed += write_extras(report, paths, how.junit, how.summary_md, how.plots, how.quiet,
+                           writer.folder)
+    if report.interrupted and paths:
         err.print(f"gradlab: interrupted; the partial report is {paths[0]}", markup=False,
                   highlight=False, soft_wrap=True)
-    raise typer.Exit(int(exit_code(report, empty_ok=how.empty_ok)))
+    raise exit_after_writes(int(exit_code(report, empty_ok=how.empty_ok)), failed)
 
 
 def _run_check(targets: list[Any], options: Any, writer: Any, quiet: bool = False) -> Any:
@@ -244,9 +257,14 @@ def _run_check(targets: list[Any], options: Any, writer: Any, quiet: bool = Fals
     log = None if err.is_terminal or quiet else LogProgress(err)
     total = sum(1 for _ in plan(targets, options))
     with sigterm_as_interrupt(), progress("checking", total, err, show=not quiet) as step:
+        def write_partial() -> None:
+            # a report that cannot be rewritten now is said once, by the final write
+            with contextlib.suppress(*WRITE_ERRORS):
+                writer.write(partial)
+
         def on_rows(rows: list[Any]) -> None:
             partial.extend(rows)
-            writer.write(partial)
+            write_partial()
             if rows:
                 step(f"{rows[0].op}/{rows[0].case}")
             if log is not None:
@@ -254,7 +272,7 @@ def _run_check(targets: list[Any], options: Any, writer: Any, quiet: bool = Fals
 
         def on_wait(label: str, seconds: float) -> None:
             # rows finished before a long (or hung) case reach the disk while it runs
-            writer.write(partial)
+            write_partial()
             if log is not None:
                 log.waiting(label, seconds)
 
@@ -282,6 +300,7 @@ def repro(
     from gradlab.repro import load_repro
     from gradlab.spec import add_import_paths
 
+    check_outputs(report_dir)
     add_import_paths(path or ())
     try:
         target, dtype, device, seed = load_repro(file)
