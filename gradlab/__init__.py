@@ -74,7 +74,9 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     options = Options(seed=seed, variants=opt_variants, mode=mode, budget=budget, strict=strict,
                       checks=frozenset(canonical_check(c) for c in checks) if checks else None,
                       capabilities=measured_capabilities(capabilities))
-    return run([Target(op=op, source="python", requires=frozenset(requires))], options)
+    # the devices of the examples (or devices=): the plan runs a Target's devices, not the op's
+    return run([Target(op=op, source="python", requires=frozenset(requires), devices=op.devices)],
+               options)
 
 
 def _example_op(fn: Callable[..., Any], args: Sequence[Any], *,
