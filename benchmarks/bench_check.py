@@ -13,6 +13,9 @@ image is already 2-D) gets as many elements in all.  With `--shapes` alone no `-
   against the reference, the contract, every variant, the jacobian and second_order checks.
 - `gradlab probes`: only the jacobian check, in probe (fast) mode, no variants.
 - `torch fast`: `gradcheck(fast_mode=True)` + `gradgradcheck(fast_mode=True)`.
+- `torch batched`: the same with `check_batched_grad=True` on both (the nearest torch gets to
+  gradlab's default coverage: the bundled Functions have no jvp, so `check_forward_ad` would
+  fail them, and nothing in torch runs layout or value variants).
 - `torch fast 1st`: `gradcheck(fast_mode=True)` alone (what probe-only mode is measured against).
 - `torch slow`: `gradcheck` + `gradgradcheck` (slow mode), only where its dense Jacobians fit
   (`--slow-max` elements: it runs out of memory far earlier than the others).
@@ -57,7 +60,8 @@ LIBC = libc()
 #: --warm-heap: each run starts from the heap the run before it left (see trimmed_heap).
 WARM_HEAP = False
 
-MODES = ("gradlab", "gradlab probes", "torch fast", "torch fast 1st", "torch slow")
+MODES = ("gradlab", "gradlab probes", "torch fast", "torch batched", "torch fast 1st",
+         "torch slow")
 #: The bundled specs' small cases are of this size (elements over all inputs).
 SMALL = 100
 
@@ -116,6 +120,9 @@ def run_mode(mode: str, op: str, n: Size | int) -> None:
         assert report.passed
     elif mode == "torch fast":
         assert gradcheck(fn, args, fast_mode=True) and gradgradcheck(fn, args, fast_mode=True)
+    elif mode == "torch batched":
+        assert gradcheck(fn, args, fast_mode=True, check_batched_grad=True) and gradgradcheck(
+            fn, args, fast_mode=True, check_batched_grad=True)
     elif mode == "torch fast 1st":
         assert gradcheck(fn, args, fast_mode=True)
     else:
@@ -257,7 +264,7 @@ def main() -> None:
     print(f"median seconds over {args.rounds} interleaved rounds, 1 thread, "
           f"{'warm' if WARM_HEAP else 'trimmed'} heap, torch {torch.__version__}")
     head = (f"{'op':<7}{'size':>9}" + "".join(f"{m:>15}" for m in MODES)
-            + f"{'check/fast':>11}{'probes/1st':>11}")
+            + f"{'check/fast':>11}{'check/batched':>14}{'probes/1st':>11}")
     print(head)
     for op in args.ops:
         for n in sizes:
@@ -265,8 +272,9 @@ def main() -> None:
             for m in MODES:
                 row += f"{med[(op, n, m)]:>15.4f}" if (op, n, m) in med else f"{'-':>15}"
             ratio = med[(op, n, "gradlab")] / med[(op, n, "torch fast")]
+            batched = med[(op, n, "gradlab")] / med[(op, n, "torch batched")]
             probes = med[(op, n, "gradlab probes")] / med[(op, n, "torch fast 1st")]
-            row += f"{ratio:>10.2f}x{probes:>10.2f}x"
+            row += f"{ratio:>10.2f}x{batched:>13.2f}x{probes:>10.2f}x"
             print(row)
     if args.memory:
         print("\npeak RSS growth, MiB (one run per cell, a fresh process each)")
