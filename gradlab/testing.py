@@ -1,5 +1,7 @@
 """Gradient checks inside a test suite: `assert_gradients` raises an AssertionError that reads as
-a diagnosis (likely cause, message and worst elements per failing row, grouped by check).
+a diagnosis: the run's numbers, then each finding once (likely cause, where it shows: checks,
+dtypes and every variant by name, the localisation of its most telling row), short whatever
+the number of variants a bug fails.
 
 >>> import torch
 >>> from gradlab.testing import assert_gradients
@@ -9,27 +11,44 @@ a diagnosis (likely cause, message and worst elements per failing row, grouped b
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from gradlab.errors import ExitCode
-from gradlab.render.diagnosis import counts, diagnosis
-from gradlab.results import FAIL, Report, exit_code
+from gradlab.render.diagnosis import diagnosis
+from gradlab.results import Report, exit_code
+from gradlab.results.summary import count_words, summarize
+
+
+def function_name(fn: Any) -> str:
+    """What to call a checked callable: an autograd.Function's class name (for the class and
+    for its `apply`, which would otherwise be called 'apply'), else the callable's name."""
+    if inspect.isclass(fn):
+        return fn.__name__
+    owner = getattr(fn, "__self__", None)
+    if inspect.isclass(owner):  # a classmethod bound to its class: Function.apply
+        return owner.__name__
+    inner = getattr(fn, "func", None)  # functools.partial
+    if inner is not None and callable(inner):
+        return function_name(inner)
+    return str(getattr(fn, "__name__", type(fn).__name__))
 
 
 def failure_text(report: Report, what: str) -> str:
-    """Why `report` (of `what`) did not pass: totals, then each failing check's rows."""
-    n = counts(report.rows)
-    head = (f"gradlab: {what}: {n[FAIL]} failed and {n['error']} errored of "
-            f"{len(report.rows)} rows")
-    parts = [head]
+    """Why `report` (of `what`) did not pass: the run's numbers, then each finding once."""
+    summary = summarize(report.rows)
+    verdict = "INTERRUPTED" if report.interrupted else "FAILED"
+    parts = [f"gradlab: {what}: {verdict}: {count_words(summary)}"]
     if report.truncated:
         parts.append("the budget ran out before every case ran (missing is not passed)")
     if not report.rows:
         parts.append("nothing was checked (no case ran)")
+    elif not any(r.ran for r in report.rows):
+        parts.append("nothing was checked (every check was skipped)")
     if exit_code(report) == ExitCode.INTERNAL:
         parts += [r.traceback for r in report.internal_errors[:1]]
-    body = diagnosis(report.rows)
+    body = diagnosis(summary)
     return "\n".join(parts) + (f"\n\n{body}" if body else "")
 
 
@@ -37,11 +56,14 @@ def assert_gradients(fn: Callable[..., Any], args: Sequence[Any], *,
                      reference: Callable[..., Any] | None = None, **options: Any) -> Report:
     """`gradlab.check(fn, args, reference=..., **options)`, raising AssertionError unless it
     passed; returns the Report when it did.  The options are gradlab.check's (second_order,
-    dtypes, checks, variants, mode, seed, ...)."""
+    dtypes, checks, variants, mode, seed, ...); the op is named after the Function's class
+    unless `name` says otherwise."""
+    __tracebackhide__ = True  # pytest shows the test's line, not this frame
     from gradlab import check
 
-    report = check(fn, args, reference=reference, **options)
+    name = options.pop("name", None) or function_name(fn)
+    report = check(fn, args, reference=reference, name=name, **options)
     if exit_code(report) != ExitCode.OK:
-        name = options.get("name") or getattr(fn, "__name__", type(fn).__name__)
-        raise AssertionError(failure_text(report, str(name)))
+        case = ", ".join(dict.fromkeys(r.case for r in report.rows)) or "example"
+        raise AssertionError(failure_text(report, f"{name} (case {case})"))
     return report

@@ -70,7 +70,9 @@ def test_junit_failure_text_is_the_diagnosis_not_a_jacobian(broken_run: dict[str
     assert "no_chain_rule" in failure.message and "rows failed" in failure.message
     assert "likely cause: no_chain_rule" in failure.text
     assert "grad[0]" in failure.text  # the worst elements say where
-    assert "FAIL float32 / cpu / base" in failure.text
+    # the finding once, numbered as every output numbers it, spoken for by its base row
+    assert failure.text.startswith("FAIL SquareNoChainRule / base / input 0 (finding 1 of 1)")
+    assert "gradient / base / float" in failure.text
 
 
 def _row(status: str, **kw: Any) -> CheckRow:
@@ -162,19 +164,20 @@ def table_rows(markdown: str) -> list[list[str]]:
     return [[c.strip() for c in ln.strip("|").split(" | ")] for ln in lines[2:]]
 
 
-def test_summary_md_lists_each_failing_check_with_hint_and_message(
+def test_summary_md_lists_each_finding_with_its_checks_variants_hint_and_message(
         broken_run: dict[str, Any]) -> None:
     text = (broken_run["out"] / "summary.md").read_text()
     assert text.startswith("## gradlab check: FAILED")
-    rows = table_rows(text)
-    assert {(r[0], r[1], r[2]) for r in rows} == failing_checks(broken_run["frame"])
-    grad = next(r for r in rows if r[2] == "gradient")
+    (row,) = table_rows(text)  # one bug, one line, however many checks and variants show it
     frame = broken_run["frame"]
-    rows_of = (frame["op"] == grad[0]) & (frame["check"] == "gradient")
-    n, bad = int(rows_of.sum()), int((rows_of & frame["status"].isin([FAIL, ERROR])).sum())
+    bad = frame[frame["status"].isin([FAIL, ERROR])]
+    assert (row[0], row[1], row[3]) == ("SquareNoChainRule", "base", "fail")
+    assert row[2].split(", ") == list(dict.fromkeys(bad["check"]))
     # the small-values variant passes: a gradient of 2x at x ~ 1e-12 is below every tolerance
-    assert grad[3] == "fail" and grad[4] == f"{bad} of {n}" and 0 < bad < n
-    assert "no_chain_rule" in grad[5] and "input 0 [3, 4]" in grad[6]
+    failing = list(dict.fromkeys(bad["variant"]))
+    ran = frame[frame["op"] == "SquareNoChainRule"]["variant"].nunique()
+    assert row[4] == f"{len(failing)} of {ran}: {', '.join(failing)}" and len(failing) < ran
+    assert "no_chain_rule" in row[5] and "input 0 [3, 4]" in row[6]
     assert "gradlab check" in text.split("Re-run a failing case:")[1]
 
 

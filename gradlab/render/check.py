@@ -17,12 +17,13 @@ from rich.text import Text
 from gradlab.errors import ExitCode
 from gradlab.render.capabilities import capability_table
 from gradlab.render.files import op_references
-from gradlab.render.findings import FailureGroup, failing_cases, group_failures, where
+from gradlab.render.findings import FailureGroup, failing_cases, finding_parts
 from gradlab.render.tables import Column, fit
-from gradlab.render.words import HINTS, message
+from gradlab.render.words import message
 from gradlab.results import ERROR, FAIL, PASS, SKIP, WARN, CheckRow, Report, exit_code
 from gradlab.results.capabilities import capability_matrix
 from gradlab.results.status import SEVERITY
+from gradlab.results.summary import count_words, summarize
 
 _STYLE = {PASS: "green", FAIL: "bold red", ERROR: "bold magenta", SKIP: "yellow",
           WARN: "yellow"}
@@ -111,41 +112,32 @@ def check_table(report: Report, width: int | None = None) -> Table:
                identity=("dtype", "device"))
 
 
-def finding_lines(f: FailureGroup, variants_of_case: int) -> list[Text]:
+#: The terminal style of each kind of line of a finding (gradlab.render.findings.finding_parts).
+_PART_STYLE = {"cause": "cyan", "where": "dim", "worst": "dim", "repro": "dim"}
+
+
+def finding_lines(f: FailureGroup[CheckRow], number: int, total: int,
+                  variants_of_case: int) -> list[Text]:
     """One finding: what and where, the localisation once, the repro file and command."""
-    head = Text(f"{f.status.upper()} ", style=_STYLE[f.status])
-    head.append(f"{f.op} / {f.case}", style="bold")
-    if f.subject:
-        head.append(f" / {f.subject}")
-    lines = [head]
-    if f.hint:
-        lines.append(Text(f"  likely cause: {f.hint}: {HINTS.get(f.hint, f.hint)}",
-                          style="cyan"))
-    lines.append(Text(f"  where: {where(f, variants_of_case)}", style="dim"))
-    ex = f.example
-    lines.append(Text(f"  {ex.check} / {ex.variant} / {ex.dtype}: {message(ex)}"))
-    worst = "; ".join(str(e) for e in ex.worst)
-    if worst:
-        lines.append(Text(f"  worst elements: {worst}", style="dim"))
-    elif ex.crash_location:
-        lines.append(Text(f"  raised at: {ex.crash_location}", style="dim"))
-    rep = f.repro
-    if rep is not None:
-        lines.append(Text(f"  repro inputs: {rep.repro}", style="dim"))
-        if rep.repro_command:
-            lines.append(Text(f"  {rep.repro_command}"))
+    lines = []
+    for kind, line in finding_parts(f, number, total, variants_of_case):
+        if kind == "head":
+            text = Text(f"{f.status.upper()} ", style=_STYLE[f.status])
+            text.append(line[len(f.status) + 1:], style="bold")
+            lines.append(text)
+        else:
+            lines.append(Text(line, style=_PART_STYLE.get(kind, "")))
     return lines
 
 
 def failure_lines(report: Report) -> list[Text]:
     """A block per finding (at most FINDINGS_SHOWN), then every failing case by name."""
-    findings = group_failures(report.rows)
-    per_case: dict[tuple[str, str], set[str]] = {}
-    for r in report.rows:
-        per_case.setdefault((r.op, r.case), set()).add(r.variant)
+    summary = summarize(report.rows)
+    findings = summary.findings
     lines: list[Text] = []
-    for f in findings[:FINDINGS_SHOWN]:
-        lines += finding_lines(f, len(per_case[(f.op, f.case)]))
+    for i, f in enumerate(findings[:FINDINGS_SHOWN], 1):
+        lines += finding_lines(f, i, len(findings),
+                               len(summary.case_variants[f"{f.op}/{f.case}"]))
     hidden = len(findings) - FINDINGS_SHOWN
     if hidden > 0:
         lines.append(Text(f"... and {hidden} more findings (every row is in the reports)"))
@@ -217,35 +209,10 @@ def render_verdict(report: Report, console: Console, *, empty_ok: bool = False) 
                        else "bold red"))
 
 
-def _by_reason(groups: list[dict[str, Any]], status: str) -> str:
-    counts: dict[str, int] = {}
-    for g in groups:
-        if g["status"] == status:
-            reason = g["reason"] or "unspecified"
-            key = f"undeclared: {reason}" if status == SKIP and not g["declared"] else reason
-            counts[key] = counts.get(key, 0) + 1
-    return f" ({', '.join(f'{k} {n}' for k, n in counts.items())})" if counts else ""
-
-
-def _skipped_inside(groups: list[dict[str, Any]]) -> str:
-    """'; 2 skipped: ragged_refused 2': the skipped variant rows of lines that ran (the
-    table's '+N skipped'), by reason."""
-    counts: dict[str, int] = {}
-    for g in groups:
-        if g["status"] != SKIP:
-            for reason, n in g["skip_reasons"].items():
-                counts[reason] = counts.get(reason, 0) + n
-    if not counts:
-        return ""
-    return (f"; {sum(counts.values())} skipped: "
-            f"{', '.join(f'{k} {n}' for k, n in counts.items())}")
-
-
 def verdict_line(report: Report, passed: bool | None = None) -> str:
-    """'PASSED: ...' or 'FAILED: ...': the table's lines counted by status (skips and warnings
-    by reason), then the rows the variants make."""
-    groups = group_rows(report.rows)
-    counts = {s: sum(g["status"] == s for g in groups) for s in (PASS, FAIL, ERROR, SKIP, WARN)}
+    """'PASSED: ...' or 'FAILED: ...' and the run's numbers in the words every output uses
+    (gradlab.results.summary.count_words: ops, cases, checks by status, findings, variants,
+    rows by status)."""
     verdict = "PASSED" if (report.passed if passed is None else passed) else "FAILED"
     if not report.rows:
         verdict += " (no case to run)"
@@ -256,7 +223,4 @@ def verdict_line(report: Report, passed: bool | None = None) -> str:
         extra += " (stopped after the first failing case: --fail-fast)"
     if report.interrupted:
         verdict, extra = "INTERRUPTED", " (partial: only the cases finished before the stop)"
-    return (f"{verdict}: {len(groups)} checks: {counts[PASS]} passed, {counts[FAIL]} failed, "
-            f"{counts[ERROR]} errors, {counts[SKIP]} skipped{_by_reason(groups, SKIP)}, "
-            f"{counts[WARN]} warnings{_by_reason(groups, WARN)} ({len(report.rows)} rows with "
-            f"variants{_skipped_inside(groups)}){extra}")
+    return f"{verdict}: {count_words(summarize(report.rows))}{extra}"

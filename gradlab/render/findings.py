@@ -1,103 +1,80 @@
-"""Failing rows grouped into findings: one bug, one block.
+"""Findings in words: one bug, one block, the same in the terminal, JUnit, the Markdown summary,
+`gradlab.testing` and the pytest plugin.
 
 A formula bug fails every variant in every dtype (and the numerical checks too) with the same
-diagnosis; shown row by row it buries everything after it.  Rows of one op and case with the
-same likely cause on the same input are one finding: it says where it occurs (checks, variants,
-dtypes, devices) and shows the localisation once, from its most telling row.
+diagnosis; shown row by row it buries everything after it.  gradlab.results.summary groups the
+rows of one op and case with the same likely cause on the same subject into one finding; here
+it says where it occurs (checks, dtypes, devices, every variant by name) and shows the
+localisation once, from its most telling row.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
-from gradlab.results import ERROR, CheckRow
+from gradlab.render.words import HINTS, REASONS, message
+from gradlab.results import CheckRow
+from gradlab.results.summary import FindingGroup, subject, summarize
 
-#: Check order when choosing the row that speaks for a finding (gradients say most).
-CHECK_ORDER = ("gradient", "jacobian", "forward", "contract", "second_order")
+__all__ = ["FailureGroup", "failing_cases", "finding_parts", "finding_text", "group_failures",
+           "subject", "where"]
 
-
-def _unique(values: Sequence[str]) -> list[str]:
-    return list(dict.fromkeys(values))
-
-
-def subject(row: CheckRow) -> str:
-    """What a failing row is about: 'input 0', 'output 1', 'grad_output 0', or ''."""
-    if not row.findings:
-        return ""
-    f = row.findings[0]
-    return f"{f.subject} {f.index}" if f.index >= 0 else f.subject
+#: A finding (the name the terminal renderer knew it by).
+FailureGroup = FindingGroup
+#: Variant names listed in a finding's 'where' (a case has about 15; the rest are counted).
+VARIANTS_SHOWN = 40
 
 
-@dataclass
-class FailureGroup:
-    """Failing rows of one op and case with one likely cause on one subject."""
-
-    op: str
-    case: str
-    hint: str
-    subject: str
-    rows: list[CheckRow] = field(default_factory=list)
-
-    @property
-    def status(self) -> str:
-        return ERROR if any(r.status == ERROR for r in self.rows) else self.rows[0].status
-
-    @property
-    def checks(self) -> list[str]:
-        return _unique([r.check for r in self.rows])
-
-    @property
-    def variants(self) -> list[str]:
-        return _unique([r.variant for r in self.rows])
-
-    @property
-    def dtypes(self) -> list[str]:
-        return _unique([r.dtype for r in self.rows])
-
-    @property
-    def devices(self) -> list[str]:
-        return _unique([r.device for r in self.rows])
-
-    @property
-    def example(self) -> CheckRow:
-        """The row that speaks for the finding: the base variant, with located elements, of
-        the check that says most, in the first dtype."""
-        dtypes = self.dtypes
-
-        def rank(r: CheckRow) -> tuple[int, int, int, int]:
-            check = CHECK_ORDER.index(r.check) if r.check in CHECK_ORDER else len(CHECK_ORDER)
-            return (r.variant != "base", not r.worst, check, dtypes.index(r.dtype))
-
-        return min(self.rows, key=rank)
-
-    @property
-    def repro(self) -> CheckRow | None:
-        """A row with a saved repro (the example's when it has one)."""
-        rows = [self.example, *self.rows]
-        return next((r for r in rows if r.repro), None)
-
-
-def group_failures(rows: Sequence[CheckRow]) -> list[FailureGroup]:
+def group_failures(rows: Sequence[CheckRow]) -> list[FindingGroup[CheckRow]]:
     """The failing rows as findings, in the order their first row appeared."""
-    found: dict[tuple[str, str, str, str], FailureGroup] = {}
-    for r in rows:
-        if not r.failed:
-            continue
-        key = (r.op, r.case, r.hint, subject(r))
-        found.setdefault(key, FailureGroup(*key)).rows.append(r)
-    return list(found.values())
+    return summarize(rows).findings
 
 
 def failing_cases(rows: Sequence[CheckRow]) -> list[str]:
     """Every failing 'op/case', in order (the summary names them all)."""
-    return _unique([f"{r.op}/{r.case}" for r in rows if r.failed])
+    return list(dict.fromkeys(f"{f.op}/{f.case}" for f in group_failures(rows)))
 
 
-def where(f: FailureGroup, all_variants: int) -> str:
-    """'gradient, jacobian · float64, float32 · cpu · 12 of 14 variants: base, ... (+9)'."""
+def where(f: FindingGroup[CheckRow], all_variants: int) -> str:
+    """'gradient, jacobian · float64, float32 · cpu · 12 of 14 variants: base, ...': every
+    variant that shows it, by name."""
     variants = f.variants
-    shown = ", ".join(variants[:3]) + (f" (+{len(variants) - 3})" if len(variants) > 3 else "")
-    count = f"{len(variants)} of {all_variants} variants" if all_variants > 1 else "variant"
+    shown = ", ".join(variants[:VARIANTS_SHOWN])
+    if len(variants) > VARIANTS_SHOWN:
+        shown += f" (+{len(variants) - VARIANTS_SHOWN})"
+    count = (f"{len(variants)} of {all_variants} variants" if all_variants > 1
+             else "variant")
     return " · ".join([", ".join(f.checks), ", ".join(f.dtypes), ", ".join(f.devices),
                        f"{count}: {shown}"])
+
+
+def finding_parts(f: FindingGroup[CheckRow], number: int, total: int,
+                  all_variants: int) -> list[tuple[str, str]]:
+    """A finding as (kind, line) pairs, kind one of head, cause, where, message, worst, repro,
+    command: the terminal styles each kind, plain text joins the lines."""
+    head = f"{f.status.upper()} {f.op} / {f.case}" + (f" / {f.subject}" if f.subject else "")
+    parts = [("head", f"{head} (finding {number} of {total})")]
+    if f.hint:
+        parts.append(("cause", f"  likely cause: {f.hint}: {HINTS.get(f.hint, f.hint)}"))
+    elif f.reason:
+        parts.append(("cause", f"  not checked (a skip nobody declared): {f.reason}: "
+                               f"{REASONS.get(f.reason, f.reason)}"))
+    parts.append(("where", f"  where: {where(f, all_variants)}"))
+    ex = f.example
+    parts.append(("message", f"  {ex.check} / {ex.variant} / {ex.dtype}: {message(ex)}"))
+    worst = "; ".join(str(e) for e in ex.worst)
+    if worst:
+        parts.append(("worst", f"  worst elements: {worst}"))
+    elif ex.crash_location:
+        parts.append(("worst", f"  raised at: {ex.crash_location}"))
+    rep = f.repro
+    if rep is not None:
+        parts.append(("repro", f"  repro inputs: {rep.repro}"))
+        if rep.repro_command:
+            parts.append(("command", f"  {rep.repro_command}"))
+    return parts
+
+
+def finding_text(f: FindingGroup[CheckRow], number: int, total: int, all_variants: int) -> str:
+    """A finding as plain lines."""
+    return "\n".join(line for _, line in finding_parts(f, number, total, all_variants))

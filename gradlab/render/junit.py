@@ -1,9 +1,10 @@
 """JUnit XML of check and bench runs, for CI test-report views.
 
 Check: one testsuite per op, one testcase per op, case and check with every dtype, device and
-variant folded in: it fails when any of its rows fails, and the failure's text is the rows'
-diagnosis (likely cause, message, where), not a Jacobian.  Bench: one testcase per op, case and
-phase.  Errors are <error>, a testcase whose rows were all skipped is <skipped>.
+variant folded in: it fails when any of its rows fails, and the failure's text is the findings
+it shows (likely cause, where, message: gradlab.render.findings), not a Jacobian.  Bench: one
+testcase per op, case and phase.  Errors are <error>, a testcase whose rows were all skipped
+is <skipped>.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from gradlab.render.diagnosis import CheckGroup, check_groups, group_text, hint_words, skip_reason
+from gradlab.render.diagnosis import CheckGroup, check_text, hint_words, skip_reason
 from gradlab.render.words import message
-from gradlab.results import ERROR, FAIL, PASS, SKIP, WARN, Report
+from gradlab.results import ERROR, FAIL, PASS, SKIP, WARN, CheckRow, Report
 from gradlab.results.bench import BenchReport, BenchRow
+from gradlab.results.summary import RunSummary, summarize
 
 #: Characters XML 1.0 does not allow at all (escaping cannot save them): they are dropped.
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -46,16 +48,17 @@ def _suite(root: ET.Element, name: str, cases: Sequence[tuple[str, float]],
                     time=f"{sum(t for _, t in cases):.3f}")
 
 
-def _check_case(suite: ET.Element, g: CheckGroup) -> None:
+def _check_case(suite: ET.Element, g: CheckGroup[CheckRow],
+                summary: RunSummary[CheckRow]) -> None:
     case = _element(suite, "testcase", classname=f"gradlab.{g.op}", name=f"{g.case}/{g.check}",
                     time=f"{g.seconds:.3f}")
     status = g.status
     if status in (FAIL, ERROR):
         first = g.failures[0]
         head = f"{first.hint}: {hint_words(first)}" if first.hint else message(first)
-        summary = f"{len(g.failures)} of {len(g.rows)} rows failed; {head}"
-        _element(case, "failure" if status == FAIL else "error", group_text(g),
-                 message=summary[:MESSAGE_CHARS], type=first.hint or g.check)
+        said = f"{len(g.failures)} of {len(g.rows)} rows failed; {head}"
+        _element(case, "failure" if status == FAIL else "error", check_text(summary, g),
+                 message=said[:MESSAGE_CHARS], type=first.hint or g.check)
     elif status == SKIP:
         _element(case, "skipped", message=skip_reason(g.rows)[:MESSAGE_CHARS])
     warned = [f"WARN {r.dtype} / {r.device} / {r.variant}: {message(r)}"
@@ -65,15 +68,22 @@ def _check_case(suite: ET.Element, g: CheckGroup) -> None:
 
 
 def check_junit(report: Report, name: str = "gradlab check") -> ET.ElementTree:
-    """The check report as a JUnit XML tree."""
-    root = ET.Element("testsuites", {"name": name})
-    by_op: dict[str, list[CheckGroup]] = {}
-    for g in check_groups(report.rows):
+    """The check report as a JUnit XML tree: a testcase per check (gradlab.results.summary's
+    unit), its failure text the findings it shows, numbered as every output numbers them; the
+    root's tests, failures, errors and skipped are the run's checks by status."""
+    summary = summarize(report.rows)
+    statuses = summary.statuses
+    root = ET.Element("testsuites", {"name": name, "tests": str(len(summary.checks)),
+                                     "failures": str(statuses[FAIL]),
+                                     "errors": str(statuses[ERROR]),
+                                     "skipped": str(statuses[SKIP])})
+    by_op: dict[str, list[CheckGroup[CheckRow]]] = {}
+    for g in summary.checks:
         by_op.setdefault(g.op, []).append(g)
     for op, groups in by_op.items():
         suite = _suite(root, op, [(g.name, g.seconds) for g in groups], [g.status for g in groups])
         for g in groups:
-            _check_case(suite, g)
+            _check_case(suite, g, summary)
     if report.truncated or report.stopped:
         # the cases never run are in no suite: say so where CI shows it
         why = ("--budget ran out: the cases not started are missing (not passed)"

@@ -1,6 +1,6 @@
 """The check run as Markdown for a CI job summary (GitHub's $GITHUB_STEP_SUMMARY): the verdict,
-totals, a table row per failing op, case and check with its likely cause and message, and the
-capability matrix."""
+the run's numbers, a table line per finding with where it shows, its likely cause and message,
+and the capability matrix."""
 
 from __future__ import annotations
 
@@ -8,16 +8,17 @@ from pathlib import Path
 
 from gradlab.model import MATRIX
 from gradlab.render.capabilities import HEADERS
-from gradlab.render.diagnosis import check_groups, counts, hint_words
+from gradlab.render.diagnosis import hint_words
 from gradlab.render.words import message
-from gradlab.results import ERROR, FAIL, PASS, SKIP, WARN, Report
+from gradlab.results import CheckRow, Report
 from gradlab.results.capabilities import capability_matrix
+from gradlab.results.summary import FindingGroup, count_words, summarize
 
-#: Failing groups listed in the table (a job summary has a size limit; the files have all).
+#: Findings listed in the table (a job summary has a size limit; the files have all).
 TABLE_ROWS = 100
 #: Longest table cell: a summary is read at a glance.
 CELL_CHARS = 300
-HEADER = ("op", "case", "check", "status", "failing rows", "likely cause", "message")
+HEADER = ("op", "case", "checks", "status", "variants", "likely cause", "message")
 
 
 def cell(text: str, limit: int = CELL_CHARS) -> str:
@@ -32,16 +33,26 @@ def table_line(cells: tuple[str, ...] | list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def finding_line(f: FindingGroup[CheckRow], all_variants: int) -> str:
+    """A finding as a table line: where, its likely cause, and its example row's message."""
+    ex = f.example
+    if f.hint:
+        cause = f"`{f.hint}`: {hint_words(ex)}"
+    else:
+        cause = f"not checked: `{f.reason}`" if f.reason else ""
+    variants = f"{len(f.variants)} of {all_variants}: {', '.join(f.variants)}"
+    return table_line([cell(f.op), cell(f.case), cell(", ".join(f.checks)), f.status,
+                       cell(variants), cell(cause),
+                       cell(f"{ex.check} / {ex.variant} / {ex.dtype}: {message(ex)}")])
+
+
 def summary_markdown(report: Report, title: str = "gradlab check") -> str:
-    """The Markdown summary of a check report."""
-    groups = check_groups(report.rows)
-    bad = [g for g in groups if g.failures]
-    n = counts(report.rows)
+    """The Markdown summary of a check report: the verdict, the run's numbers, a table line
+    per finding (gradlab.results.summary's grouping, as every output has it)."""
+    summary = summarize(report.rows)
     verdict = "PASSED" if report.passed else "FAILED"
-    lines = [f"## {title}: {verdict}", "",
-             f"**{len(groups) - len(bad)} of {len(groups)} checks passed** (op, case and "
-             f"check, over dtypes, devices and variants); rows: {n[PASS]} passed, {n[FAIL]} "
-             f"failed, {n[ERROR]} errors, {n[SKIP]} skipped, {n[WARN]} warnings."]
+    lines = [f"## {title}: {verdict}", "", f"**{count_words(summary)}** (a check is an op, "
+             "case and check over its dtypes, devices and variants; a finding is one bug)."]
     if report.truncated:
         lines += ["", "Stopped early by `--budget`: the cases not started are missing, and "
                       "count as a failure."]
@@ -49,19 +60,15 @@ def summary_markdown(report: Report, title: str = "gradlab check") -> str:
         lines += ["", "Stopped after the first failing case (`--fail-fast`)."]
     if not report.rows:
         lines += ["", "No case ran."]
-    if bad:
-        lines += ["", "### Failing checks", "", table_line(HEADER),
-                  table_line(["---"] * len(HEADER))]
-        for g in bad[:TABLE_ROWS]:
-            first = g.failures[0]
-            cause = f"`{first.hint}`: {hint_words(first)}" if first.hint else ""
-            lines.append(table_line([cell(g.op), cell(g.case), cell(g.check), g.status,
-                                     f"{len(g.failures)} of {len(g.rows)}", cell(cause),
-                                     cell(message(first))]))
-        if len(bad) > TABLE_ROWS:
-            lines += ["", f"... and {len(bad) - TABLE_ROWS} more failing checks (see the "
-                          "report files)."]
-        repros = list(dict.fromkeys(r.repro_command for g in bad for r in g.failures
+    found = summary.findings
+    if found:
+        lines += ["", "### Findings", "", table_line(HEADER), table_line(["---"] * len(HEADER))]
+        lines += [finding_line(f, len(summary.case_variants[f"{f.op}/{f.case}"]))
+                  for f in found[:TABLE_ROWS]]
+        if len(found) > TABLE_ROWS:
+            lines += ["", f"... and {len(found) - TABLE_ROWS} more findings (see the report "
+                          "files)."]
+        repros = list(dict.fromkeys(r.repro_command for f in found for r in f.rows
                                     if r.repro_command))
         if repros:
             lines += ["", "Re-run a failing case:", "", "```", *repros[:TABLE_ROWS], "```"]

@@ -298,16 +298,25 @@ class Report:
     __str__ = __repr__
 
     def _repr_html_(self) -> str:
-        """The summary as an HTML table (Jupyter)."""
+        """The run's numbers and its findings as HTML (Jupyter): the grouping and the counts
+        of gradlab.results.summary, as every other output has them."""
         from html import escape
 
-        head = "<tr><th>op</th><th>case</th><th>status</th><th>rows</th><th>failing</th></tr>"
-        body = "".join(f"<tr><td>{escape(op)}</td><td>{escape(case)}</td><td>{status}</td>"
-                       f"<td>{n}</td><td>{bad}</td></tr>"
-                       for op, case, status, n, bad in self.summary())
+        from gradlab.results.summary import count_words, summarize
+
+        summary = summarize(self.rows)
+        head = "".join(f"<th>{h}</th>" for h in ("#", "status", "op", "case", "subject",
+                                                  "likely cause", "checks", "variants"))
+        body = "".join(
+            f"<tr><td>{i}</td><td>{f.status}</td><td>{escape(f.op)}</td><td>{escape(f.case)}"
+            f"</td><td>{escape(f.subject)}</td><td>{escape(f.hint or f.reason)}</td>"
+            f"<td>{escape(', '.join(f.checks))}</td><td>{len(f.variants)}: "
+            f"{escape(', '.join(f.variants))}</td></tr>"
+            for i, f in enumerate(summary.findings, 1))
         verdict = "passed" if self.passed else "FAILED"
-        return (f"<p>gradlab Report: <b>{verdict}</b>, {len(self.rows)} rows</p>"
-                f"<table>{head}{body}</table>")
+        table = f"<table><tr>{head}</tr>{body}</table>" if body else ""
+        return (f"<p>gradlab Report: <b>{verdict}</b>: {escape(count_words(summary))}</p>"
+                + table)
 
     def __iter__(self) -> Iterator[CheckRow]:
         return iter(self.rows)
