@@ -128,24 +128,61 @@ def require_cases(asked: list[str], known: list[str], what: str = "case") -> Non
             raise GradlabError(f"--case: no {what} named {name!r} {hint}")
 
 
+def machine_devices(wanted: set[str]) -> set[str]:
+    """Which of the devices in `wanted` this machine has (torch is imported only when cuda is
+    among them: listing cpu-only specs stays fast)."""
+    has = wanted & {"cpu"}
+    if "cuda" in wanted:
+        import torch
+
+        if torch.cuda.is_available():
+            has.add("cuda")
+    return has
+
+
+def device_cell(declared: tuple[str, ...], has: set[str]) -> str:
+    """A spec's declared devices, each this machine lacks marked `*`: `cpu`, `cpu/cuda*`."""
+    return "/".join(d if d in has else f"{d}*" for d in declared)
+
+
+def devices_note(has: set[str], declared: set[str]) -> str:
+    """The line under the op list saying what its devices column means."""
+    note = "devices: as each op's spec declares them (gradlab/specs/NAME.yaml, default cpu)"
+    missing = sorted(declared - has)
+    if not missing:
+        return f"{note}; this machine has all of them."
+    return (f"{note}; *: not on this machine (torch.cuda.is_available() is False): gradlab "
+            "check stops on them unless given --skip-unavailable or --device cpu.")
+
+
 @app.command("list")
 def list_ops(wide: Annotated[bool, typer.Option("--wide", help="every column, whatever the "
                                                "width")] = False) -> None:
-    """List the bundled ops and what each supports (does not import torch)."""
+    """List the bundled ops, the devices their specs declare and what each supports (imports
+    torch only when a spec declares cuda, to ask whether this machine has it)."""
     import textwrap
 
     from gradlab import ops
     from gradlab.render.capabilities import capability_table
     from gradlab.results.capabilities import from_states
+    from gradlab.spec import load_file
 
+    declared = {t.op.name: t.devices or ("cpu",)  # no devices: in a spec checks the cpu
+                for e in ops.BUNDLED for t in load_file(str(ops.spec_file(e.name)))}
+    has = machine_devices({d for ds in declared.values() for d in ds})
+    cells = {name: device_cell(ds, has) for name, ds in declared.items()}
     width = max(len(e.name) for e in ops.BUNDLED)
+    dwidth = max(len(c) for c in cells.values())
     for e in ops.BUNDLED:
-        lead = f"{e.name:<{width}}  {'/'.join(e.devices):<8}  "
+        lead = f"{e.name:<{width}}  {cells.get(e.name, '-'):<{dwidth}}  "
         # a long summary continues under itself, not at the line's start
         line = lead + e.summary if wide else textwrap.fill(
             e.summary, max(len(lead) + 20, out.width), initial_indent=lead,
             subsequent_indent=" " * len(lead), break_on_hyphens=False, break_long_words=False)
         out.print(line, markup=False, highlight=False, soft_wrap=True)
+    note = devices_note(has, {d for ds in declared.values() for d in ds})
+    out.print(note if wide else textwrap.fill(note, out.width), markup=False, highlight=False,
+              soft_wrap=True)
     matrix = [from_states(e.name, e.capabilities) for e in ops.BUNDLED]
     out.print(capability_table(matrix, None if wide else out.width,
                                title="capabilities, measured on the CPU (gradlab check specs/ "

@@ -1,0 +1,119 @@
+"""`gradlab list` tells the truth at 80 columns (issue 23 item 9): the devices each bundled spec
+declares and which of them this machine has, and a capability matrix whose lines fit the width
+with no state cell wrapped, however long an op name is.  The CLI is run as a user runs it: the
+installed `gradlab` command, in a subprocess."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from gradlab import ops
+from gradlab.cli.app import device_cell, devices_note
+from gradlab.model import MATRIX
+from gradlab.render.capabilities import HEADERS, SHORT, capability_table
+from gradlab.results.capabilities import OpCapabilities, from_states
+from gradlab.spec import load_file
+
+GRADLAB = Path(sys.executable).parent / "gradlab"
+LONG = "a_rather_long_user_function_name_Function_that_goes_on"
+
+
+def gradlab(*args: str, columns: int = 80) -> subprocess.CompletedProcess[str]:
+    """The installed command, at a terminal `columns` wide."""
+    if not GRADLAB.exists():
+        pytest.skip(f"no installed gradlab command beside {sys.executable}")
+    env = {**os.environ, "COLUMNS": str(columns), "NO_COLOR": "1"}
+    return subprocess.run([str(GRADLAB), *args], capture_output=True, text=True, env=env,
+                          timeout=120, check=False)
+
+
+def rendered(renderable: object, width: int) -> list[str]:
+    console = Console(width=width, record=True, file=io.StringIO())
+    console.print(renderable)
+    return console.export_text().splitlines()
+
+
+def states_line(lines: list[str], states: list[str]) -> bool:
+    """Whether some line ends with exactly these states, in order."""
+    return any(ln.split()[-len(states):] == states for ln in lines)
+
+
+@pytest.fixture(scope="module")
+def listing() -> str:
+    proc = gradlab("list")
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_list_shows_the_devices_the_specs_declare(listing: str) -> None:
+    declared = {t.op.name: t.devices or ("cpu",)
+                for e in ops.BUNDLED for t in load_file(str(ops.spec_file(e.name)))}
+    assert set(declared) == set(ops.names())
+    for e in ops.BUNDLED:
+        line = next(ln for ln in listing.splitlines() if ln.split()[:1] == [e.name])
+        # every bundled spec declares cpu only, which every machine has: no cuda, no mark
+        assert line.split()[1] == "/".join(declared[e.name]) == "cpu", line
+    assert "cpu/cuda" not in listing
+    assert "this machine has all of them" in " ".join(listing.split())
+
+
+def test_a_declared_device_this_machine_lacks_is_marked() -> None:
+    assert device_cell(("cpu", "cuda"), {"cpu"}) == "cpu/cuda*"
+    assert device_cell(("cpu", "cuda"), {"cpu", "cuda"}) == "cpu/cuda"
+    assert device_cell(("cuda",), set()) == "cuda*"
+    note = devices_note({"cpu"}, {"cpu", "cuda"})
+    assert "*: not on this machine" in note and "--skip-unavailable" in note
+    assert "all of them" in devices_note({"cpu", "cuda"}, {"cpu", "cuda"})
+
+
+def test_list_fits_80_columns_with_every_state_whole(listing: str) -> None:
+    lines = listing.splitlines()
+    assert max(len(ln.rstrip()) for ln in lines) <= 80
+    for e in ops.BUNDLED:
+        assert states_line([ln for ln in lines if ln.split()[:1] == [e.name]],
+                           [e.capabilities[c] for c in MATRIX]), e.name
+    # the short headers are explained
+    assert "amp: autocast" in " ".join(listing.split())
+
+
+def test_the_matrix_at_80_columns_with_a_long_op_name() -> None:
+    matrix = [from_states(e.name, e.capabilities) for e in ops.BUNDLED] + [
+        OpCapabilities(LONG, {})]
+    lines = rendered(capability_table(matrix, 80, "capabilities"), 80)
+    assert max(len(ln.rstrip()) for ln in lines) <= 80
+    # the long name is whole on a line of its own; its states follow on the next line
+    at = next(i for i, ln in enumerate(lines) if ln.strip() == LONG)
+    assert lines[at + 1].split() == ["-"] * len(MATRIX)
+    # every other op keeps one line: its name and all its states
+    for e in ops.BUNDLED:
+        assert any(ln.split() == [e.name, *(e.capabilities[c] for c in MATRIX)]
+                   for ln in lines), e.name
+    header = next(ln for ln in lines if ln.split()[:1] == ["op"])
+    assert header.split()[1:] == [SHORT[c] for c in MATRIX]
+    assert "cmp: compile" in " ".join(" ".join(lines).split())
+
+
+def test_a_name_longer_than_the_width_folds_and_the_states_stay_whole() -> None:
+    name = "x" * 100
+    lines = rendered(capability_table([OpCapabilities(name, {})], 80), 80)
+    assert max(len(ln.rstrip()) for ln in lines) <= 80
+    assert "x" * 80 in lines and any(ln.strip() == "x" * 20 for ln in lines)
+    assert states_line(lines, ["-"] * len(MATRIX))
+
+
+def test_a_wide_terminal_keeps_the_full_headers() -> None:
+    matrix = [from_states(e.name, e.capabilities) for e in ops.BUNDLED]
+    lines = rendered(capability_table(matrix, 120), 120)
+    header = next(ln for ln in lines if ln.split()[:1] == ["op"])
+    assert header.split()[1:] == [HEADERS[c] for c in MATRIX]
+    assert max(len(ln.rstrip()) for ln in lines) <= 120
+    # no width: the full table whatever it takes
+    assert [c.header for c in capability_table(matrix).columns][1:] == [  # type: ignore[attr-defined]
+        HEADERS[c] for c in MATRIX]
