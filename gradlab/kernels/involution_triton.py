@@ -33,7 +33,8 @@ except ImportError:  # the package works without triton; only these kernels need
     tl = None
     HAVE_TRITON = False
 
-__all__ = ["HAVE_TRITON", "involution_forward", "involution_grad_input", "involution_grad_weight"]
+__all__ = ["HAVE_TRITON", "involution_forward", "involution_grad_input", "involution_grad_weight",
+           "launch_config"]
 
 IntPair = int | Sequence[int]
 
@@ -53,10 +54,18 @@ def _pair(v: IntPair) -> tuple[int, int]:
 
 
 def _blocks(taps: int) -> tuple[int, int]:
-    """(padded tap count, pixel block) for a kernel with `taps` taps."""
-    kk_pad = triton.next_power_of_2(taps)
+    """(padded tap count, pixel block) for a kernel with `taps` taps (both powers of two, as
+    tl.arange needs; plain Python, so the launch plan is checked without triton)."""
+    kk_pad = 1 << max(taps - 1, 0).bit_length()
     block_p = max(_MIN_BLOCK_P, min(_MAX_BLOCK_P, _TILE_ELEMS // kk_pad))
     return kk_pad, block_p
+
+
+def launch_config(taps: int, n_pixels: int, batch: int, groups: int) -> tuple[int, int, int]:
+    """(grid size, padded tap count, pixel block) of one launch: one program per (batch,
+    group, block of `n_pixels` output pixels, or input pixels for grad_input); a 1-D grid."""
+    kk_pad, block_p = _blocks(taps)
+    return batch * groups * -(-n_pixels // block_p), kk_pad, block_p
 
 
 def _acc_dtype(dtype: torch.dtype) -> Any:
@@ -214,8 +223,9 @@ if HAVE_TRITON:
 def _launch(kernel: Any, n_pixels: int, geo: dict[str, int], dtype: torch.dtype,
             *tensors: torch.Tensor) -> None:
     """Launch `kernel` over (batch, group, pixel block) with the shared argument list."""
-    kk_pad, block_p = _blocks(geo["KH"] * geo["KW"])
-    grid = (geo["B"] * geo["G"] * triton.cdiv(n_pixels, block_p),)
+    n_programs, kk_pad, block_p = launch_config(geo["KH"] * geo["KW"], n_pixels, geo["B"],
+                                                geo["G"])
+    grid = (n_programs,)
     kernel[grid](
         *tensors,
         geo["C"], geo["H"], geo["W"], geo["Ho"], geo["Wo"], geo["G"], geo["CPG"],

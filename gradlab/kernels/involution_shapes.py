@@ -1,0 +1,136 @@
+"""The involution shapes real networks use (RedNet-26/50) and the launch plan of each.
+
+REDNET_SHAPES is what the GPU command checks the Triton kernels on (tests/test_triton_shapes.py,
+marked `cuda`): every channel count C in {64, ..., 1024} with G = C/16 groups, kernel K in
+{3, 7}, image size H = W in {7, 14, 28, 56}, batch 1 and 64, plus RedNet-50's stride-2 layers
+(the first involution of stages 2-4).  Each runs in float32, float16 and bfloat16, on contiguous
+and channels_last inputs (DTYPES, LAYOUTS).
+
+`launch_plans` is plain Python (no triton, no GPU): the grid, padded tap count and pixel block
+of each kernel's launch, and the largest values the kernels compute in int32, so a test checks
+them against CUDA's limits for every batch size 1..64 without launching anything.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from gradlab.kernels.involution_triton import launch_config
+
+#: RedNet's involution: C/16 channels share one per-pixel kernel (group_channels = 16).
+GROUP_CHANNELS = 16
+CHANNELS = (64, 128, 256, 512, 1024)
+KERNELS = (3, 7)
+SIZES = (7, 14, 28, 56)
+#: The batch sizes the GPU command runs (the launch plan is checked for every batch up to 64).
+BATCHES = (1, 64)
+MAX_BATCH = 64
+DTYPES = ("float32", "float16", "bfloat16")
+LAYOUTS = ("contiguous", "channels_last")
+
+#: CUDA's launch limits: grid x up to 2^31 - 1 blocks, y and z up to 65535.
+CUDA_GRID_LIMITS = (2**31 - 1, 65535, 65535)
+#: Offsets the kernels compute in int32 (tl.program_id, tl.arange arithmetic) must stay below.
+INT32_LIMIT = 2**31
+
+
+@dataclass(frozen=True)
+class InvolutionShape:
+    """One involution layer: x [batch, channels, size, size], K x K kernels, 'same' padding."""
+
+    batch: int
+    channels: int
+    kernel: int
+    size: int
+    stride: int = 1
+
+    @property
+    def groups(self) -> int:
+        return self.channels // GROUP_CHANNELS
+
+    @property
+    def padding(self) -> int:
+        return (self.kernel - 1) // 2
+
+    @property
+    def out_size(self) -> int:
+        return (self.size + 2 * self.padding - self.kernel) // self.stride + 1
+
+    @property
+    def x_shape(self) -> tuple[int, int, int, int]:
+        return (self.batch, self.channels, self.size, self.size)
+
+    @property
+    def w_shape(self) -> tuple[int, int, int, int, int, int]:
+        o = self.out_size
+        return (self.batch, self.groups, self.kernel, self.kernel, o, o)
+
+    @property
+    def name(self) -> str:
+        s = f"-s{self.stride}" if self.stride != 1 else ""
+        return f"b{self.batch}-c{self.channels}-k{self.kernel}-{self.size}x{self.size}{s}"
+
+
+def layer_shapes(batch: int) -> list[InvolutionShape]:
+    """Every layer of the list at one batch size: the C x K x H grid, then the stride-2 ones."""
+    grid = [InvolutionShape(batch, c, k, h)
+            for c, k, h in itertools.product(CHANNELS, KERNELS, SIZES)]
+    # RedNet-50 stages 2-4 open with a stride-2 7x7 involution on the stage's width
+    stride2 = [InvolutionShape(batch, c, 7, h, stride=2)
+               for c, h in ((128, 56), (256, 28), (512, 14))]
+    return grid + stride2
+
+
+#: The shapes the GPU command checks the kernels on (tests/test_triton_shapes.py, `cuda`).
+REDNET_SHAPES: tuple[InvolutionShape, ...] = tuple(
+    s for b in BATCHES for s in layer_shapes(b))
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """One kernel's launch on one shape, and the largest int32 values it computes."""
+
+    kernel: str
+    grid: tuple[int, int, int]
+    kk_pad: int
+    block_p: int
+    #: name -> the largest value of an int32 expression in the kernel
+    int32_max: dict[str, int]
+
+    def problems(self) -> list[str]:
+        """What breaks CUDA's limits or int32 (empty: the launch is fine)."""
+        out = [f"grid[{i}] = {n} > {lim}" for i, (n, lim)
+               in enumerate(zip(self.grid, CUDA_GRID_LIMITS, strict=True)) if n > lim]
+        out += [f"{name} = {v} >= 2^31" for name, v in self.int32_max.items()
+                if v >= INT32_LIMIT]
+        if self.kk_pad & (self.kk_pad - 1) or self.block_p & (self.block_p - 1):
+            out.append(f"tile {self.kk_pad} x {self.block_p} is not powers of two")
+        return out
+
+
+def launch_plans(shape: InvolutionShape) -> list[LaunchPlan]:
+    """The forward, grad_input and grad_weight launches of one shape (as the launchers
+    compute them, through involution_triton.launch_config)."""
+    b, c, h, o, k = shape.batch, shape.channels, shape.size, shape.out_size, shape.kernel
+    plans = []
+    for kernel, n_pixels in (("forward", o * o), ("grad_input", h * h), ("grad_weight", o * o)):
+        n_programs, kk_pad, block_p = launch_config(k * k, n_pixels, b, shape.groups)
+        n_pb = -(-n_pixels // block_p)
+        int32_max = {
+            "program_id": n_programs - 1,
+            # b * C + g * CPG + cc, before the cast to int64
+            "channel_index": b * c - 1,
+            # k * n_out + p over the padded tile (masked lanes included)
+            "tile_offset": kk_pad * max(n_pb * block_p, o * o),
+            "pixel_offset": h * h + (h + 2 * shape.padding) * k,
+        }
+        plans.append(LaunchPlan(kernel, (n_programs, 1, 1), kk_pad, block_p, int32_max))
+    return plans
+
+
+def all_batch_shapes() -> Iterator[InvolutionShape]:
+    """The layer list at every batch size 1..MAX_BATCH (for the pure-Python launch check)."""
+    for b in range(1, MAX_BATCH + 1):
+        yield from layer_shapes(b)

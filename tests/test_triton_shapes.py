@@ -1,0 +1,212 @@
+"""The Triton involution kernels at the shapes real networks use (gradlab/kernels/
+involution_shapes.py).
+
+Three layers:
+- the launch plan of every RedNet layer shape at every batch size 1..64, checked in plain Python
+  against CUDA's grid limits and int32 (nothing is launched);
+- reduced shapes with the same structure (G = C/16, K = 3 and 7, channels_last, float16 and
+  bfloat16, sizes that leave partial pixel blocks and several blocks per image, stride 2) run
+  under TRITON_INTERPRET=1 in a subprocess (this file run as a script), against the unfold
+  reference in float64, with the block sizes the compiled path uses;
+- the full REDNET_SHAPES list on a GPU (marked `cuda`: the GPU command runs it, a CPU machine
+  skips it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import traceback
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # the subprocess runs this file as a script
+    sys.path.insert(0, str(ROOT))
+
+from gradlab.kernels.involution_shapes import (  # noqa: E402
+    DTYPES,
+    KERNELS,
+    LAYOUTS,
+    REDNET_SHAPES,
+    InvolutionShape,
+    all_batch_shapes,
+    launch_plans,
+)
+from gradlab.kernels.involution_triton import launch_config  # noqa: E402
+
+#: The interpreter subprocess: torch + triton imports and a few dozen small launches.
+SUBPROCESS_TIMEOUT_S = 300
+
+#: Reduced shapes for the interpreter, each with its dtype and layout: G = C/16 as in RedNet,
+#: and sizes chosen for the masks (test_reduced_shapes_exercise_the_masks says which).
+REDUCED: tuple[tuple[InvolutionShape, str, str], ...] = (
+    (InvolutionShape(1, 32, 3, 17), "float16", "channels_last"),     # 289 px: 2 blocks of 256
+    (InvolutionShape(2, 16, 7, 9), "bfloat16", "channels_last"),     # 81 px: 2 blocks of 64
+    (InvolutionShape(1, 16, 7, 13, stride=2), "float32", "channels_last"),
+    (InvolutionShape(2, 16, 3, 11, stride=2), "float32", "contiguous"),
+    (InvolutionShape(1, 48, 3, 7), "float16", "contiguous"),         # G = 3, one partial block
+    (InvolutionShape(2, 16, 7, 7), "bfloat16", "contiguous"),
+)
+
+
+def reduced_id(item: tuple[InvolutionShape, str, str]) -> str:
+    shape, dtype, layout = item
+    return f"{shape.name}-{dtype}-{layout}"
+
+
+# -- the launch plan, in plain Python ----------------------------------------------------------
+
+
+def test_every_rednet_launch_stays_within_cuda_limits() -> None:
+    problems, largest = [], (0, "")
+    for shape in all_batch_shapes():
+        for plan in launch_plans(shape):
+            problems += [f"{shape.name} {plan.kernel}: {p}" for p in plan.problems()]
+            largest = max(largest, (plan.grid[0], f"{shape.name} {plan.kernel}"))
+    assert not problems, problems[:10]
+    # the largest grid: batch 64, 1024 channels (64 groups), 56x56, K=7 (64-pixel blocks)
+    assert largest[0] == 64 * 64 * 49 and largest[1].startswith("b64-c1024-k7-56x56"), largest
+
+
+def test_a_launch_beyond_the_limits_is_reported() -> None:
+    huge = InvolutionShape(1 << 22, 1024, 7, 56)
+    problems = [p for plan in launch_plans(huge) for p in plan.problems()]
+    assert any(p.startswith("grid[0]") for p in problems), problems
+    assert any(p.startswith("channel_index") for p in problems), problems
+
+
+def test_block_sizes_are_powers_of_two_within_one_tile() -> None:
+    assert launch_config(9, 100, 1, 1)[1:] == (16, 256)  # K=3: 9 taps padded to 16
+    assert launch_config(49, 100, 1, 1)[1:] == (64, 64)  # K=7: 49 taps padded to 64
+    for taps in range(1, 122):
+        _, kk_pad, block_p = launch_config(taps, 1, 1, 1)
+        assert kk_pad >= taps and kk_pad & (kk_pad - 1) == 0 and block_p & (block_p - 1) == 0
+        assert kk_pad * block_p <= 4096 or block_p == 16
+
+
+def test_the_gpu_list_covers_the_rednet_grid() -> None:
+    assert {(s.channels, s.kernel, s.size) for s in REDNET_SHAPES if s.stride == 1} == {
+        (c, k, h) for c in (64, 128, 256, 512, 1024) for k in KERNELS for h in (7, 14, 28, 56)}
+    assert {s.batch for s in REDNET_SHAPES} == {1, 64}
+    assert all(s.groups == s.channels // 16 and s.out_size == s.size // s.stride
+               for s in REDNET_SHAPES)
+
+
+def test_reduced_shapes_exercise_the_masks() -> None:
+    """Both kernel sizes pad their taps (9 of 16, 49 of 64); each meets a partial last pixel
+    block and several blocks per image; channels_last, float16, bfloat16 and stride 2 occur."""
+    for k in KERNELS:
+        mine = [(s, d, lay) for s, d, lay in REDUCED if s.kernel == k]
+        blocks = [(n, launch_config(k * k, n, 1, 1)[2]) for s, _, _ in mine
+                  for n in (s.out_size ** 2, s.size ** 2)]
+        assert any(n % b for n, b in blocks), k
+        assert any(n > b for n, b in blocks), k
+        assert {lay for _, _, lay in mine} == set(LAYOUTS), k
+    assert {d for _, d, _ in REDUCED} == set(DTYPES)
+    assert any(s.stride == 2 for s, _, _ in REDUCED)
+    assert all(s.groups == s.channels // 16 for s, _, _ in REDUCED)
+
+
+# -- the kernels against the unfold reference --------------------------------------------------
+
+
+def make_case(shape: InvolutionShape, dtype: str, layout: str, device: str
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """x, w and a grad_output in `dtype` on `device`; x and grad_output channels_last when
+    asked (w, 6-D, has no such format)."""
+    gen = torch.Generator(device=device).manual_seed(0)
+    dt = getattr(torch, dtype)
+
+    def randn(*size: int) -> torch.Tensor:
+        return torch.randn(size, generator=gen, device=device, dtype=torch.float32).to(dt)
+
+    b, c, o = shape.batch, shape.channels, shape.out_size
+    x, w, go = randn(*shape.x_shape), randn(*shape.w_shape), randn(b, c, o, o)
+    if layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+        go = go.contiguous(memory_format=torch.channels_last)
+    return x, w, go
+
+
+def check_shape(shape: InvolutionShape, dtype: str, layout: str, device: str) -> None:
+    """The three kernels on one shape against the unfold reference in float64 (on the same
+    rounded inputs), compared on the first, middle and last batch element: the last has the
+    largest offsets, and a float64 unfold of a whole batch of 64 would need tens of GB."""
+    import gradlab.ops.involution as inv
+    from gradlab.kernels import involution_triton as kt
+
+    x, w, go = make_case(shape, dtype, layout, device)
+    geo = (shape.stride, shape.padding, 1)
+    got = (kt.involution_forward(x, w, *geo), kt.involution_grad_input(go, w, x.shape, *geo),
+           kt.involution_grad_weight(go, x, w.shape, *geo))
+    idx = torch.tensor(sorted({0, shape.batch // 2, shape.batch - 1}), device=device)
+    xr, wr = (t[idx].double().requires_grad_() for t in (x, w))
+    out = inv.involution_reference(xr, wr, *geo)
+    gx, gw = torch.autograd.grad(out, (xr, wr), go[idx].double())
+    tol = inv.OP.tolerance(dtype)
+    for name, a, want in zip(("out", "grad_x", "grad_w"), got, (out.detach(), gx, gw),
+                             strict=True):
+        assert a.dtype == x.dtype and a.shape[1:] == want.shape[1:], name
+        where = f"{shape.name} {dtype} {layout} {name}"
+        torch.testing.assert_close(a[idx].double(), want, atol=tol.atol, rtol=tol.rtol,
+                                   msg=lambda m, w=where: f"{w}: {m}")  # type: ignore[misc]
+
+
+def run_reduced() -> dict[str, str]:
+    """Every reduced check in this process (TRITON_INTERPRET=1 set): name -> 'ok' | error."""
+    return {reduced_id(item): error_of(item) or "ok" for item in REDUCED}
+
+
+def error_of(item: tuple[InvolutionShape, str, str]) -> str:
+    """The traceback of one reduced check on the CPU, '' when it passes."""
+    try:
+        check_shape(*item, device="cpu")
+    except Exception:
+        return traceback.format_exc(limit=3)
+    return ""
+
+
+@pytest.fixture(scope="module")
+def interpreted() -> dict[str, str]:
+    pytest.importorskip("triton", reason="the kernels run under TRITON_INTERPRET=1, which needs "
+                        "triton installed")
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--triton-interpret"],
+                          env=env, cwd=ROOT, capture_output=True, text=True,
+                          timeout=SUBPROCESS_TIMEOUT_S, check=False)
+    if proc.returncode != 0:
+        pytest.fail(f"interpreter subprocess exited {proc.returncode}:\n{proc.stderr[-4000:]}")
+    results: dict[str, str] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return results
+
+
+@pytest.mark.triton
+@pytest.mark.xdist_group("triton_shapes")  # one worker runs the one subprocess
+@pytest.mark.parametrize("item", REDUCED, ids=reduced_id)
+def test_reduced_shapes_interpreted(interpreted: dict[str, str],
+                                    item: tuple[InvolutionShape, str, str]) -> None:
+    result = interpreted.get(reduced_id(item), "missing from the subprocess output")
+    if result != "ok":
+        pytest.fail(result, pytrace=False)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("shape", REDNET_SHAPES, ids=lambda s: s.name)
+def test_rednet_shapes_on_the_gpu(shape: InvolutionShape) -> None:
+    """The compiled kernels at every RedNet shape, dtype and layout (the GPU command)."""
+    pytest.importorskip("triton")
+    for dtype in DTYPES:
+        for layout in LAYOUTS:
+            check_shape(shape, dtype, layout, "cuda")
+    torch.cuda.empty_cache()  # the largest shapes hold some 8 GB
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--triton-interpret"]:
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        sys.exit("set TRITON_INTERPRET=1 before running the interpreted Triton checks")
+    print(json.dumps(run_reduced()))
