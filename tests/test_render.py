@@ -16,7 +16,7 @@ import gradlab
 from gradlab.bench.compare import CompareRow
 from gradlab.render.bench import fmt_time, render_bench, render_compare
 from gradlab.render.check import group_rows, render_check
-from gradlab.results import Report
+from gradlab.results import CheckRow, Report
 from gradlab.results.bench import BenchReport, BenchRow
 
 WIDTHS = (80, 100, 160)
@@ -131,15 +131,16 @@ def test_compare_screen_fits_and_keeps_numbers_whole(width: int) -> None:
 
 
 def test_log_progress_says_an_op_is_done_when_the_next_one_starts() -> None:
-    from types import SimpleNamespace
-
     from gradlab.render.progress import LogProgress
 
     console = gradlab_console(100)
     log = LogProgress(console, clock=iter(range(100)).__next__)
-    log.rows_done([SimpleNamespace(op="quick", failed=False)] * 3)
+    log.rows_done([CheckRow("quick", "c", "float64", "cpu", v, "forward", "pass")
+                   for v in ("base", "noncontiguous[0]", "transposed[0]")])
     log.waiting("quick/other float64 cpu", 1.0)  # the same op goes on: nothing yet
     assert console.file.getvalue() == ""  # type: ignore[attr-defined]
     log.waiting("hangs/base float64 cpu", 1.0)  # the next op runs (and may never end)
     assert console.file.getvalue().splitlines() == [  # type: ignore[attr-defined]
-        "checked quick: 3 rows, 0 failed (1.0 s)"]
+        "checked quick: 1 op, 1 case, 1 check: 1 passed, 0 failed, 0 errors, 0 skipped, "
+        "0 warnings; 0 findings in 0 of 3 variants; 3 rows: 3 passed, 0 failed, 0 errors, "
+        "0 skipped, 0 warnings (1.0 s)"]

@@ -13,6 +13,8 @@ from typing import Any
 
 from rich.console import Console
 
+from gradlab.results.summary import count_words, summarize
+
 #: Seconds between "still running" lines in a log.
 HEARTBEAT_S = 30.0
 
@@ -35,13 +37,14 @@ def progress(label: str, total: int, console: Console,
 
 
 class LogProgress:
-    """Progress lines for a log: `checked OP: N rows, K failed (S s)` per finished op, and
-    `still running LABEL (S s)` every HEARTBEAT_S while one case runs."""
+    """Progress lines for a log: `checked OP: <its numbers> (S s)` per finished op, in the
+    words every output counts a run with (gradlab.results.summary.count_words), and `still
+    running LABEL (S s)` every HEARTBEAT_S while one case runs."""
 
     def __init__(self, console: Console, clock: Callable[[], float] = time.perf_counter) -> None:
         self.console, self.clock = console, clock
         self.op: str | None = None
-        self.rows = self.failed = 0
+        self.rows: list[Any] = []
         self.seconds = 0.0
         self.mark = clock()
         self.last_beat = 0.0
@@ -57,16 +60,15 @@ class LogProgress:
             self.op = rows[0].op
         self.seconds += now - self.mark
         self.mark = now
-        self.rows += len(rows)
-        self.failed += sum(r.failed for r in rows)
+        self.rows += rows
         self.last_beat = 0.0
 
     def flush(self) -> None:
         """Say the op in progress is done (at an op change and at the end of the run)."""
         if self.op is not None:
-            self._say(f"checked {self.op}: {self.rows} rows, {self.failed} failed "
+            self._say(f"checked {self.op}: {count_words(summarize(self.rows))} "
                       f"({self.seconds:.1f} s)")
-        self.op, self.rows, self.failed, self.seconds = None, 0, 0, 0.0
+        self.op, self.rows, self.seconds = None, [], 0.0
 
     def waiting(self, label: str, seconds: float) -> None:
         """Called while one case runs: a heartbeat every HEARTBEAT_S.  A case of the next op
