@@ -1,25 +1,33 @@
-"""Benchmark the bundled involution Function against its unfold reference.
+"""Benchmark the bundled involution Function against the unfold-based autograd involution.
 
-For a RedNet-like layer and a stride-2 layer it prints
-  * bytes saved for backward (saved_tensors_hooks, each storage counted once) at batch 8, whatever
-    --batch is: counting needs one forward, no timing;
-  * the median forward+backward time of each implementation, measured alternately;
-  * on CUDA, the forward kernel's achieved bandwidth at a bandwidth-bound size.
+At the RedNet-50 stage shapes (the involution that replaces each bottleneck's 3x3 conv: C = 64,
+128, 256, 512 at 56, 28, 14, 7 pixels, K = 7, G = C/16, stride 1) it measures, per dtype:
+  * forward+backward median time of both implementations (alternating) and the speedup;
+  * the custom forward's achieved bandwidth: ideal bytes moved / median time, against the GPU's
+    peak DRAM bandwidth (PEAK_GBPS, by device name; --peak-gbps for another GPU);
+  * memory: the CUDA peak above the inputs during forward+backward (on CPU: the bytes saved for
+    backward), custom against the reference;
+and prints a table with the goals (issue 24) met or not.
 
-Every Timer gets --threads (torch.utils.benchmark.Timer runs with 1 thread unless told), and the
-thread count printed is the one the measurements report they ran with.
+`--predict` prints, without running anything, the roofline estimate docs/gpu.md quotes (same
+shape table, same byte and FLOP formulas: tests/test_gpu_command.py checks the doc against it).
 
-    python3 benchmarks/bench_involution.py --device cpu --dtype float32 --batch 2 --threads 2
+    python3 benchmarks/bench_involution.py --predict
+    python3 benchmarks/bench_involution.py --device cuda --dtype float32 --dtype float16 --goals
+    python3 benchmarks/bench_involution.py --device cpu --batch 1 --shape stage4_c512_7
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import json
 import statistics
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.utils.benchmark import Timer
@@ -29,195 +37,340 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from gradlab import bench
 from gradlab.ops.involution import involution, involution_reference
 
-#: Saved-bytes figures are reported at this batch (the RedNet-like layer's own) whatever --batch.
-SAVED_BYTES_BATCH = 8
-
-#: Peak DRAM bandwidth by device-name fragment, GB/s (vendor datasheets); first match wins.
+#: Peak DRAM bandwidth by device-name fragment, GB/s (vendor datasheets); first match wins, so a
+#: longer fragment comes before its prefix ("GH200" before "H200", "H100 PCIe" before "H100").
 PEAK_GBPS = (
+    ("GH200 144G", 4900.0),  # HBM3e
+    ("GH200", 4000.0),  # HBM3 (96 GB)
     ("H200", 4800.0),
+    ("H100 NVL", 3900.0),
     ("H100 PCIe", 2000.0),
-    ("H100", 3350.0),  # SXM5, HBM3
+    ("H100", 3350.0),  # SXM5 ("NVIDIA H100 80GB HBM3")
+    ("B200", 8000.0),
     ("A100-SXM4-80GB", 2039.0),
-    ("A100", 1555.0),
+    ("A100 80GB PCIe", 1935.0),
+    ("A100", 1555.0),  # 40 GB, SXM4 and PCIe
     ("L40S", 864.0),
+    ("L4", 300.0),
     ("A10G", 600.0),
+    ("V100", 900.0),
     ("T4", 320.0),
 )
 
+#: The goals of issue 24: forward+backward speedup over the unfold reference (float32, float16),
+#: forward bandwidth as a fraction of peak (at the bandwidth-bound shapes), memory at most the
+#: reference's.
+SPEEDUP_GOAL = 3.0
+SPEEDUP_DTYPES = ("float32", "float16")
+BANDWIDTH_GOAL = 0.60
+
+#: The prediction's GPU: H100 SXM5, 3.35 TB/s HBM3, 67 TFLOP/s float32 on the CUDA cores (the
+#: kernels multiply-add in float32 whatever the input dtype, so 16-bit inputs get no faster math).
+PREDICT_GPU = "H100 SXM5"
+PREDICT_GBPS = 3350.0
+PREDICT_TFLOPS = 67.0
+#: Seconds one kernel launch costs at least (Python dispatch, autograd, Triton's launcher): a
+#: shape whose data moves faster than this is launch-bound, whatever its bytes.
+LAUNCH_S = 10e-6
+#: The bandwidth goal applies where the forward's memory time is at least this many launches:
+#: below it the launch, not DRAM, sets the time.
+BOUND_LAUNCHES = 2.0
+#: Kernels per forward+backward: custom = forward, zero-fill + grad_input, zero-fill +
+#: grad_weight; reference = unfold, mul, sum, then mul (grad cols), mul + sum (grad w), zero-fill
+#: + col2im (grad x).
+CUSTOM_KERNELS = 5
+REFERENCE_KERNELS = 8
+
+#: Timing batch: the RedNet-50 training batch per GPU at its largest (issue 24: batch 1..64).
+BATCH = 64
+
 
 @dataclass(frozen=True)
-class Layer:
-    """One involution layer: x [B, C, H, W], G groups, K×K kernels, stride, padding."""
+class Shape:
+    """One RedNet-50 involution layer: x [B, C, H, W], K x K kernels, G = C/16, stride 1."""
 
     name: str
     channels: int
     size: int
-    groups: int
-    k: int
-    stride: int
-    padding: int
+    k: int = 7
 
     @property
-    def out_size(self) -> int:
-        return (self.size + 2 * self.padding - (self.k - 1) - 1) // self.stride + 1
+    def groups(self) -> int:
+        return self.channels // 16
+
+    @property
+    def padding(self) -> int:
+        return (self.k - 1) // 2  # same-size output at stride 1
+
+    def geometry(self) -> tuple[int, int, int]:
+        return (1, self.padding, 1)
 
     def inputs(self, batch: int, dtype: torch.dtype,
                device: str) -> tuple[torch.Tensor, torch.Tensor]:
         x = torch.randn(batch, self.channels, self.size, self.size, dtype=dtype, device=device)
-        w = torch.randn(batch, self.groups, self.k, self.k, self.out_size, self.out_size,
-                        dtype=dtype, device=device)
+        w = torch.randn(batch, self.groups, self.k, self.k, self.size, self.size, dtype=dtype,
+                        device=device)
         return x.requires_grad_(), w.requires_grad_()
 
-    def geometry(self) -> tuple[int, int, int]:
-        return (self.stride, self.padding, 1)
 
-
-LAYERS = (
-    Layer("rednet_k7_g4", channels=64, size=56, groups=4, k=7, stride=1, padding=3),
-    Layer("stride2_k3_g4", channels=64, size=56, groups=4, k=3, stride=2, padding=1),
+REDNET50 = (
+    Shape("stage1_c64_56", 64, 56),
+    Shape("stage2_c128_28", 128, 28),
+    Shape("stage3_c256_14", 256, 14),
+    Shape("stage4_c512_7", 512, 7),
 )
-IMPLS: dict[str, Callable[..., torch.Tensor]] = {
-    "custom": involution,
-    "reference": involution_reference,
-}
 
 
-def saved_bytes(fn: Callable[..., torch.Tensor], *args: object) -> int:
-    """Bytes autograd keeps for backward of fn(*args), each storage counted once."""
-    return bench.saved_bytes(lambda: fn(*args))
+@dataclass(frozen=True)
+class Traffic:
+    """Ideal DRAM bytes (each tensor read or written once per kernel) and FLOPs of one layer."""
+
+    fwd_bytes: int  # custom forward: read x, w; write out
+    fwd_flops: int  # K² multiply-adds per output element
+    custom_bytes: int  # custom forward + backward (CUSTOM_KERNELS)
+    reference_bytes: int  # unfold reference forward + backward (REFERENCE_KERNELS)
+    total_flops: int  # forward + grad_input + grad_weight: 3 x the forward's
 
 
-def fwd_bwd_medians(layer: Layer, batch: int, dtype: torch.dtype, device: str, repeats: int,
-                    min_run_time: float, threads: int) -> tuple[dict[str, float], set[int]]:
-    """Median seconds of forward+backward per implementation, alternating which runs first, and
-    the thread counts the measurements ran with."""
-    x, w = layer.inputs(batch, dtype, device)
-    geo = layer.geometry()
-    go = torch.randn(batch, layer.channels, layer.out_size, layer.out_size, dtype=dtype,
-                     device=device)
-    timers = {}
-    for name, fn in IMPLS.items():
-        def step(fn: Callable[..., torch.Tensor] = fn) -> None:
-            torch.autograd.grad(fn(x, w, *geo), (x, w), go)
+def traffic(shape: Shape, batch: int, itemsize: int) -> Traffic:
+    """The byte and FLOP counts of one layer (element counts x itemsize)."""
+    pixels = batch * shape.size * shape.size  # stride 1: output pixels = input pixels
+    x = out = pixels * shape.channels
+    w = pixels * shape.groups * shape.k ** 2
+    cols = out * shape.k ** 2  # the unfolded input, and every [B, G, C/G, K², L] product
+    custom = 3 * (x + w + out) + x + w  # three kernels reading/writing x, w, out; two zero-fills
+    # forward: unfold (read x, write cols), mul (read cols, w; write product), sum (read product,
+    # write out); backward: grad cols = go * w, grad w = sum over C/G of go * cols (product
+    # written and read), col2im (zero-fill x, read grad cols, write grad x)
+    reference = (x + 2 * cols + w + 2 * cols + out) + (out + w + cols) + \
+        (out + cols + 2 * cols + w) + (2 * x + cols)
+    flops = 2 * shape.k ** 2 * out
+    return Traffic(fwd_bytes=(x + w + out) * itemsize, fwd_flops=flops,
+                   custom_bytes=custom * itemsize, reference_bytes=reference * itemsize,
+                   total_flops=3 * flops)
 
-        step()  # warm-up: Triton compilation, allocator
-        timers[name] = Timer(stmt="step()", globals={"step": step}, label=layer.name,
-                             description=name, num_threads=threads)
-    samples: dict[str, list[float]] = {name: [] for name in IMPLS}
-    used: set[int] = set()
-    names = list(IMPLS)
-    for r in range(repeats):
-        # Alternate the order so drift (thermal, other load) does not favour one side.
-        for name in names if r % 2 == 0 else names[::-1]:
-            m = timers[name].blocked_autorange(min_run_time=min_run_time)
-            samples[name].append(m.median)
-            used.add(m.num_threads)
-    return {name: statistics.median(v) for name, v in samples.items()}, used
+
+def roofline_s(nbytes: int, flops: int, kernels: int, gbps: float, efficiency: float) -> float:
+    """Predicted seconds: the slower of memory and compute, and never under the launches."""
+    return max(nbytes / (gbps * 1e9 * efficiency), flops / (PREDICT_TFLOPS * 1e12),
+               kernels * LAUNCH_S)
+
+
+def bandwidth_bound(t: Traffic, gbps: float) -> bool:
+    """Whether the forward's time is set by DRAM: memory time over BOUND_LAUNCHES launches."""
+    memory_s = t.fwd_bytes / (gbps * 1e9 * BANDWIDTH_GOAL)
+    return memory_s >= BOUND_LAUNCHES * LAUNCH_S and memory_s >= t.fwd_flops / (
+        PREDICT_TFLOPS * 1e12)
+
+
+def itemsize(dtype: str) -> int:
+    return torch.empty((), dtype=getattr(torch, dtype)).element_size()
+
+
+def prediction_table(dtypes: tuple[str, ...] = SPEEDUP_DTYPES, batch: int = BATCH) -> str:
+    """The roofline estimate as a Markdown table (docs/gpu.md quotes it verbatim)."""
+    lines = [
+        f"Predicted on {PREDICT_GPU} ({PREDICT_GBPS / 1000:.2f} TB/s, {PREDICT_TFLOPS:.0f} "
+        f"TFLOP/s float32), batch {batch}, both implementations at {BANDWIDTH_GOAL:.0%} of peak "
+        f"bandwidth, at least {LAUNCH_S * 1e6:.0f} µs per kernel launch.",
+        "",
+        "| shape | dtype | fwd MB | fwd GFLOP | flop/byte | fwd µs | fwd+bwd MB | reference MB "
+        "| fwd+bwd µs | reference µs | speedup | bandwidth-bound |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for dtype in dtypes:
+        for shape in REDNET50:
+            t = traffic(shape, batch, itemsize(dtype))
+            fwd = roofline_s(t.fwd_bytes, t.fwd_flops, 1, PREDICT_GBPS, BANDWIDTH_GOAL)
+            custom = roofline_s(t.custom_bytes, t.total_flops, CUSTOM_KERNELS, PREDICT_GBPS,
+                                BANDWIDTH_GOAL)
+            ref = roofline_s(t.reference_bytes, t.total_flops, REFERENCE_KERNELS, PREDICT_GBPS,
+                             BANDWIDTH_GOAL)
+            lines.append(
+                f"| {shape.name} | {dtype} | {t.fwd_bytes / 1e6:.1f} | {t.fwd_flops / 1e9:.2f} "
+                f"| {t.fwd_flops / t.fwd_bytes:.2f} | {fwd * 1e6:.0f} | "
+                f"{t.custom_bytes / 1e6:.0f} | {t.reference_bytes / 1e6:.0f} | "
+                f"{custom * 1e6:.0f} | {ref * 1e6:.0f} | {ref / custom:.1f}x | "
+                f"{'yes' if bandwidth_bound(t, PREDICT_GBPS) else 'no (launch-bound)'} |")
+    return "\n".join(lines)
 
 
 def peak_gbps(device_name: str) -> tuple[float | None, str]:
-    """(peak GB/s, where it came from) for a CUDA device name."""
+    """(peak GB/s, where it came from) for a CUDA device name; None for a GPU not listed."""
     for fragment, gbps in PEAK_GBPS:
         if fragment in device_name:
             return gbps, f"datasheet figure for {fragment!r}"
-    return None, "unknown device: pass --peak-gbps"
+    return None, f"unknown GPU {device_name!r}: no peak bandwidth listed, pass --peak-gbps"
 
 
-#: Bandwidth-bound forward: K² multiply-adds per output element against reading w (K² values per
-#: pixel and group) once: about 5 flop/byte in float32, far under an H100's compute/bandwidth
-#: ridge (~20).  Batch 32 moves ~0.5 GB in float32, so launch overhead is negligible.
-BANDWIDTH_LAYER = Layer("bandwidth_c256_g16_k7", channels=256, size=56, groups=16, k=7, stride=1,
-                        padding=3)
-BANDWIDTH_BATCH = 32
+def median_s(stmt: Callable[[], object], runs: int, min_run_time: float) -> float:
+    """Median seconds of stmt() over `runs` blocked_autorange medians (Timer syncs CUDA)."""
+    stmt()  # warm-up: Triton compilation, the allocator
+    timer = Timer(stmt="stmt()", globals={"stmt": stmt}, num_threads=torch.get_num_threads())
+    return statistics.median(timer.blocked_autorange(min_run_time=min_run_time).median
+                             for _ in range(runs))
 
 
-def forward_bandwidth(dtype: torch.dtype, device: str, min_run_time: float, threads: int,
-                      layer: Layer = BANDWIDTH_LAYER,
-                      batch: int = BANDWIDTH_BATCH) -> dict[str, float]:
-    """GB/s of the Triton forward kernel alone, counting x + w read and out written once."""
-    x, w = layer.inputs(batch, dtype, device)
-    x, w = x.detach(), w.detach()
-    from gradlab.kernels.involution_triton import involution_forward
+def peak_memory(fn: Callable[..., torch.Tensor], shape: Shape, batch: int, dtype: torch.dtype,
+                device: str) -> int:
+    """CUDA: peak bytes allocated above the inputs during forward+backward; CPU: saved bytes."""
+    x, w = shape.inputs(batch, dtype, device)
+    go = torch.randn(batch, shape.channels, shape.size, shape.size, dtype=dtype, device=device)
+    if device != "cuda":
+        return bench.saved_bytes(lambda: fn(x, w, *shape.geometry()))
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    torch.autograd.grad(fn(x, w, *shape.geometry()), (x, w), go)
+    torch.cuda.synchronize()
+    return int(torch.cuda.max_memory_allocated() - base)
 
-    out = involution_forward(x, w, *layer.geometry())
-    moved = x.nbytes + w.nbytes + out.nbytes
-    t = Timer(stmt="f(x, w, *g)", globals={"f": involution_forward, "x": x, "w": w,
-                                           "g": layer.geometry()}, num_threads=threads)
-    seconds = t.blocked_autorange(min_run_time=min_run_time).median
-    return {"batch": batch, "channels": layer.channels, "groups": layer.groups, "k": layer.k,
-            "size": layer.size, "bytes": moved, "seconds": seconds, "gbps": moved / seconds / 1e9}
+
+def measure(shape: Shape, dtype: str, batch: int, device: str, runs: int,
+            min_run_time: float) -> dict[str, Any]:
+    """One row: times (s), forward bandwidth (GB/s), memory (bytes) of both implementations."""
+    dt = getattr(torch, dtype)
+    x, w = shape.inputs(batch, dt, device)
+    go = torch.randn(batch, shape.channels, shape.size, shape.size, dtype=dt, device=device)
+    geo = shape.geometry()
+    impls = {"custom": involution, "reference": involution_reference}
+    times: dict[str, list[float]] = {"custom": [], "reference": []}
+    for r in range(runs):  # alternate the order: drift (clocks, other load) favours neither
+        for key in ("custom", "reference") if r % 2 == 0 else ("reference", "custom"):
+            def step(fn: Callable[..., torch.Tensor] = impls[key]) -> object:
+                return torch.autograd.grad(fn(x, w, *geo), (x, w), go)
+
+            times[key].append(median_s(step, 1, min_run_time))
+    with torch.no_grad():
+        fwd_s = median_s(lambda: involution(x, w, *geo), runs, min_run_time)
+    t = traffic(shape, batch, itemsize(dtype))
+    custom, reference = statistics.median(times["custom"]), statistics.median(times["reference"])
+    return {"shape": shape.name, "dtype": dtype, "batch": batch, "custom_s": custom,
+            "reference_s": reference, "speedup": reference / custom, "fwd_s": fwd_s,
+            "fwd_bytes": t.fwd_bytes, "fwd_gbps": t.fwd_bytes / fwd_s / 1e9,
+            "custom_memory": peak_memory(involution, shape, batch, dt, device),
+            "reference_memory": peak_memory(involution_reference, shape, batch, dt, device)}
+
+
+def goals(row: dict[str, Any], peak: float | None, peak_note: str, device: str) -> dict[str, str]:
+    """Each goal: 'met', 'not met', or 'n/a (why)' for this row (speed goals: on CUDA only)."""
+    out = {}
+    if device != "cuda":
+        out["speedup"] = "n/a (a GPU goal)"
+    elif row["dtype"] in SPEEDUP_DTYPES:
+        out["speedup"] = "met" if row["speedup"] >= SPEEDUP_GOAL else "not met"
+    else:
+        out["speedup"] = f"n/a (goal for {', '.join(SPEEDUP_DTYPES)})"
+    shape = next(s for s in REDNET50 if s.name == row["shape"])
+    t = traffic(shape, int(row["batch"]), itemsize(str(row["dtype"])))
+    if peak is None:
+        out["bandwidth"] = f"n/a ({peak_note})"
+    elif not bandwidth_bound(t, peak):
+        out["bandwidth"] = "n/a (launch-bound shape)"
+    else:
+        out["bandwidth"] = "met" if row["fwd_gbps"] >= BANDWIDTH_GOAL * peak else "not met"
+    out["memory"] = "met" if row["custom_memory"] <= row["reference_memory"] else "not met"
+    return out
+
+
+def markdown(rows: list[dict[str, Any]], peak: float | None, peak_note: str) -> str:
+    """The measured table, with the ratio to peak and the goals."""
+    peak_txt = f"{peak:.0f} GB/s ({peak_note})" if peak else peak_note
+    lines = [f"Peak bandwidth: {peak_txt}. Goals: fwd+bwd >= {SPEEDUP_GOAL:g}x the reference "
+             f"({', '.join(SPEEDUP_DTYPES)}), forward >= {BANDWIDTH_GOAL:.0%} of peak at the "
+             "bandwidth-bound shapes, memory <= the reference's.", "",
+             "| shape | dtype | custom ms | reference ms | speedup | fwd ms | fwd GB/s | of peak "
+             "| memory MB | reference MB | speedup goal | bandwidth goal | memory goal |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|"]
+    for row in rows:
+        ratio = f"{row['fwd_gbps'] / peak:.0%}" if peak else "-"
+        g = row["goals"]
+        lines.append(
+            f"| {row['shape']} | {row['dtype']} | {row['custom_s'] * 1e3:.3f} | "
+            f"{row['reference_s'] * 1e3:.3f} | {row['speedup']:.1f}x | {row['fwd_s'] * 1e3:.3f} "
+            f"| {row['fwd_gbps']:.4g} | {ratio} | {row['custom_memory'] / 1e6:.1f} | "
+            f"{row['reference_memory'] / 1e6:.1f} | {g['speedup']} | {g['bandwidth']} | "
+            f"{g['memory']} |")
+    return "\n".join(lines)
+
+
+def write_outputs(args: argparse.Namespace, rows: list[dict[str, Any]], meta: dict[str, Any],
+                  table: str) -> None:
+    if args.json:
+        Path(args.json).write_text(json.dumps({**meta, "rows": rows}, indent=2) + "\n",
+                                   encoding="utf-8")
+    if args.csv:
+        flat = [{k: v for k, v in r.items() if k != "goals"} |
+                {f"goal_{k}": v for k, v in r["goals"].items()} for r in rows]
+        with Path(args.csv).open("w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=list(flat[0]) if flat else ["shape"])
+            writer.writeheader()
+            writer.writerows(flat)
+    if args.markdown:
+        Path(args.markdown).write_text(table + "\n", encoding="utf-8")
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--predict", action="store_true",
+                        help="print the roofline prediction (docs/gpu.md) and exit")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--dtype", action="append", choices=("float32", "float16", "bfloat16"),
+                        help="repeatable (default: float32)")
+    parser.add_argument("--shape", action="append", choices=[s.name for s in REDNET50],
+                        help="only these shapes (repeatable; default: all four stages)")
+    parser.add_argument("--batch", type=int, default=BATCH)
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="alternating rounds of timing per implementation (median reported)")
+    parser.add_argument("--min-run-time", type=float, default=0.2,
+                        help="seconds per blocked_autorange")
+    parser.add_argument("--peak-gbps", type=float, default=None,
+                        help="the GPU's peak DRAM bandwidth, GB/s (default: by device name)")
+    parser.add_argument("--goals", action="store_true",
+                        help="exit 1 when a goal that applies is not met")
+    parser.add_argument("--json", help="also write the rows as JSON here")
+    parser.add_argument("--csv", help="also write the rows as CSV here")
+    parser.add_argument("--markdown", help="also write the table as Markdown here")
+    args = parser.parse_args(argv)
+    if args.device == "cuda" and not args.predict and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device")
+    if args.batch < 1 or args.repeats < 1:
+        parser.error("--batch and --repeats: expected at least 1")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--dtype", choices=("float32", "float16", "bfloat16", "float64"),
-                        default="float32")
-    parser.add_argument("--repeats", type=int, default=3,
-                        help="alternating rounds of timing per implementation (median reported)")
-    parser.add_argument("--batch", type=int, default=8, help="batch for timing (saved bytes: 8)")
-    parser.add_argument("--min-run-time", type=float, default=1.0,
-                        help="seconds per blocked_autorange")
-    parser.add_argument("--no-timing", action="store_true", help="saved bytes only")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch intra-op threads for every measurement (default: the "
-                        "current count)")
-    parser.add_argument("--peak-gbps", type=float, default=None,
-                        help="device peak DRAM bandwidth, GB/s (CUDA; default: by device name)")
-    args = parser.parse_args(argv)
-    dtype = getattr(torch, args.dtype)
-    device = args.device
-    if device == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda: no CUDA device")
-    if args.threads is not None and args.threads < 1:
-        parser.error("--threads: expected at least 1")
-    threads = args.threads or torch.get_num_threads()
-    torch.set_num_threads(threads)  # the saved-bytes forwards and the warm-up calls too
-    where = f"{torch.cuda.get_device_name()}, " if device == "cuda" else ""
-    n = torch.get_num_threads()
-    print(f"torch {torch.__version__}, device {device} ({where}{n} thread{'s' * (n != 1)}), "
-          f"dtype {args.dtype}")
-
-    print(f"\nbytes saved for backward at batch {SAVED_BYTES_BATCH} (each storage once)")
-    for layer in LAYERS:
-        x, w = layer.inputs(SAVED_BYTES_BATCH, dtype, device)
-        custom = saved_bytes(involution, x, w, *layer.geometry())
-        reference = saved_bytes(involution_reference, x, w, *layer.geometry())
-        print(f"  {layer.name:15s} custom {custom / 2**20:9.2f} MiB   reference "
-              f"{reference / 2**20:9.2f} MiB   reference/custom {reference / custom:6.2f}x")
-        del x, w
-
-    if args.no_timing:
+    args = parse(argv)
+    if args.predict:
+        print(prediction_table())
         return 0
-    print(f"\nforward+backward median at batch {args.batch} ({args.repeats} alternating rounds, "
-          f"blocked_autorange min_run_time={args.min_run_time}s)")
-    used: set[int] = set()
-    for layer in LAYERS:
-        med, threads_used = fwd_bwd_medians(layer, args.batch, dtype, device, args.repeats,
-                                            args.min_run_time, threads)
-        used |= threads_used
-        print(f"  {layer.name:15s} custom {med['custom'] * 1e3:9.2f} ms   reference "
-              f"{med['reference'] * 1e3:9.2f} ms   reference/custom "
-              f"{med['reference'] / med['custom']:6.2f}x")
-    print(f"  timed with {' and '.join(map(str, sorted(used)))} thread{'s' * (used != {1})} "
-          "(the count the measurements report)")
-
-    if device == "cuda":
-        bw = forward_bandwidth(dtype, device, args.min_run_time, threads)
-        print(f"\nforward kernel bandwidth: x [{bw['batch']}, {bw['channels']}, {bw['size']}, "
-              f"{bw['size']}], G={bw['groups']}, K={bw['k']}, stride 1, padding "
-              f"{BANDWIDTH_LAYER.padding}")
-        print("  bytes = (x.numel() + w.numel() + out.numel()) * element size "
-              f"= {bw['bytes'] / 1e6:.1f} MB (each read or written once at best)")
-        gbps_peak, source = (args.peak_gbps, "--peak-gbps") if args.peak_gbps else peak_gbps(
-            torch.cuda.get_device_name())
-        line = f"  {bw['seconds'] * 1e3:.3f} ms -> {bw['gbps']:.0f} GB/s"
-        if gbps_peak:
-            line += f" = {bw['gbps'] / gbps_peak:.1%} of {gbps_peak:.0f} GB/s peak ({source})"
-        else:
-            line += f" ({source})"
-        print(line)
-    return 0
+    dtypes = tuple(args.dtype or ("float32",))
+    shapes = [s for s in REDNET50 if not args.shape or s.name in args.shape]
+    name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
+    if args.peak_gbps:
+        peak, note = args.peak_gbps, "--peak-gbps"
+    elif args.device == "cuda":
+        peak, note = peak_gbps(name)
+    else:
+        peak, note = None, "CPU: no peak bandwidth"
+    print(f"torch {torch.__version__}, {args.device} ({name}), batch {args.batch}, "
+          f"{args.repeats} alternating rounds, min_run_time {args.min_run_time}s")
+    rows: list[dict[str, Any]] = []
+    for dtype in dtypes:
+        for shape in shapes:
+            row = measure(shape, dtype, args.batch, args.device, args.repeats, args.min_run_time)
+            rows.append(row | {"goals": goals(row, peak, note, args.device)})
+            print(f"  {shape.name} {dtype}: speedup {row['speedup']:.2f}x", flush=True)
+    table = markdown(rows, peak, note)
+    print(table)
+    meta = {"torch": torch.__version__, "device": args.device, "device_name": name,
+            "peak_gbps": peak, "peak_source": note,
+            "shapes": [asdict(s) | {"groups": s.groups} for s in shapes]}
+    write_outputs(args, rows, meta, table)
+    missed = [f"{r['shape']} {r['dtype']} {k}" for r in rows for k, v in r["goals"].items()
+              if v == "not met"]
+    print(f"goals not met: {', '.join(missed)}" if missed else "goals: all that apply met")
+    return 1 if args.goals and missed else 0
 
 
 if __name__ == "__main__":

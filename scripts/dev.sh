@@ -4,6 +4,8 @@
 #   bash scripts/dev.sh check [ARGS...]   # gradlab check (default: every spec under specs/)
 #   bash scripts/dev.sh test  [ARGS...]   # the test suite (pytest)
 #   bash scripts/dev.sh bench [ARGS...]   # gradlab bench (default: specs/)
+#   bash scripts/dev.sh gpu   [ARGS...]   # on a GPU machine: every CUDA phase, one report folder
+#                                         # (scripts/gpu.py; --dry-run plans it, --phase NAME)
 #
 # PyTorch: the venv sees the system's site-packages, so a torch already installed (a CUDA build
 # on a GPU machine, say) is used as it is.  Only when no torch is importable does this install
@@ -43,5 +45,6 @@ case "$cmd" in
     # GRADLAB_TEST_WORKERS=0 runs it in one process.  loadgroup: tests marked with one
     # xdist_group share a worker (and its module-scoped fixture)
     test) exec "$VPY" -m pytest -n "${GRADLAB_TEST_WORKERS:-2}" --dist loadgroup "$@" ;;
-    *) echo "usage: bash scripts/dev.sh check|test|bench [ARGS...]" >&2; exit 2 ;;
+    gpu) exec "$VPY" scripts/gpu.py "$@" ;;
+    *) echo "usage: bash scripts/dev.sh check|test|bench|gpu [ARGS...]" >&2; exit 2 ;;
 esac

@@ -1,0 +1,309 @@
+"""The GPU command (issue 24): every CUDA path of gradlab in one run, one report folder.
+
+    bash scripts/dev.sh gpu                      # every phase -> reports/gpu-<date>-<gpu>/
+    bash scripts/dev.sh gpu --phase involution   # one phase (repeatable); env always runs
+    bash scripts/dev.sh gpu --dry-run            # the plan only: runs nothing, writes nothing
+
+Phases, each a subprocess with its own timeout (their sum stays under TOTAL_LIMIT_S):
+  env         nvidia-smi and the torch / triton / CUDA versions
+  tests       pytest -m cuda (the tests that need a GPU; skipped elsewhere)
+  check       gradlab check specs/ --device cuda (each spec's declared dtypes)
+  bench       gradlab bench specs/involution.yaml --device cuda
+  involution  benchmarks/bench_involution.py: the issue-24 goals against the unfold reference
+Every phase runs even when an earlier one failed; the exit status is 1 when any failed (stderr
+names them), 2 for a usage error or no CUDA device, 0 otherwise.  docs/gpu.md says what to expect.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import json
+import os
+import platform
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # gradlab from this checkout, installed or not
+
+#: The whole run must fit in ten minutes on one GPU (issue 24): the phases' timeouts add up to
+#: less, leaving time for starting Python and writing the summary.
+TOTAL_LIMIT_S = 600
+TIMEOUTS_S = {"env": 20, "tests": 140, "check": 170, "bench": 80, "involution": 150}
+PHASES = tuple(TIMEOUTS_S)
+#: `gradlab check` stops starting cases this long before the phase's timeout, so a slow run
+#: still writes its report (the run then fails, as a budget stop does).
+CHECK_REPORT_MARGIN_S = 40
+#: The dtypes the check phase runs where a spec declares them (issue 24).
+GPU_DTYPES = ("float32", "float64", "float16", "bfloat16")
+INVOLUTION_DTYPES = ("float32", "float16", "bfloat16")
+SPECS = ROOT / "specs"
+BENCH_SPEC = SPECS / "involution.yaml"
+CUDA_MARK = re.compile(r"pytest\.mark\.cuda\b")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command of a phase; its stdout and stderr go to `log`."""
+
+    argv: tuple[str, ...]
+    log: Path
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    timeout_s: int
+    steps: tuple[Step, ...]
+    notes: tuple[str, ...]  # what the dry run lists: specs, dtypes, tests, outputs
+
+
+def slug(text: str) -> str:
+    """A folder-name-safe form of a GPU name: "NVIDIA H100 80GB HBM3" -> nvidia-h100-80gb-hbm3."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "gpu"
+
+
+def default_out(gpu_name: str | None, today: datetime.date) -> Path:
+    """reports/gpu-<date>-<gpu name>, with -2, -3, ... when that folder exists already."""
+    base = ROOT / "reports" / f"gpu-{today.isoformat()}-{slug(gpu_name or 'no-cuda-device')}"
+    out, n = base, 1
+    while out.exists():
+        n += 1
+        out = base.with_name(f"{base.name}-{n}")
+    return out
+
+
+def has_module(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+def cuda_tests() -> list[str]:
+    """'file: N' for each test file carrying the cuda marker (read, not collected)."""
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        n = len(CUDA_MARK.findall(path.read_text(encoding="utf-8")))
+        if n:
+            found.append(f"{path.relative_to(ROOT)}: {n} cuda mark{'s' * (n != 1)}")
+    return found
+
+
+def spec_notes(bench: bool) -> list[str]:
+    """Per spec file: op, cases and the dtypes the phase runs (check: the declared ones among
+    GPU_DTYPES; bench: gradlab bench's own choice, the declared ones without float64)."""
+    from gradlab.bench.runner import bench_cases
+    from gradlab.spec.files import load_file
+
+    notes = []
+    for path in [BENCH_SPEC] if bench else sorted(SPECS.glob("*.y*ml")):
+        for t in load_file(path):
+            declared = t.dtypes or t.op.dtypes
+            if bench:
+                dtypes = tuple(d for d in declared if d != "float64") or declared[:1]
+                cases = f"{len(bench_cases(t.op))} bench cases"
+            else:
+                dtypes = tuple(d for d in declared if d in GPU_DTYPES)
+                cases = f"{len(t.op.cases)} cases"
+            notes.append(f"{path.relative_to(ROOT)}: {t.op.name}, {cases}, dtypes "
+                         f"{', '.join(dtypes) or 'none of ' + '/'.join(GPU_DTYPES)}")
+    return notes
+
+
+def plan(out: Path, python: str = sys.executable) -> list[Phase]:
+    """Every phase's commands, logs and notes, with every path resolved under `out`."""
+    py, gradlab = (python,), (python, "-m", "gradlab")
+    plots = ("--plots",) if has_module("matplotlib") else ()
+    plot_note = ["plots: PNGs under plots/" if plots else "plots: none (matplotlib missing)"]
+    env, tests, check, bench, inv = (out / p for p in PHASES)
+    budget = TIMEOUTS_S["check"] - CHECK_REPORT_MARGIN_S
+    return [
+        Phase("env", TIMEOUTS_S["env"], (
+            Step(("nvidia-smi",), env / "nvidia-smi.txt"),
+            Step(("nvidia-smi", "-q"), env / "nvidia-smi-q.txt"),
+            Step((*py, str(Path(__file__).resolve()), "--versions", str(env / "versions.json")),
+                 env / "versions.log")), ("writes versions.json: python, torch, CUDA, cuDNN, "
+                                          "triton, gradlab, git commit, GPUs",)),
+        Phase("tests", TIMEOUTS_S["tests"], (
+            Step((*py, "-m", "pytest", "-m", "cuda", "-n", "0", "-p", "no:cacheprovider", "-rs",
+                  f"--junitxml={tests / 'junit.xml'}", str(ROOT / "tests")),
+                 tests / "pytest.log"),), tuple(cuda_tests())),
+        Phase("check", TIMEOUTS_S["check"], (
+            Step((*gradlab, "check", str(SPECS), "--device", "cuda", "--report-dir", str(check),
+                  "--junit", str(check / "junit.xml"), "--summary-md", str(check / "summary.md"),
+                  "--budget", str(budget), *plots), check / "check.log"),),
+            (*spec_notes(bench=False), *plot_note)),
+        Phase("bench", TIMEOUTS_S["bench"], (
+            Step((*gradlab, "bench", str(BENCH_SPEC), "--device", "cuda", "--report-dir",
+                  str(bench), "--junit", str(bench / "junit.xml"), *plots), bench / "bench.log"),),
+            (*spec_notes(bench=True), *plot_note)),
+        Phase("involution", TIMEOUTS_S["involution"], (
+            Step((*py, str(ROOT / "benchmarks" / "bench_involution.py"), "--device", "cuda",
+                  *(a for d in INVOLUTION_DTYPES for a in ("--dtype", d)), "--goals",
+                  "--json", str(inv / "involution.json"), "--csv", str(inv / "involution.csv"),
+                  "--markdown", str(inv / "involution.md")), inv / "involution.log"),),
+            (f"dtypes {', '.join(INVOLUTION_DTYPES)}; RedNet-50 stage shapes (docs/gpu.md)",)),
+    ]
+
+
+def versions(path: Path) -> None:
+    """Write what ran: Python, torch, CUDA, cuDNN, triton, gradlab, the commit, the GPUs."""
+    import torch
+
+    import gradlab
+
+    info: dict[str, object] = {
+        "python": platform.python_version(), "platform": platform.platform(),
+        "torch": torch.__version__, "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(), "gradlab": gradlab.__version__,
+        "cuda_available": torch.cuda.is_available()}
+    try:
+        import triton
+
+        info["triton"] = triton.__version__
+    except ImportError:
+        info["triton"] = None
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True, check=False)
+    info["commit"] = commit.stdout.strip() or None
+    info["gpus"] = [{"name": torch.cuda.get_device_name(i),
+                     "capability": ".".join(map(str, torch.cuda.get_device_capability(i))),
+                     "memory_bytes": torch.cuda.get_device_properties(i).total_memory}
+                    for i in range(torch.cuda.device_count())]
+    path.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+
+
+def run_step(step: Step, deadline: float) -> str:
+    """Run one command to its log; '' when it passed, else what went wrong."""
+    step.log.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "MPLBACKEND": "Agg",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    with step.log.open("w", encoding="utf-8") as log:
+        try:
+            # a session of its own: a timeout ends the command and everything it started
+            proc = subprocess.Popen(step.argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                    env=env, start_new_session=True)
+        except OSError as exc:
+            return f"{step.argv[0]}: {exc.strerror}"
+        try:
+            rc = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            return "timed out"
+    return f"exit {rc}" if rc else ""
+
+
+def run_phase(phase: Phase) -> dict[str, object]:
+    """Run a phase's steps in order (stopping at the first failure) within its timeout."""
+    start = time.monotonic()
+    problem = ""
+    for step in phase.steps:
+        problem = run_step(step, start + phase.timeout_s)
+        if problem == "timed out":
+            problem = f"timed out after {phase.timeout_s} s"
+        if problem:
+            problem = f"{shlex.join(step.argv[:3])}...: {problem} (log {step.log.name})"
+            break
+    seconds = time.monotonic() - start
+    print(f"gpu: {phase.name}: {'FAILED: ' + problem if problem else 'passed'} "
+          f"({seconds:.0f} s)", flush=True)
+    return {"phase": phase.name, "status": "failed" if problem else "passed",
+            "problem": problem, "seconds": round(seconds, 1), "timeout_s": phase.timeout_s,
+            "logs": [str(s.log) for s in phase.steps]}
+
+
+def summarize(out: Path, results: list[dict[str, object]]) -> None:
+    """summary.json and summary.md: versions, each phase's outcome, the involution goals."""
+    info_path = out / "env" / "versions.json"
+    info = json.loads(info_path.read_text(encoding="utf-8")) if info_path.exists() else {}
+    files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    (out / "summary.json").write_text(json.dumps(
+        {"versions": info, "phases": results, "files": files}, indent=2) + "\n", encoding="utf-8")
+    gpus = ", ".join(str(g["name"]) for g in info.get("gpus", [])) or "?"
+    lines = [f"# GPU run {out.name}", "",
+             f"GPU {gpus}; torch {info.get('torch')}, CUDA {info.get('cuda')}, triton "
+             f"{info.get('triton')}, gradlab {info.get('gradlab')} at {info.get('commit')}.", "",
+             "| phase | status | seconds | timeout | problem |", "|---|---|---:|---:|---|"]
+    lines += [f"| {r['phase']} | {r['status']} | {r['seconds']} | {r['timeout_s']} | "
+              f"{r['problem'] or ''} |" for r in results]
+    for title, rel in (("Involution goals", "involution/involution.md"),
+                       ("gradlab check", "check/summary.md")):
+        if (out / rel).exists():
+            lines += ["", f"## {title} ({rel})", "", (out / rel).read_text(encoding="utf-8")]
+    (out / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def dry_run(phases: list[Phase], out: Path, gpu: str | None, why_none: str) -> int:
+    """Print the plan: the folder, every phase's commands, logs and notes; launch nothing."""
+    print("gpu: dry run: every phase planned, nothing launched, nothing written")
+    print(f"output folder: {out}")
+    print(f"GPU: {gpu}" if gpu else f"GPU: none ({why_none}); a real run would exit 2")
+    total = sum(p.timeout_s for p in phases)
+    print(f"phase timeouts: {total} s in all (the whole run: under {TOTAL_LIMIT_S} s)")
+    for p in phases:
+        print(f"\nphase {p.name} (timeout {p.timeout_s} s)")
+        for note in p.notes:
+            print(f"  {note}")
+        for s in p.steps:
+            print(f"  $ {shlex.join(s.argv)}\n    > {s.log}")
+    print(f"\nthen: {out / 'summary.json'} and {out / 'summary.md'}")
+    return 0
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="scripts/dev.sh gpu", description=__doc__.splitlines()[0])
+    parser.add_argument("--phase", action="append", choices=PHASES,
+                        help="run only this phase (repeatable; env always runs)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the plan (commands, folder, specs, dtypes); run nothing")
+    parser.add_argument("--out", type=Path, help="report folder (default: reports/gpu-<date>-"
+                        "<gpu name>)")
+    parser.add_argument("--versions", type=Path, help=argparse.SUPPRESS)  # the env phase's step
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    if args.versions:
+        versions(args.versions)
+        return 0
+    import torch
+
+    cuda = torch.cuda.is_available()
+    gpu = torch.cuda.get_device_name() if cuda else None
+    why_none = f"torch {torch.__version__}: torch.cuda.is_available() is False"
+    out = (args.out.resolve() if args.out else default_out(gpu, datetime.date.today()))
+    chosen = {"env", *(args.phase or PHASES)}
+    phases = [p for p in plan(out) if p.name in chosen]
+    if args.dry_run:
+        return dry_run(phases, out, gpu, why_none)
+    if not cuda:
+        print(f"gpu: no CUDA device ({why_none}); `bash scripts/dev.sh gpu --dry-run` shows "
+              "the plan", file=sys.stderr)
+        return 2
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"gpu: {gpu} -> {out}", flush=True)
+    results = [run_phase(p) for p in phases]
+    summarize(out, results)
+    failed = [f"{r['phase']} ({r['problem']})" for r in results if r["status"] != "passed"]
+    if failed:
+        print(f"gpu: FAILED phase{'s' * (len(failed) > 1)}: {'; '.join(failed)}; see "
+              f"{out / 'summary.md'}", file=sys.stderr)
+        return 1
+    print(f"gpu: every phase passed; see {out / 'summary.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

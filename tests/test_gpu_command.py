@@ -1,0 +1,223 @@
+"""The GPU command (scripts/gpu.py, `bash scripts/dev.sh gpu`) on a CPU machine: its dry run
+plans every phase and writes nothing; without CUDA a real run fails in one line with exit 2;
+its runner names the failed phase; docs/gpu.md quotes benchmarks/bench_involution.py's
+prediction as the script prints it today."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from conftest import ROOT
+
+import gradlab
+
+GPU_PY = ROOT / "scripts" / "gpu.py"
+BENCH_PY = ROOT / "benchmarks" / "bench_involution.py"
+GPU_MD = ROOT / "docs" / "gpu.md"
+NO_CUDA = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # the same answer on a GPU machine
+
+
+def load(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(path.stem + "_under_test", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def gpu() -> ModuleType:
+    return load(GPU_PY)
+
+
+@pytest.fixture(scope="module")
+def inv() -> ModuleType:
+    return load(BENCH_PY)
+
+
+def tree(path: Path) -> set[Path]:
+    return set(path.rglob("*")) if path.exists() else set()
+
+
+def stand_in_venv(tmp_path: Path) -> Path:
+    """A venv dev.sh takes as set up: its python is this one, its install stamp current."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (venv / "bin" / "python").chmod(0o755)
+    want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    (venv / ".gradlab-installed").write_text(want + "\n")
+    return venv
+
+
+def test_the_dry_run_plans_every_phase_and_writes_nothing(tmp_path: Path, gpu: ModuleType) -> None:
+    reports = ROOT / "reports"
+    before = tree(reports)
+    out = tmp_path / "gpu-report"
+    env = {k: v for k, v in NO_CUDA.items() if k != "GRADLAB_TORCH"} | {
+        "GRADLAB_VENV": str(stand_in_venv(tmp_path))}
+    proc = subprocess.run(["bash", "scripts/dev.sh", "gpu", "--dry-run", "--out", str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    for name in gpu.PHASES:
+        assert f"\nphase {name} (timeout " in text
+    assert f"output folder: {out}" in text
+    assert "-m pytest -m cuda" in text
+    assert f"-m gradlab check {ROOT / 'specs'} --device cuda" in text
+    assert f"-m gradlab bench {ROOT / 'specs' / 'involution.yaml'} --device cuda" in text
+    assert f"{BENCH_PY} --device cuda --dtype float32 --dtype float16" in text
+    for spec in sorted((ROOT / "specs").glob("*.yaml")):  # each spec with its dtypes
+        assert f"specs/{spec.name}: " in text
+    assert "specs/involution.yaml: involution, 6 cases, dtypes float64, float32" in text
+    assert "tests/ops/test_involution.py: " in text  # a file with cuda-marked tests
+    # every output path resolved under the folder, and nothing created there or in reports/
+    assert f"> {out / 'check' / 'check.log'}" in text
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["venv"]
+    assert tree(reports) == before
+
+
+def test_the_default_folder_is_named_by_date_and_gpu(gpu: ModuleType) -> None:
+    import datetime
+
+    out = gpu.default_out("NVIDIA H100 80GB HBM3", datetime.date(2026, 1, 2))
+    assert out.parent == ROOT / "reports" and out.name.startswith(
+        "gpu-2026-01-02-nvidia-h100-80gb-hbm3")
+    assert gpu.default_out(None, datetime.date(2026, 1, 2)).name.startswith(
+        "gpu-2026-01-02-no-cuda-device")
+
+
+def test_one_phase_alone(tmp_path: Path, gpu: ModuleType,
+                         capsys: pytest.CaptureFixture[str]) -> None:
+    assert gpu.main(["--dry-run", "--phase", "bench", "--out", str(tmp_path / "out")]) == 0
+    text = capsys.readouterr().out
+    assert "\nphase env " in text and "\nphase bench " in text
+    assert "\nphase check " not in text  # --phase: that one alone (and env)
+
+
+def test_without_cuda_a_real_run_fails_in_one_line(tmp_path: Path, gpu: ModuleType,
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    out = tmp_path / "out"
+    assert gpu.main(["--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no CUDA device" in err and "--dry-run" in err
+    assert not out.exists()
+
+
+def test_an_unknown_phase_is_a_usage_error(gpu: ModuleType) -> None:
+    with pytest.raises(SystemExit) as exc:
+        gpu.parse(["--dry-run", "--phase", "nope"])
+    assert exc.value.code == 2
+
+
+def test_the_phases_fit_in_ten_minutes(gpu: ModuleType) -> None:
+    assert sum(gpu.TIMEOUTS_S.values()) <= gpu.TOTAL_LIMIT_S - 30  # start-up and summary
+    assert set(gpu.TIMEOUTS_S) == set(gpu.PHASES)
+
+
+def fake_phases(gpu: ModuleType, out: Path) -> list:
+    """Phases of harmless commands: one passes, one fails, one outlives its timeout."""
+    py = sys.executable
+    return [
+        gpu.Phase("env", 30, (gpu.Step((py, str(GPU_PY), "--versions",
+                                        str(out / "env" / "versions.json")),
+                                       out / "env" / "versions.log"),), ()),
+        gpu.Phase("tests", 30, (gpu.Step((py, "-c", "print('ok')"), out / "tests" / "a.log"),),
+                  ()),
+        gpu.Phase("check", 30, (gpu.Step((py, "-c", "raise SystemExit(3)"),
+                                         out / "check" / "c.log"),), ()),
+        gpu.Phase("bench", 1, (gpu.Step((py, "-c", "import time; time.sleep(60)"),
+                                        out / "bench" / "b.log"),), ()),
+    ]
+
+
+def test_a_run_names_each_failed_phase(tmp_path: Path, gpu: ModuleType,
+                                       monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    import torch
+
+    out = tmp_path / "out"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(gpu, "plan", lambda out: fake_phases(gpu, out))
+    assert gpu.main(["--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "FAILED phases: check (" in err and "exit 3" in err
+    assert "bench (" in err and "timed out after 1 s" in err and "tests (" not in err
+    summary = (out / "summary.md").read_text(encoding="utf-8")
+    assert "| tests | passed |" in summary and "| check | failed |" in summary
+    assert f"gradlab {gradlab.__version__}" in summary  # the versions made it in
+    assert (out / "summary.json").exists() and (out / "env" / "versions.json").exists()
+
+
+def test_docs_quote_the_scripts_prediction(inv: ModuleType) -> None:
+    text = GPU_MD.read_text(encoding="utf-8")
+    quoted = text.split("<!-- predict:begin -->\n", 1)[1].split("<!-- predict:end -->", 1)[0]
+    assert quoted.strip() == inv.prediction_table().strip(), (
+        "docs/gpu.md's prediction differs from `python3 benchmarks/bench_involution.py "
+        "--predict`: paste the script's output between the predict markers")
+    assert "## Paths that cannot be covered with fakes" in text
+
+
+def test_the_prediction_counts_bytes_and_flops(inv: ModuleType) -> None:
+    stage1 = inv.REDNET50[0]
+    t = inv.traffic(stage1, 1, 4)  # x, out: 64·56² floats; w: 4·49·56²
+    assert t.fwd_bytes == (2 * 64 + 4 * 49) * 56 * 56 * 4
+    assert t.fwd_flops == 2 * 49 * 64 * 56 * 56
+    assert t.total_flops == 3 * t.fwd_flops
+    assert t.reference_bytes > 20 * t.custom_bytes  # the unfold's K²-fold traffic
+
+
+@pytest.mark.parametrize(("name", "peak"), [
+    ("NVIDIA H100 80GB HBM3", 3350.0), ("NVIDIA H100 PCIe", 2000.0), ("NVIDIA H200", 4800.0),
+    ("NVIDIA GH200 480GB", 4000.0), ("NVIDIA A100-SXM4-40GB", 1555.0),
+    ("NVIDIA A100-SXM4-80GB", 2039.0), ("Some Future GPU", None)])
+def test_peak_bandwidth_by_gpu_name(inv: ModuleType, name: str, peak: float | None) -> None:
+    got, note = inv.peak_gbps(name)
+    assert got == peak
+    if peak is None:
+        assert "unknown GPU" in note
+
+
+def row(inv: ModuleType, **kw: object) -> dict:
+    base = {"shape": inv.REDNET50[0].name, "dtype": "float32", "batch": 64, "speedup": 5.0,
+            "fwd_gbps": 2500.0, "custom_memory": 1, "reference_memory": 2}
+    return base | kw
+
+
+def test_the_goals_are_judged_where_they_apply(inv: ModuleType) -> None:
+    assert inv.goals(row(inv), 3350.0, "", "cuda") == {
+        "speedup": "met", "bandwidth": "met", "memory": "met"}
+    missed = inv.goals(row(inv, speedup=2.0, fwd_gbps=1000.0, custom_memory=3), 3350.0, "",
+                       "cuda")
+    assert set(missed.values()) == {"not met"}
+    assert inv.goals(row(inv, dtype="bfloat16"), 3350.0, "", "cuda")["speedup"].startswith("n/a")
+    small = row(inv, shape=inv.REDNET50[-1].name, batch=1)  # launch-bound
+    assert "launch-bound" in inv.goals(small, 3350.0, "", "cuda")["bandwidth"]
+    unknown = inv.goals(row(inv), None, "unknown GPU 'X'", "cuda")["bandwidth"]
+    assert "unknown GPU" in unknown
+
+
+def test_the_benchmark_runs_on_cpu_at_a_small_size(tmp_path: Path, inv: ModuleType,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    paths = {k: tmp_path / f"inv.{k}" for k in ("json", "csv", "md")}
+    code = inv.main(["--device", "cpu", "--batch", "1", "--shape", "stage4_c512_7",
+                     "--repeats", "1", "--min-run-time", "0.001", "--goals",
+                     "--json", str(paths["json"]), "--csv", str(paths["csv"]),
+                     "--markdown", str(paths["md"])])
+    assert code == 0  # on CPU the speed goals do not apply; memory (saved bytes) is met
+    assert all(p.exists() for p in paths.values())
+    assert "| stage4_c512_7 | float32 |" in paths["md"].read_text(encoding="utf-8")
+    assert "goals: all that apply met" in capsys.readouterr().out
