@@ -168,5 +168,16 @@ def test_plot_budget_goes_to_distinct_findings_first(tmp_path: Path,
     assert [(r.op, r.variant) for r in order[3:5]] == [("A", "v0"), ("B", "ragged_1")]
     assert len(order) == 24  # every plottable row, the one without a map left out
     monkeypatch.setattr(plots, "MAX_HEATMAPS", 3)
+    titles: list[str] = []
+
+    def spy(plt: Any, row: CheckRow, finding: str = "") -> Any:
+        fig = heatmap_figure(plt, row, finding)
+        titles.append(fig.get_suptitle())
+        return fig
+
+    monkeypatch.setattr(plots, "heatmap_figure", spy)
     paths = plots.check_heatmaps(Report(rows=rows), tmp_path, "r")
     assert [p.name.split("_")[1] for p in paths] == ["A", "B", "A"]
+    # numbered as the terminal numbers findings (C's row, without a map, is one of them)
+    assert ["finding 1 of 4" in titles[0], "finding 2 of 4" in titles[1],
+            "finding 3 of 4" in titles[2]] == [True, True, True]

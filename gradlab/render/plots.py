@@ -18,9 +18,9 @@ from typing import Any
 
 from gradlab.errors import GradlabError
 from gradlab.render.diagnosis import hint_words
-from gradlab.render.findings import group_failures
 from gradlab.results import CheckRow, Finding, Report
 from gradlab.results.bench import BenchReport, BenchRow
+from gradlab.results.summary import finding_key, summarize
 
 #: Heatmaps per check run at most: one per distinct finding first (the variants of one bug
 #: look alike), then further rows of each finding in turn.
@@ -168,26 +168,33 @@ def plot_order(rows: Sequence[CheckRow]) -> list[CheckRow]:
                  and any(f.error_map is not None for f in r.findings)]
     # stable: within a finding, base rows first, then its variants in the order they ran
     groups = [sorted(g.rows, key=lambda r: r.variant != "base")
-              for g in group_failures(plottable)]
+              for g in summarize(plottable).findings]
     longest = max((len(g) for g in groups), default=0)
     return [g[i] for i in range(longest) for g in groups if i < len(g)]
 
 
 def check_heatmaps(report: Report, folder: str | Path, stem: str) -> list[Path]:
     """One PNG per failing gradient row that carries error maps (at most MAX_HEATMAPS, spread
-    over distinct findings first)."""
+    over distinct findings first), titled with its finding's number as the terminal gives it."""
     rows = plot_order(report.failures)[:MAX_HEATMAPS]
     if not rows:
         return []
     plt = pyplot()
-    return [_save(plt, heatmap_figure(plt, r), Path(folder) / (
+    findings = summarize(report.rows).findings
+    number = {finding_key(f.rows[0]): i for i, f in enumerate(findings, 1)}
+
+    def which(r: CheckRow) -> str:
+        return f"finding {number[finding_key(r)]} of {len(findings)}" \
+            if finding_key(r) in number else ""
+
+    return [_save(plt, heatmap_figure(plt, r, which(r)), Path(folder) / (
         f"{stem}_{_slug(r.op)}_{_slug(r.case)}_{r.dtype}_{r.device}_{_slug(r.variant)}"
         "_gradient.png")) for r in rows]
 
 
-def heatmap_figure(plt: Any, row: CheckRow) -> Any:
+def heatmap_figure(plt: Any, row: CheckRow, finding: str = "") -> Any:
     """A figure with one panel per wrong input of a failing gradient row: a heatmap for a 2-D
-    error, a step line for a 1-D one."""
+    error, a step line for a 1-D one.  `finding`: 'finding 2 of 5', said in the title."""
     found = [f for f in row.findings if f.error_map is not None]
     # figure height follows the tallest map's aspect, so wide maps get no empty band
     tall = max(0.5 if _is_strip(f) else min(1.2, max(0.3, _hw(f)[0] / _hw(f)[1]))
@@ -201,7 +208,8 @@ def heatmap_figure(plt: Any, row: CheckRow) -> Any:
             _heatmap(plt, ax, fig, f)
     cause = f"likely cause: {hint_words(row)}" if row.hint else ""
     title = [f"Gradient error: {row.op} / {row.case} / {row.dtype} / {row.device} / "
-             f"{row.variant}", *textwrap.wrap(cause, TITLE_WIDTH)]
+             f"{row.variant}" + (f" ({finding})" if finding else ""),
+             *textwrap.wrap(cause, TITLE_WIDTH)]
     fig.suptitle("\n".join(title), fontsize=10)
     fig.tight_layout()
     return fig
