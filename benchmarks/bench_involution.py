@@ -3,8 +3,9 @@
 At the RedNet-50 stage shapes (the involution that replaces each bottleneck's 3x3 conv: C = 64,
 128, 256, 512 at 56, 28, 14, 7 pixels, K = 7, G = C/16, stride 1) it measures, per dtype:
   * forward+backward median time of both implementations (alternating) and the speedup;
-  * the custom forward's achieved bandwidth: ideal bytes moved / median time, against the GPU's
-    peak DRAM bandwidth (PEAK_GBPS, by device name; --peak-gbps for another GPU);
+  * the custom forward's achieved bandwidth (on CUDA: the Triton forward kernel alone): ideal
+    bytes moved / median time, against the GPU's peak DRAM bandwidth (PEAK_GBPS, by device
+    name; --peak-gbps for another GPU);
   * memory: the CUDA peak above the inputs during forward+backward (on CPU: the bytes saved for
     backward), custom against the reference;
 and prints a table with the goals (issue 24) met or not.
@@ -241,8 +242,11 @@ def measure(shape: Shape, dtype: str, batch: int, device: str, runs: int,
                 return torch.autograd.grad(fn(x, w, *geo), (x, w), go)
 
             times[key].append(median_s(step, 1, min_run_time))
+    forward: Callable[..., torch.Tensor] = involution
+    if device == "cuda":  # the Triton kernel alone: the bandwidth is the kernel's
+        from gradlab.kernels.involution_triton import involution_forward as forward
     with torch.no_grad():
-        fwd_s = median_s(lambda: involution(x, w, *geo), runs, min_run_time)
+        fwd_s = median_s(lambda: forward(x, w, *geo), runs, min_run_time)
     t = traffic(shape, batch, itemsize(dtype))
     custom, reference = statistics.median(times["custom"]), statistics.median(times["reference"])
     return {"shape": shape.name, "dtype": dtype, "batch": batch, "custom_s": custom,
