@@ -85,6 +85,17 @@ def has_module(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
+#: What the phases import (module: the package that provides it).  Offline, with no index to
+#: install from, they must be there already (the system's site-packages count).
+REQUIRED = {"pytest": "pytest", "xdist": "pytest-xdist", "typer": "typer", "rich": "rich",
+            "yaml": "pyyaml", "pandas": "pandas"}
+
+
+def missing_modules() -> list[str]:
+    """The packages of REQUIRED that cannot be imported here."""
+    return [pkg for module, pkg in REQUIRED.items() if not has_module(module)]
+
+
 def cuda_tests() -> list[str]:
     """'file: N' for each test file carrying the cuda marker (read, not collected)."""
     found = []
@@ -249,6 +260,10 @@ def dry_run(phases: list[Phase], out: Path, gpu: str | None, why_none: str) -> i
     print("gpu: dry run: every phase planned, nothing launched, nothing written")
     print(f"output folder: {out}")
     print(f"GPU: {gpu}" if gpu else f"GPU: none ({why_none}); a real run would exit 2")
+    missing = missing_modules()
+    packages = f"MISSING {', '.join(missing)} (a real run would exit 2)" if missing else "there"
+    triton = "there" if has_module("triton") else "MISSING (involution runs its torch path)"
+    print(f"packages the phases import: {packages}; triton: {triton}")
     total = sum(p.timeout_s for p in phases)
     print(f"phase timeouts: {total} s in all (the whole run: under {TOTAL_LIMIT_S} s)")
     for p in phases:
@@ -291,6 +306,10 @@ def main(argv: list[str] | None = None) -> int:
     if not cuda:
         print(f"gpu: no CUDA device ({why_none}); `bash scripts/dev.sh gpu --dry-run` shows "
               "the plan", file=sys.stderr)
+        return 2
+    if missing_modules():
+        print(f"gpu: missing package(s): {', '.join(missing_modules())} (offline? install them "
+              "into the system Python the venv sees)", file=sys.stderr)
         return 2
     out.mkdir(parents=True, exist_ok=True)
     print(f"gpu: {gpu} -> {out}", flush=True)

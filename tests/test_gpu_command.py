@@ -43,8 +43,9 @@ def inv() -> ModuleType:
     return load(BENCH_PY)
 
 
-def tree(path: Path) -> set[Path]:
-    return set(path.rglob("*")) if path.exists() else set()
+def gpu_folders() -> set[Path]:
+    """The GPU command's folders under reports/ (other tests write other files there)."""
+    return set((ROOT / "reports").glob("gpu-*"))
 
 
 def stand_in_venv(tmp_path: Path) -> Path:
@@ -59,8 +60,7 @@ def stand_in_venv(tmp_path: Path) -> Path:
 
 
 def test_the_dry_run_plans_every_phase_and_writes_nothing(tmp_path: Path, gpu: ModuleType) -> None:
-    reports = ROOT / "reports"
-    before = tree(reports)
+    before = gpu_folders()
     out = tmp_path / "gpu-report"
     env = {k: v for k, v in NO_CUDA.items() if k != "GRADLAB_TORCH"} | {
         "GRADLAB_VENV": str(stand_in_venv(tmp_path))}
@@ -82,7 +82,7 @@ def test_the_dry_run_plans_every_phase_and_writes_nothing(tmp_path: Path, gpu: M
     # every output path resolved under the folder, and nothing created there or in reports/
     assert f"> {out / 'check' / 'check.log'}" in text
     assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["venv"]
-    assert tree(reports) == before
+    assert gpu_folders() == before
 
 
 def test_the_default_folder_is_named_by_date_and_gpu(gpu: ModuleType) -> None:
@@ -113,6 +113,21 @@ def test_without_cuda_a_real_run_fails_in_one_line(tmp_path: Path, gpu: ModuleTy
     assert gpu.main(["--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no CUDA device" in err and "--dry-run" in err
+    assert not out.exists()
+
+
+def test_a_missing_package_fails_before_any_phase(tmp_path: Path, gpu: ModuleType,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 PCIe")
+    monkeypatch.setattr(gpu, "has_module", lambda name: name != "xdist")
+    out = tmp_path / "out"
+    assert gpu.main(["--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "missing package(s): pytest-xdist" in err
     assert not out.exists()
 
 
