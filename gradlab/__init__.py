@@ -11,13 +11,22 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from gradlab.guard import DEFAULT_TIMEOUT_S
 from gradlab.version import __version__
 
 if TYPE_CHECKING:
     from gradlab.model import OpDef
     from gradlab.results import Report
 
-__all__ = ["__version__", "check"]
+__all__ = ["CheckLimitError", "__version__", "check"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "CheckLimitError":  # imported on use: `import gradlab` stays light
+        from gradlab.apiguard import CheckLimitError
+
+        return CheckLimitError
+    raise AttributeError(f"module 'gradlab' has no attribute {name!r}")
 
 
 def check(fn: Callable[..., Any], args: Sequence[Any], *,
@@ -37,7 +46,9 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
           requires: Sequence[str] = (),
           strict: bool = False,
           capabilities: str = "default",
-          special: Mapping[int, Sequence[float]] | None = None) -> Report:
+          special: Mapping[int, Sequence[float]] | None = None,
+          timeout: float | None = DEFAULT_TIMEOUT_S, max_memory: int | str | None = "auto",
+          cost_envelope: float | None = 20.0) -> Report:
     """Check a custom Function (or any callable) on example args, as `gradcheck` takes them.
 
     fn: an autograd.Function subclass (its `apply` is called) or a callable.  args: example
@@ -53,14 +64,15 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     absence fails instead of warning (or, for the information ones, instead of passing with a
     reason); strict: all warn-kind ones.  capabilities: "default" measures all but
     torch.compile, "all" that too (seconds more).  special: arg index -> values the special
-    variant plants at a few positions of that input besides 0 ({0: [1.0]}).  Returns a
-    Report: `.passed`
+    variant plants at a few positions of that input besides 0 ({0: [1.0]}).  timeout, max_memory,
+    cost_envelope: limits that stop a runaway check (gradlab.apiguard.guarded_run says how).
+    Ctrl-C returns the rows so far.  Returns a Report: `.passed`
     (verified: something ran and everything asked for ran and passed), and `.rows` with
     status, errors, hint and findings per check and variant
     (gradlab.render.words.message(row) says a row in words).
     """
+    from gradlab.apiguard import guarded_run
     from gradlab.checks.context import Options, measured_capabilities
-    from gradlab.checks.driver import run
     from gradlab.model import CAPABILITIES, Target, canonical_check
 
     op = _example_op(fn, args, reference=reference, kwargs=kwargs, second_order=second_order,
@@ -75,8 +87,8 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
                       checks=frozenset(canonical_check(c) for c in checks) if checks else None,
                       capabilities=measured_capabilities(capabilities))
     # the devices of the examples (or devices=): the plan runs a Target's devices, not the op's
-    return run([Target(op=op, source="python", requires=frozenset(requires), devices=op.devices)],
-               options)
+    target = Target(op=op, source="python", requires=frozenset(requires), devices=op.devices)
+    return guarded_run([target], options, timeout, max_memory, cost_envelope)
 
 
 def _example_op(fn: Callable[..., Any], args: Sequence[Any], *,
@@ -95,6 +107,7 @@ def _example_op(fn: Callable[..., Any], args: Sequence[Any], *,
     from gradlab.checks.values import special_mapping
     from gradlab.model import FD_TOLERANCE_KEY, Case, OpDef, Tolerance, canonical_dtype
     from gradlab.spec import as_callable
+    from gradlab.spec.imports import function_name
 
     example = list(args)
     tensors = [a for a in example if isinstance(a, torch.Tensor)]
@@ -119,7 +132,7 @@ def _example_op(fn: Callable[..., Any], args: Sequence[Any], *,
             fd_tol = Tolerance(atol, rtol)
         else:
             tols[canonical_dtype(k)] = Tolerance(atol, rtol)
-    return OpDef(name=str(name or getattr(fn, "__name__", type(fn).__name__)), summary="python",
+    return OpDef(name=str(name or function_name(fn)), summary="python",
                  function=as_callable(fn),
                  reference=as_callable(reference) if reference is not None else None,
                  cases=(Case("example", tuple(example), dict(kwargs or {}),

@@ -26,6 +26,11 @@ ESTIMATE_DTYPE = "float64"
 MEMORY_FRACTION = 0.25
 #: Assumed available memory where the system does not say (8 GiB: a small machine).
 FALLBACK_AVAILABLE = 8 << 30
+#: Seconds a check may run before it is stopped (`gradlab check --timeout` per case, the pytest
+#: plugin per item, `gradlab.check(timeout=)` per call): far above any normal case (the bundled
+#: ones take well under a second each), low enough that a hang fails a CI job long before its
+#: own limit.
+DEFAULT_TIMEOUT_S = 300.0
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 

@@ -12,12 +12,22 @@ Which YAML files it collects, conservatively (a repository's other YAML is never
 
 and of those only files that parse as gradlab specs: a YAML mapping with an `op:`, `function:`
 or `ops:` key.  An invalid spec of that shape is a collection error naming file and key.
+
+Each item runs in a worker process (gradlab.checks.isolate), as `gradlab check` runs cases: a
+Function that segfaults, exits or hangs past gradlab.guard.DEFAULT_TIMEOUT_S fails its item
+(naming the signal) and the session goes on.  One worker serves the whole session (kept
+between items, replaced after a death), started as collection ends: an item costs a few
+milliseconds more than in-process (docs/ci.md).  `--gradlab-inprocess` (or GRADLAB_ISOLATE=0,
+as for `gradlab check`) runs items in pytest's own process instead (a debugger's breakpoints in
+a Function work there).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import os
 import shlex
+import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -37,6 +47,36 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("gradlab_specs", type="linelist", default=[],
                   help="gradlab: globs (relative to the rootdir) of spec files to collect as "
                        "tests, besides spec files and folders named on the command line")
+    parser.addoption("--gradlab-inprocess", action="store_true", default=False,
+                     help="gradlab: run spec items in pytest's process, not in a worker (a "
+                          "segfault in a Function then ends the session)")
+
+
+#: GRADLAB_ISOLATE values that turn isolation off, as for `gradlab check` (its --no-isolate).
+OFF = ("0", "false", "no", "off")
+
+
+def isolated(config: pytest.Config) -> bool:
+    """Whether spec items run in a worker process: the default, unless --gradlab-inprocess or
+    GRADLAB_ISOLATE=0 (the CLI's switch, honoured alike)."""
+    if config.getoption("gradlab_inprocess", default=False):
+        return False
+    return os.environ.get("GRADLAB_ISOLATE", "1").strip().lower() not in OFF
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # the worker imports torch while pytest reports collection and runs the tests before
+    if isolated(session.config) and any(isinstance(i, SpecItem) for i in session.items):
+        from gradlab.checks.warm import warm_up
+
+        warm_up(1)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if "gradlab.checks.isolate" in sys.modules:  # only when a spec item ran isolated
+        from gradlab.checks.isolate import close_idle
+
+        close_idle()
 
 
 def looks_like_spec(path: Path) -> bool:
@@ -118,19 +158,30 @@ class SpecItem(pytest.Item):
         self.case = case
 
     def runtest(self) -> None:
-        from gradlab.checks.context import Options
         from gradlab.checks.driver import run
         from gradlab.render.diagnosis import skip_reason
         from gradlab.results import SKIP, exit_code
         from gradlab.testing import failure_text
 
-        report = run([self.target], Options())
+        report = run([self.target], self.options())
         if report.rows and all(r.status == SKIP for r in report.rows):
             pytest.skip(skip_reason(report.rows))
         if exit_code(report) != ExitCode.OK:
             rerun = (f"re-run: gradlab check {shlex.quote(self.shown_path())} --case "
                      f"{shlex.quote(self.case.name)}")
             raise SpecFailure(f"{failure_text(report, self.name)}\n\n{rerun}")
+
+    def options(self) -> Any:
+        """The run's Options: isolated in a kept worker unless --gradlab-inprocess (or the
+        target cannot travel to one: a Function that does not pickle)."""
+        from gradlab.checks.context import Options
+        from gradlab.checks.isolate import picklable
+        from gradlab.guard import DEFAULT_TIMEOUT_S
+
+        options = Options()
+        if not isolated(self.config) or picklable([self.target], options):
+            return options
+        return replace(options, isolate=True, keep_workers=True, timeout=DEFAULT_TIMEOUT_S)
 
     def shown_path(self) -> str:
         """The spec's path as the person typed it: relative to where pytest was started."""

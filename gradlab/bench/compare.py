@@ -172,6 +172,7 @@ def _compare_phase(c: CompareRow, o: Mapping[str, BenchRow], n: Mapping[str, Ben
     if change is not None:
         c.old_ratio, c.new_ratio = change.old, change.new
         value, low, high, significant = change.value, change.low, change.high, change.significant
+        rounds = change.n
     else:
         ratio = median_ratio(nc.samples_s, oc.samples_s, paired=False, resamples=resamples,
                              seed=seed)
@@ -180,6 +181,7 @@ def _compare_phase(c: CompareRow, o: Mapping[str, BenchRow], n: Mapping[str, Ben
             return c
         c.basis = ABSOLUTE
         value, low, high, significant = ratio.value, ratio.low, ratio.high, ratio.significant
+        rounds = ratio.n
     c.change_pct = (value - 1.0) * 100
     c.ratio_low, c.ratio_high, c.significant = low, high, significant
     # A phase that still contradicted its run's other phases after resampling is shown, not
@@ -188,7 +190,8 @@ def _compare_phase(c: CompareRow, o: Mapping[str, BenchRow], n: Mapping[str, Ben
                  if any(r.contradicted for r in rows.values())]
     c.regression = significant and c.change_pct > threshold and not unsettled
     verdict = (f"not judged: contradicts the other phases of the {' and '.join(unsettled)} run"
-               if unsettled else _verdict(c, threshold))
+               if unsettled else _verdict(c, threshold) if low is not None else
+               f"not judged: n={rounds}, too few samples for a confidence interval")
     c.note = "; ".join(filter(None, [verdict, _basis_note(c, oref, nref),
                                      _resampled_note(o, n)]))
     return c

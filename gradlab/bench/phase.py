@@ -33,7 +33,6 @@ from gradlab.bench.impl import BACKWARD_PHASES, Impl
 from gradlab.bench.memory import cuda_peak, input_bytes, saved_bytes
 from gradlab.bench.options import BenchOptions
 from gradlab.bench.stats import (
-    MIN_SAMPLES_FLOOR,
     exceeds_whole,
     low_ratio,
     median_ratio,
@@ -86,7 +85,7 @@ class CaseBench:
 def measure(bench: CaseBench, phases: Sequence[str]) -> None:
     """Warm up every phase, sample them all in the same rounds, and settle (see the module);
     the rows are in bench.measured.  A KeyboardInterrupt while sampling leaves the rows of
-    the samples taken so far (at least MIN_SAMPLES_FLOOR each) before it goes on up."""
+    the rounds finished so far before it goes on up."""
     for phase in phases:
         rows = {name: bench.row(name, phase) for name in bench.impls}
         live: dict[str, tuple[Task, int]] = {}
@@ -182,29 +181,33 @@ def _sample_tasks(bench: CaseBench, tasks: Sequence[Task], numbers: Sequence[int
 
 def _fill_partial(bench: CaseBench, entries: Sequence[tuple[str, str]],
                   into: Sequence[list[float]]) -> None:
-    """After an interrupt: rows from the rounds every task of a phase finished, when there
-    are MIN_SAMPLES_FLOOR of them; the other rows keep no samples."""
+    """After an interrupt: rows from the rounds every task of a phase finished, however few
+    (one round is a measurement too; the statistics say n and give no interval under
+    stats.MIN_INTERVAL_SAMPLES); a phase with no finished round keeps no samples."""
     by_phase: dict[str, list[tuple[str, list[float]]]] = {}
     for (phase, name), s in zip(entries, into, strict=True):
         by_phase.setdefault(phase, []).append((name, s))
     for phase, named in by_phase.items():
         rounds = min(len(s) for _, s in named)
-        if rounds < MIN_SAMPLES_FLOOR:
+        if rounds == 0:
             continue
         rows, live = bench.measured[phase]
         for name, s in named:
-            _fill(rows[name], s[:rounds], live[name][1], bench.options)
-            rows[name].note = "; ".join(filter(None, [rows[name].note,
-                                                      f"interrupted after {rounds} rounds"]))
+            _fill(rows[name], s[:rounds], live[name][1], bench.options,
+                  few=f"interrupted after {rounds} rounds")
         _speedup(rows, bench.options)
 
 
-def _fill(r: BenchRow, samples: Sequence[float], number: int, options: BenchOptions) -> None:
-    """A row's summary from its samples."""
+def _fill(r: BenchRow, samples: Sequence[float], number: int, options: BenchOptions,
+          few: str | None = None) -> None:
+    """A row's summary from its samples; `few`: why they may be fewer than asked for (the
+    sampling's own stopping rule when None)."""
     st = summarize(samples)
     r.median_s, r.iqr_s, r.min_s, r.n = st.median, st.iqr, st.min, st.n
     r.number, r.noisy, r.samples_s = number, st.noisy, list(samples)
-    if st.n < options.min_samples:
+    if few is not None:
+        r.note = "; ".join(filter(None, [r.note, few]))
+    elif st.n < options.min_samples:
         r.note = f"only {st.n} samples (--max-time {options.max_time:g} s reached)"
 
 
@@ -251,7 +254,15 @@ def _resample_while(bench: CaseBench, phase: str, contradiction: Callable[[], fl
             r = rows[name]
             r.note, r.speedup, r.speedup_low, r.speedup_high, r.significant = (
                 "", None, None, None, None)
-        _sample(bench, rows, live)
+        try:
+            _sample(bench, rows, live)
+        except KeyboardInterrupt:
+            # the rows keep the samples of the sampling before this one
+            _speedup(rows, bench.options)
+            for name in live:
+                rows[name].note = "; ".join(filter(None, [rows[name].note,
+                                                          "interrupted while resampling"]))
+            raise
         _speedup(rows, bench.options)
         now = contradiction()
     note = f"resampled {tries}x: {words(first)}"
@@ -315,8 +326,11 @@ def _speedup(rows: Mapping[str, BenchRow], options: BenchOptions) -> None:
         return
     c.speedup, c.speedup_low, c.speedup_high = ratio.value, ratio.low, ratio.high
     c.significant = ratio.significant
-    if not ratio.significant:
-        c.note = "; ".join(filter(None, [c.note, "no significant difference"]))
+    if ratio.low is None:
+        said = f"n={ratio.n}: too few samples for a confidence interval"
+    else:
+        said = "" if ratio.significant else "no significant difference"
+    c.note = "; ".join(filter(None, [c.note, said]))
 
 
 def release(device: str) -> None:

@@ -16,6 +16,12 @@ NOISY_IQR_RATIO = 0.10
 #: resamples put the 2.5% / 97.5% percentiles within about 1% of their limit.
 BOOTSTRAP_RESAMPLES = 2000
 CONFIDENCE = 0.95
+#: The fewest samples (rounds) a bootstrap interval is given for.  A median's bootstrap can only
+#: land on the samples themselves: with 3 samples its "95%" interval is nearly the range of the
+#: three (a 1-in-4 chance, per side, that the true median lies beyond it), and up to about 10 the
+#: 2.5% and 97.5% resampled medians are still the extreme values.  Below this, the numbers are
+#: shown with their count (`n=3`) and no interval, and no difference is called significant.
+MIN_INTERVAL_SAMPLES = 10
 
 
 @dataclass(frozen=True)
@@ -89,14 +95,23 @@ def bootstrap_ratio(num: Sequence[float], den: Sequence[float], *, paired: bool,
     return float(lo), float(hi)
 
 
+def too_few(*samples: Sequence[float]) -> int | None:
+    """The smallest sample count when one is below MIN_INTERVAL_SAMPLES (no interval), else
+    None."""
+    n = min(len(s) for s in samples)
+    return n if n < MIN_INTERVAL_SAMPLES else None
+
+
 @dataclass(frozen=True)
 class Ratio:
-    """A ratio of medians with its bootstrap interval; significant when it excludes 1."""
+    """A ratio of medians with its bootstrap interval (None, None under MIN_INTERVAL_SAMPLES:
+    `n` then says how few); significant when the interval excludes 1."""
 
     value: float
-    low: float
-    high: float
+    low: float | None
+    high: float | None
     significant: bool
+    n: int = 0
 
 
 def median_ratio(num: Sequence[float], den: Sequence[float], *, paired: bool,
@@ -105,10 +120,11 @@ def median_ratio(num: Sequence[float], den: Sequence[float], *, paired: bool,
     mn, md = summarize(num).median, summarize(den).median
     if not (mn > 0 and md > 0):
         return None
+    n = min(len(num), len(den))
+    if too_few(num, den) is not None:
+        return Ratio(mn / md, None, None, False, n)
     lo, hi = bootstrap_ratio(num, den, paired=paired, resamples=resamples, seed=seed)
-    # Fewer than MIN_SAMPLES_FLOOR samples: the interval is a couple of values, claim nothing.
-    enough = min(len(num), len(den)) >= MIN_SAMPLES_FLOOR
-    return Ratio(mn / md, lo, hi, enough and (lo > 1.0 or hi < 1.0))
+    return Ratio(mn / md, lo, hi, lo > 1.0 or hi < 1.0, n)
 
 
 #: A phase that is part of another (backward of forward_backward) may read up to this much above
@@ -153,10 +169,12 @@ class RatioChange:
     old: float
     new: float
     value: float
-    low: float
-    high: float
-    #: the interval excludes 1 (and both runs have MIN_SAMPLES_FLOOR rounds at least).
+    #: None under MIN_INTERVAL_SAMPLES rounds in either run (`n` says how few).
+    low: float | None
+    high: float | None
+    #: the interval excludes 1.
     significant: bool
+    n: int = 0
 
 
 def ratio_change(old: tuple[Sequence[float], Sequence[float]],
@@ -174,15 +192,17 @@ def ratio_change(old: tuple[Sequence[float], Sequence[float]],
     r_old, r_new = low_ratio(*old), low_ratio(*new)
     if r_old is None or r_new is None:
         return None
+    n = min(len(old[0]), len(new[0]))
+    if too_few(old[0], new[0]) is not None:
+        return RatioChange(r_old, r_new, r_new / r_old, None, None, False, n)
     rng = np.random.default_rng(seed)
     ratios = [_resampled_low_ratios(np.asarray(num, dtype=np.float64),
                                     np.asarray(den, dtype=np.float64), resamples, rng)
               for num, den in (old, new)]
     tail = (1.0 - confidence) / 2 * 100
     lo, hi = np.percentile(ratios[1] / ratios[0], [tail, 100 - tail])
-    enough = min(len(old[0]), len(new[0])) >= MIN_SAMPLES_FLOOR
     return RatioChange(r_old, r_new, r_new / r_old, float(lo), float(hi),
-                       enough and (lo > 1.0 or hi < 1.0))
+                       bool(lo > 1.0 or hi < 1.0), n)
 
 
 def _resampled_low_ratios(num: Any, den: Any, resamples: int, rng: Any) -> Any:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 from gradlab.checks.hints import crash_hint
 from gradlab.model import CAPABILITIES, COSTLY_CAPABILITIES, INFO_CAPABILITIES, OpDef, Target
-from gradlab.results import ERROR, FAIL, PASS, WARN, CheckRow
+from gradlab.results import ERROR, FAIL, PASS, SKIP, WARN, CheckRow
+from gradlab.watchdog import envelope
 
 #: The capabilities a run measures unless told otherwise: all but the costly ones.
 DEFAULT_MEASURED = frozenset(INFO_CAPABILITIES) - frozenset(COSTLY_CAPABILITIES)
@@ -58,6 +60,12 @@ class Options:
     jobs: int = 1
     #: seconds one work item may take in a worker before it is stopped (None: no limit).
     timeout: float | None = None
+    #: healthy workers stay up after the run for the next one (gradlab.checks.isolate.IDLE):
+    #: the pytest plugin runs one item per run.
+    keep_workers: bool = False
+    #: a variant running longer than this many times the base case (and than
+    #: gradlab.watchdog.ENVELOPE_FLOOR_S) is stopped: a declared skip (None: never stopped).
+    cost_envelope: float | None = 20.0
     #: keep each failing gradient's |got - want| map on its Finding (for plots; costs memory).
     error_maps: bool = False
     #: stop after the first case with a failing row (its other dtypes and devices still run).
@@ -77,6 +85,8 @@ class CaseContext:
     device: str
     options: Options
     rows: list[CheckRow] = field(default_factory=list)
+    #: the base case's seconds, the variants' cost envelope is measured against.
+    base_seconds: float | None = None
 
     @property
     def op(self) -> OpDef:
@@ -104,6 +114,15 @@ class CaseContext:
     def measures(self, capability: str) -> bool:
         """Whether this run measures an information capability (asked for, or required)."""
         return capability in self.options.capabilities or capability in self.target.requires
+
+    def within_envelope(self, variant: str) -> AbstractContextManager[None]:
+        """Run a variant within the op's cost envelope (gradlab.watchdog.envelope): one that
+        runs far longer than the base case (its rows' seconds, as the first variant starts)
+        is stopped, a declared skip."""
+        if self.base_seconds is None:
+            self.base_seconds = max((r.seconds for r in self.rows), default=0.0)
+        return envelope(self.options.cost_envelope, self.base_seconds, lambda note: self.row(
+            variant, "gradient", SKIP, declared=True, reason="cost_envelope", note=note))
 
     def crash_row(self, variant: str, check: str, exc: BaseException, **kw: Any) -> CheckRow:
         """An error row for an exception raised by the Function (or the reference)."""

@@ -40,6 +40,11 @@ POISONED = ("CUDA error", "device-side assert", "CUBLAS_STATUS", "cuDNN error")
 
 #: on_wait(label, seconds): a heartbeat while one item runs.
 OnWait = Callable[[str, float], None]
+#: The message that gives a kept worker the targets of another run (see Worker.stop).
+RELOAD = "reload"
+#: Healthy workers kept between runs (Options.keep_workers: the pytest plugin runs one
+#: item per run), each taken by the next Worker.start; close_idle stops them.
+IDLE: list[tuple[subprocess.Popen[bytes], Connection, Connection]] = []
 
 
 def picklable(targets: Sequence[Target], options: Options) -> str:
@@ -101,7 +106,14 @@ def serve(inbox: Connection, outbox: Connection, payload: bytes) -> None:
     outbox.send(("ready", len(items), env))
     with intra_op_threads(options.threads):
         while True:
-            index, item_options = inbox.recv()
+            msg = inbox.recv()
+            if msg == RELOAD:  # a kept worker, given the next run's targets (Worker.start)
+                sys.path[:] = inbox.recv()
+                targets, options = pickle.loads(inbox.recv_bytes())
+                items = list(plan(targets, options))
+                outbox.send(("ready", len(items), env))
+                continue
+            index, item_options = msg
             outbox.send(("rows", index, item_rows(items[index], item_options)))
 
 
@@ -135,6 +147,9 @@ class Worker:
 
     def __init__(self, targets: Sequence[Target], options: Options) -> None:
         self.payload = pickle.dumps((list(targets), options))
+        self.keep = options.keep_workers
+        #: an item was sent and its rows are not in yet (such a worker is never kept).
+        self.busy = False
         #: the environment record the worker sent when it was ready ({} before).
         self.env: dict[str, Any] = {}
         self.proc: subprocess.Popen[bytes] | None = None
@@ -154,7 +169,10 @@ class Worker:
         threads run in the parent, and spawn re-imports the parent's main module (a user's
         script without a __main__ guard would run again).
         """
-        self.proc, self.inbox, self.outbox = WARM.pop() if WARM else spawn()
+        kept = take_idle()
+        self.proc, self.inbox, self.outbox = kept or (WARM.pop() if WARM else spawn())
+        if kept:
+            self.outbox.send(RELOAD)
         self.outbox.send(sys.path)
         self.outbox.send_bytes(self.payload)
         reply = self.wait(START_TIMEOUT_S)
@@ -166,9 +184,22 @@ class Worker:
     def stop(self) -> None:
         """Stop the worker: killed, since it holds nothing to save (its rows were sent as
         they were made) and a polite exit took 0.8 s of interpreter shutdown with torch
-        loaded, at the end of every run."""
+        loaded, at the end of every run.  With Options.keep_workers a healthy, idle worker is
+        kept in IDLE for the next run instead (a fresh one costs a torch import)."""
         if self.proc is None:
             return
+        if self.keep and not self.busy and self.proc.poll() is None:
+            assert self.inbox is not None and self.outbox is not None
+            IDLE.append((self.proc, self.inbox, self.outbox))
+            self.proc, self.inbox, self.outbox = None, None, None
+            return
+        self.discard()
+
+    def discard(self) -> None:
+        """Kill the worker (it died, hung, or may hold a broken CUDA context)."""
+        if self.proc is None:
+            return
+        self.busy = False
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(5.0)
@@ -197,8 +228,9 @@ class Worker:
         try:
             self.outbox.send((index, options))
         except (OSError, BrokenPipeError):
-            self.stop()
+            self.discard()
             return "the worker stopped listening"
+        self.busy = True
         return ""
 
     def outcome(self, waited: float, timeout: float | None) -> Outcome | None:
@@ -221,8 +253,9 @@ class Worker:
             return None
         poisoned = done.rows is not None and any(
             p in r.note for r in done.rows for p in POISONED)
+        self.busy = False if done.rows is not None else self.busy
         if done.rows is None or poisoned:
-            self.stop()  # the next item gets a fresh worker
+            self.discard()  # the next item gets a fresh worker
         return done
 
     def wait(self, timeout: float | None) -> Outcome:
@@ -232,6 +265,28 @@ class Worker:
         while (done := self.outcome(time.perf_counter() - start, timeout)) is None:
             self.inbox.poll(POLL_S)
         return done
+
+
+def take_idle() -> tuple[subprocess.Popen[bytes], Connection, Connection] | None:
+    """A kept worker still alive (IDLE), or None."""
+    while IDLE:
+        proc, inbox, outbox = IDLE.pop()
+        if proc.poll() is None:
+            return proc, inbox, outbox
+        inbox.close()
+        outbox.close()
+    return None
+
+
+def close_idle() -> None:
+    """Stop the workers kept for another run (the end of a pytest session)."""
+    while IDLE:
+        proc, inbox, outbox = IDLE.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5.0)
+        inbox.close()
+        outbox.close()
 
 
 #: (index, item, options) of one work item to run, and (index, item, outcome) of one run.

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
+from gradlab import guard
 from gradlab.errors import ExitCode, GradlabError, unknown_name
 from gradlab.render.console import make_console
 
@@ -27,9 +28,8 @@ out = make_console()
 err = make_console(stderr=True)
 
 DEFAULT_REPORT_DIR = "reports"
-#: Per-case limit of `check` (isolated runs): far above any normal case (the bundled ones take
-#: well under a second each), low enough that a hang fails a CI job long before its own limit.
-DEFAULT_TIMEOUT_S = 300.0
+#: Per-case limit of `check` (isolated runs): the one default of gradlab.guard.
+DEFAULT_TIMEOUT_S = guard.DEFAULT_TIMEOUT_S
 
 
 def fail(message: str, code: ExitCode = ExitCode.BAD_INPUT) -> typer.Exit:

@@ -43,12 +43,19 @@ def fmt_bytes(n: int | None) -> str:
     return f"{value:.1f} GiB"  # pragma: no cover
 
 
-def fmt_speedup(r: BenchRow) -> Text:
-    """'1.23× [1.10, 1.35]', dim when the interval spans 1."""
+def speedup_words(r: BenchRow, digits: str = ".2f") -> str:
+    """'1.23× [1.10, 1.35]'; '1.23× n=3' when too few samples were taken for an interval
+    (gradlab.bench.stats.MIN_INTERVAL_SAMPLES); '-' without a speedup."""
     if r.speedup is None:
-        return Text("-")
-    text = f"{r.speedup:.2f}× [{r.speedup_low:.2f}, {r.speedup_high:.2f}]"
-    return Text(text, style="bold" if r.significant else "dim")
+        return "-"
+    if r.speedup_low is None or r.speedup_high is None:
+        return f"{r.speedup:{digits}}× n={r.n}"
+    return f"{r.speedup:{digits}}× [{r.speedup_low:{digits}}, {r.speedup_high:{digits}}]"
+
+
+def fmt_speedup(r: BenchRow) -> Text:
+    """speedup_words, dim when the interval spans 1 (or there is none)."""
+    return Text(speedup_words(r), style="bold" if r.significant else "dim")
 
 
 def env_line(env: Mapping[str, Any]) -> str:
@@ -116,9 +123,12 @@ def render_bench(report: BenchReport, console: Console, wide: bool = False) -> N
     custom = [r for r in report.rows if r.speedup is not None]
     faster = sum(1 for r in custom if r.significant and r.speedup and r.speedup > 1)
     slower = sum(1 for r in custom if r.significant and r.speedup and r.speedup < 1)
+    few = sum(1 for r in custom if r.speedup_low is None)  # no interval: n said instead
     summary = (f"{len(report.rows)} rows, {len(report.errors)} errors; custom vs reference: "
-               f"{faster} faster, {slower} slower, {len(custom) - faster - slower} "
+               f"{faster} faster, {slower} slower, {len(custom) - faster - slower - few} "
                "no significant difference")
+    if few:
+        summary += f", {few} with too few samples to tell"
     if report.interrupted:
         summary += " (interrupted: partial results)"
     console.print(Text(summary, style="bold red" if report.errors else "bold"))

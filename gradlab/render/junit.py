@@ -128,12 +128,18 @@ def bench_junit(report: BenchReport, name: str = "gradlab bench") -> ET.ElementT
                 _element(tc, "error", "\n".join(lines), message=first.note[:MESSAGE_CHARS])
             elif status == SKIP:
                 _element(tc, "skipped", message=rows[0].note[:MESSAGE_CHARS])
-            speedups = [f"{r.dtype} / {r.device}: speedup {r.speedup:.3g}x "
-                        f"[{r.speedup_low:.3g}, {r.speedup_high:.3g}]"
+            speedups = [f"{r.dtype} / {r.device}: speedup {r.speedup:.3g}x {interval(r)}"
                         for r in rows if r.speedup is not None]
             if speedups:
                 _element(tc, "system-out", "\n".join(speedups))
     return ET.ElementTree(root)
+
+
+def interval(r: BenchRow) -> str:
+    """A speedup's 95% interval, or the sample count when too few for one."""
+    if r.speedup_low is None or r.speedup_high is None:
+        return f"(n={r.n}: too few samples for an interval)"
+    return f"[{r.speedup_low:.3g}, {r.speedup_high:.3g}]"
 
 
 def write_junit(tree: ET.ElementTree, path: str | Path) -> Path:

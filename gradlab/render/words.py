@@ -216,6 +216,12 @@ REASONS: dict[str, str] = {
                                           "Function computes anyway (it lacks input validation? "
                                           "not a failure: nothing to compare with)",
     "no_reference": "no reference: compared with the Function's own contiguous run",
+    "cost_envelope": "stopped: this variant ran far longer than the base case (outside the "
+                     "op's cost envelope, e.g. a solver's steps growing with the magnitude; "
+                     "gradlab.check(cost_envelope=) sets the factor, 0 never stops)",
+    "time_limit": "stopped here: the check ran past its time limit (gradlab.check(timeout=))",
+    "memory_limit": "stopped here: the check's memory grew past its limit "
+                    "(gradlab.check(max_memory=))",
     "no_reference_base": "no reference: the forward's values are not verified (a run compared "
                          "with itself measures nothing); the variants are compared with the "
                          "Function's own contiguous run, the gradients with finite differences "

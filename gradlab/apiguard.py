@@ -1,0 +1,160 @@
+"""The Python API's guard: `gradlab.check(..., timeout=, max_memory=)` stops a runaway check
+(an ODE solver's adjoint growing to gigabytes, a loop that never ends) with an error naming the
+check and variant it reached, and keeps the rows measured before it (`CheckLimitError.report`).
+
+The defaults are the CLI's: gradlab.guard.DEFAULT_TIMEOUT_S, and a quarter of the available
+memory (gradlab.guard.default_limit, as `--max-memory`).  The API runs in the caller's process,
+so the limits are kept by gradlab.watchdog's thread (see there for what it can and cannot
+stop); the timeout covers the whole call, the memory limit what the resident memory grows by.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from types import TracebackType
+from typing import Any
+
+from gradlab.checks.context import Options
+from gradlab.checks.driver import run
+from gradlab.errors import ExitCode, GradlabError
+from gradlab.guard import default_limit, parse_size
+from gradlab.model import Target
+from gradlab.results import ERROR, CheckRow, Report
+from gradlab.watchdog import LimitExceeded, Scope, resident_bytes, watched
+
+#: max_memory's default: gradlab.guard.default_limit() when the call starts.
+AUTO = "auto"
+#: The checks the frames of gradlab.checks name (innermost wins): what a limit interrupted.
+CHECK_OF_FRAME = {"jacobian_check": "jacobian", "second_order_row": "second_order",
+                  "forward_ad_row": "forward_ad", "autocast_row": "autocast",
+                  "capability_rows": "capabilities", "base_contract": "contract"}
+
+
+class CheckLimitError(GradlabError):
+    """gradlab.check ran past its time or memory limit and was stopped; `report` holds the rows
+    measured before, and an error row (reason time_limit or memory_limit) where it stopped."""
+
+    exit_code = ExitCode.CHECK_FAILED
+
+    def __init__(self, message: str, report: Report) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+def time_limit(timeout: float | None) -> float | None:
+    """Seconds the call may run (None or 0: no limit); ValueError for a negative or NaN one."""
+    if timeout is None or timeout == 0:
+        return None
+    if not (isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0):
+        raise ValueError(f"timeout: expected seconds > 0 (None or 0: no limit), got {timeout!r}")
+    return float(timeout)
+
+
+def memory_limit(max_memory: int | str | None) -> int | None:
+    """Bytes the call may add to the process's resident memory: "auto" (the CLI's default), a
+    size ("300MB", 2**30), None or 0 (no limit); ValueError naming the argument."""
+    if max_memory is None or max_memory == 0:
+        return None
+    if max_memory == AUTO:
+        return default_limit()
+    if isinstance(max_memory, str):
+        try:
+            return parse_size(max_memory)
+        except ValueError as exc:
+            raise ValueError(f"max_memory: {exc}") from None
+    if isinstance(max_memory, bool) or not isinstance(max_memory, int) or max_memory < 0:
+        raise ValueError(f"max_memory: expected bytes >= 0, a size such as '8GiB', None or "
+                         f"{AUTO!r}, got {max_memory!r}")
+    return max_memory
+
+
+def envelope_factor(cost_envelope: float | None) -> float | None:
+    """Options.cost_envelope for gradlab.check(cost_envelope=): None or 0 never stops a
+    variant; ValueError for a factor below 1 (a variant would be stopped for being a variant)."""
+    if not cost_envelope:
+        return None
+    if not (math.isfinite(cost_envelope) and cost_envelope >= 1):
+        raise ValueError(f"cost_envelope: expected a factor >= 1 (None or 0: never stop a "
+                         f"variant), got {cost_envelope!r}")
+    return float(cost_envelope)
+
+
+def guarded_run(targets: Sequence[Target], options: Options, timeout: float | None = None,
+                max_memory: int | str | None = None,
+                cost_envelope: float | None = None) -> Report:
+    """driver.run within gradlab.check's limits (each checked first: ValueError naming it):
+    `timeout` seconds for the whole call, `max_memory` ("auto", a size, bytes) more resident
+    memory than the call started with (None or 0: no limit); past one, CheckLimitError naming
+    the check and variant, with the partial report.  A variant running `cost_envelope` times
+    longer than its base case is stopped (a declared skip, gradlab.watchdog.envelope).  Ctrl-C
+    returns the partial report (`interrupted`), as driver.run does."""
+    timeout, max_memory = time_limit(timeout), memory_limit(max_memory)
+    options = replace(options, cost_envelope=envelope_factor(cost_envelope))
+    rows: list[CheckRow] = []
+    env: dict[str, Any] = {}
+    where = [""]  # the item running: 'op/case dtype device' (driver's heartbeat)
+    rss = resident_bytes()
+    scope = Scope("run", deadline=time.monotonic() + timeout if timeout else None,
+                  max_rss=rss + max_memory if max_memory and rss is not None else None)
+    try:
+        with watched(scope):
+            return run(targets, options, on_rows=rows.extend, on_env=env.update,
+                       on_wait=lambda label, _s: where.__setitem__(0, label))
+    except LimitExceeded as exc:
+        raise limit_error(exc, scope, rows, env, where[0], timeout, rss) from None
+
+
+def interrupted_at(tb: TracebackType | None) -> tuple[Any, str, str]:
+    """(the case context, check, variant) a limit interrupted, read off its traceback: the
+    innermost frame holding a gradlab.checks CaseContext `ctx` (its rows so far), the check
+    named by the innermost frame of CHECK_OF_FRAME, the variant of `one_variant`'s `v`."""
+    ctx, check, variant = None, "", "base"
+    while tb is not None:
+        frame = tb.tb_frame
+        name = frame.f_code.co_name
+        if "gradlab" in frame.f_code.co_filename:
+            found = frame.f_locals.get("ctx")
+            if found is not None and hasattr(found, "rows") and hasattr(found, "dtype"):
+                ctx = found
+            check = CHECK_OF_FRAME.get(name, check)
+            if name == "one_variant" and hasattr(frame.f_locals.get("v"), "name"):
+                variant, check = frame.f_locals["v"].name, "gradient"
+        tb = tb.tb_next
+    return ctx, check, variant
+
+
+def limit_error(exc: LimitExceeded, scope: Scope, rows: list[CheckRow], env: dict[str, Any],
+                where: str, timeout: float | None, rss: int | None) -> CheckLimitError:
+    """The error for a limit that stopped the run: its message names the op, case, check and
+    variant; its report keeps every row made before, the interrupted item's too."""
+    ctx, check, variant = interrupted_at(exc.__traceback__)
+    op_case, kind, device = [*where.split(" "), "", "", ""][:3]
+    op, _, case = op_case.partition("/")
+    dtype = kind if kind != "numerical" else ""
+    if ctx is not None:
+        op, case, dtype, device = ctx.op.name, ctx.case.name, ctx.dtype, ctx.device
+        rows = rows + list(ctx.rows)
+    check = check or ("jacobian" if kind == "numerical" else "gradient")
+    if scope.fired == "memory" and scope.max_rss is not None:
+        limit, reason = (f"max_memory={size_words(scope.max_rss - (rss or 0))} (resident "
+                         f"memory {size_words(scope.rss)})"), "memory_limit"
+    else:
+        limit, reason = f"timeout={timeout:g} s", "time_limit"
+    report = Report(rows=rows, env=env)
+    report.rows.append(CheckRow(op, case, dtype, device, variant, check, ERROR, reason=reason,
+                                note=f"stopped by {limit}"))
+    message = (f"gradlab.check({op}): stopped by {limit} in check {check}, variant {variant} "
+               f"({op}/{case} {dtype} {device}); the {len(rows)} rows measured before are on "
+               "this error's .report")
+    return CheckLimitError(message, report)
+
+
+def size_words(n: int) -> str:
+    """Bytes as '300 MiB' / '1.5 GiB'."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.3g} {unit}"
+    return f"{n} B"

@@ -1,0 +1,169 @@
+"""Limits on checks that run in this process: a time and a memory limit on a whole run (the Python
+API's `gradlab.check(timeout=, max_memory=)`, see gradlab.apiguard), and the cost envelope of one
+variant (every run: a variant far slower than its base case is stopped and skipped).
+
+How a runaway is stopped without a process of its own: one watchdog thread, started on first
+use, sleeps until the nearest deadline (waking every MEMORY_POLL_S to read the resident memory
+while a memory limit is on) and raises `LimitExceeded` in the checking thread through CPython's
+`PyThreadState_SetAsyncExc`.  The exception lands at the next bytecode that thread runs: a loop
+in Python (an adaptive solver's steps, a growing list of tensors) stops within a poll, one long
+C call (a kernel, one long sleep) only once it returns.  Only another process can stop those:
+`gradlab check` runs each case in a worker for that (gradlab.checks.isolate).
+
+Why not signals or rlimits: a signal handler can only be installed from the main thread (the API
+may run in any), and a restored handler races with a signal already sent; RLIMIT_AS would cap
+the user's whole process (CUDA reserves terabytes of address space) and fail allocations in
+code that cannot take it.  The cost, measured on a small check: under a millisecond per call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: How often the watchdog reads the resident memory while a memory limit is on: at a few GB/s
+#: of allocation a runaway overshoots its limit by a few hundred MB at most, and one read of
+#: /proc/self/statm costs microseconds.
+MEMORY_POLL_S = 0.05
+#: A variant is never stopped before this many seconds, whatever its base case took: a base
+#: case of a few milliseconds times the envelope's factor is well within a loaded machine's
+#: scheduling noise, and the variants' own judging (a rerun, a plain copy) is part of their cost.
+ENVELOPE_FLOOR_S = 5.0
+
+
+class LimitExceeded(BaseException):
+    """Raised into the checking thread when a limit passed.  A BaseException: the checks'
+    `except Exception` (a Function's crash) must not take it for the Function's own error."""
+
+
+@dataclass(eq=False)
+class Scope:
+    """One watched stretch of a thread's work: a deadline, a memory limit, or both."""
+
+    #: "run" (a whole check run, gradlab.apiguard) or "envelope" (one variant).
+    kind: str
+    deadline: float | None = None
+    #: the resident bytes past which the scope is stopped (None: no memory limit).
+    max_rss: int | None = None
+    tid: int = field(default_factory=threading.get_ident)
+    #: which limit stopped it: "" (none), "timeout" or "memory".
+    fired: str = ""
+    #: the resident memory when the memory limit fired.
+    rss: int = 0
+    #: the exception was sent and has not reached this scope's exit yet.
+    pending: bool = False
+
+
+def resident_bytes() -> int | None:
+    """This process's resident memory (Linux's /proc/self/statm), None where unknown."""
+    try:
+        statm = Path("/proc/self/statm").read_bytes()
+        return int(statm.split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def _set_async_exc(tid: int, exc: type[BaseException] | None) -> None:
+    """Have thread `tid` raise `exc` at its next bytecode (None: take back one not raised)."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(tid), ctypes.py_object(exc) if exc is not None else None)
+
+
+class Watchdog:
+    """The one watchdog thread and the scopes it watches (WATCH)."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.scopes: list[Scope] = []
+        self.thread: threading.Thread | None = None
+
+    def enter(self, scope: Scope) -> None:
+        with self.cond:
+            self.scopes.append(scope)
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self.loop, name="gradlab-watchdog",
+                                               daemon=True)
+                self.thread.start()
+            self.cond.notify()
+
+    def leave(self, scope: Scope) -> None:
+        """The scope's thread left it: an exception sent and not yet raised is taken back."""
+        with self.cond:
+            if scope in self.scopes:
+                self.scopes.remove(scope)
+            if scope.pending:
+                scope.pending = False
+                _set_async_exc(scope.tid, None)
+
+    def loop(self) -> None:
+        with self.cond:
+            while True:
+                now = time.monotonic()
+                for s in self.scopes:
+                    self.judge(s, now)
+                waits = [s.deadline - now for s in self.scopes
+                         if s.deadline is not None and not s.fired]
+                if any(s.max_rss is not None and not s.fired for s in self.scopes):
+                    waits.append(MEMORY_POLL_S)
+                self.cond.wait(max(0.001, min(waits)) if waits else None)
+
+    def judge(self, s: Scope, now: float) -> None:
+        """Fire `s` when it passed a limit (one exception in flight per thread at a time)."""
+        if s.fired or any(o.pending and o.tid == s.tid for o in self.scopes):
+            return
+        if s.deadline is not None and now >= s.deadline:
+            s.fired = "timeout"
+        elif s.max_rss is not None and (rss := resident_bytes() or 0) > s.max_rss:
+            s.fired, s.rss = "memory", rss
+        else:
+            return
+        s.pending = True
+        _set_async_exc(s.tid, LimitExceeded)
+
+
+WATCH = Watchdog()
+
+
+@contextmanager
+def watched(scope: Scope) -> Iterator[Scope]:
+    """Watch `scope` while the block runs; its LimitExceeded propagates (see `caught`)."""
+    WATCH.enter(scope)
+    try:
+        yield scope
+    except LimitExceeded:
+        scope.pending = False  # raised: nothing left to take back
+        raise
+    finally:
+        WATCH.leave(scope)
+
+
+def own(scope: Scope) -> bool:
+    """Whether a LimitExceeded just caught was `scope`'s (else an outer scope's)."""
+    return bool(scope.fired)
+
+
+@contextmanager
+def envelope(factor: float | None, base_s: float,
+             on_stop: Callable[[str], object]) -> Iterator[None]:
+    """Run one variant within its cost envelope: stopped once it runs past `factor` times its
+    base case's `base_s` seconds (and ENVELOPE_FLOOR_S); `on_stop(note)` then records it and
+    the run goes on.  factor None or 0: not watched."""
+    if not factor:
+        yield
+        return
+    allowed = max(factor * base_s, ENVELOPE_FLOOR_S)
+    scope = Scope("envelope", deadline=time.monotonic() + allowed)
+    try:
+        with watched(scope):
+            yield
+    except LimitExceeded:
+        if not own(scope):
+            raise  # the run's own limit, passing through this variant
+        on_stop(f"stopped after {allowed:.3g} s: more than {factor:g}x the base case's "
+                f"{base_s:.3g} s")

@@ -1,0 +1,96 @@
+"""Functions gradlab must stop or survive without taking the caller down: one that segfaults in
+backward (an extension's crash), one whose backward's cost grows with its inputs' magnitude (a
+solver whose step count follows the values: the magnitude variant runs away), one that
+allocates without bound, and a correct one beside them (tests/test_guard.py).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.autograd import Function
+
+#: Seconds of work per unit of the input's largest magnitude in SlowWithMagnitude's backward:
+#: the base case (values up to ~3) takes ~0.03 s, the float64 magnitude variant (1000) ~10 s.
+SECONDS_PER_UNIT = 0.01
+#: Bytes one step of Hoards' backward keeps (it never stops by itself).
+HOARD_STEP = 16 << 20
+
+
+class Double(Function):
+    """Correct: y = 2x."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        return x * 2
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        return g * 2
+
+
+def double_reference(x: Tensor) -> Tensor:
+    return x * 2
+
+
+class SegfaultsInBackward(Function):
+    """y = 2x, with a backward that reads address 0 (SIGSEGV), as a broken extension would."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        return x * 2
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        ctypes.string_at(0)
+        return g * 2
+
+
+class SlowWithMagnitude(Function):
+    """y = 2x, correct, with a backward that works for a time proportional to max |x| (in short
+    steps, as an adaptive solver's loop would)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.scale = float(x.detach().abs().max())
+        return x * 2
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        end = time.perf_counter() + SECONDS_PER_UNIT * ctx.scale
+        while time.perf_counter() < end:
+            time.sleep(0.005)
+        return g * 2
+
+
+class Hoards(Function):
+    """y = 2x, with a backward that allocates without bound (it would take the machine)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        return x * 2
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        kept = []
+        while True:
+            kept.append(torch.ones(HOARD_STEP // 8, dtype=torch.float64))
+
+
+class InterruptedInFloat32(Function):
+    """y = 2x, correct, whose float32 backward is interrupted as Ctrl-C would (KeyboardInterrupt
+    where the user's code runs): the float64 rows are made before it."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        return x * 2
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        if g.dtype == torch.float32:
+            raise KeyboardInterrupt
+        return g * 2

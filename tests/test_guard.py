@@ -1,0 +1,159 @@
+"""Checks that cannot take their caller down: the pytest plugin's items in a worker process (a
+segfault fails its item, the session goes on), and the Python API's guard (a time and a memory
+limit with the partial report kept, Ctrl-C, a variant stopped outside the op's cost envelope).
+
+The Functions are in tests/data/guard/guard_functions.py.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import DATA, ROOT, TESTS
+
+import gradlab
+from gradlab import guard, watchdog
+from gradlab.apiguard import CheckLimitError, memory_limit
+from gradlab.checks import isolate
+from gradlab.checks.context import Options
+from gradlab.checks.driver import run
+from gradlab.results import SKIP
+from gradlab.spec import load_file
+
+GUARD = DATA / "guard"
+sys.path.insert(0, str(GUARD))
+import guard_functions as gf  # noqa: E402
+
+
+def plugin_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """pytest with the gradlab plugin in a fresh process, isolation at its default (on)."""
+    env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(TESTS)]))
+    env.pop("GRADLAB_ISOLATE", None)
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "gradlab.pytest_plugin",
+                           "-p", "no:cacheprovider", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_a_segfaulting_item_fails_alone_naming_its_signal_and_the_session_goes_on() -> None:
+    proc = plugin_run("crash.yaml", "-q", "-rA", cwd=GUARD)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out  # failures, not a crash (-11) nor an internal error (3)
+    assert "FAILED crash.yaml::segfaults/base" in out
+    assert "PASSED crash.yaml::correct/base" in out
+    assert "killed by SIGSEGV" in out
+
+
+def test_gradlab_inprocess_runs_items_in_pytests_process(pytester: pytest.Pytester,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    def no_worker() -> None:
+        raise AssertionError("a worker was spawned")
+
+    monkeypatch.delenv("GRADLAB_ISOLATE")
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setattr(isolate, "spawn", no_worker)
+    monkeypatch.setattr("gradlab.checks.warm.spawn", no_worker)
+    spec = pytester.path / "ok.yaml"
+    spec.write_text("function: guard_functions:Double\nreference: guard_functions:"
+                    "double_reference\nvariants: false\nchecks: [forward, gradient]\n"
+                    "dtypes: [float64]\nargs: [{shape: [3, 4]}]\n")
+    result = pytester.runpytest_inprocess("-p", "gradlab.pytest_plugin", "-p",
+                                          "no:cacheprovider", "--gradlab-inprocess", str(spec))
+    result.assert_outcomes(passed=1)
+
+
+def test_a_kept_worker_serves_the_next_run_and_a_dead_one_is_replaced() -> None:
+    segfaults, correct = load_file(GUARD / "crash.yaml")
+    options = Options(isolate=True, keep_workers=True, timeout=120.0)
+    try:
+        first = run([correct], options)
+        (pid,) = [p.pid for p, _, _ in isolate.IDLE]
+        second = run([correct], options)
+        assert [p.pid for p, _, _ in isolate.IDLE] == [pid]  # the same process, reused
+        assert first.passed and second.passed
+        assert [r.status for r in first.rows] == [r.status for r in second.rows]
+        crashed = run([segfaults], options)
+        assert not isolate.IDLE  # the worker that died is not kept
+        assert any("SIGSEGV" in r.note for r in crashed.rows)
+        assert run([correct], options).passed  # a fresh worker
+    finally:
+        isolate.close_idle()
+    assert not isolate.IDLE
+
+
+def x34() -> torch.Tensor:
+    return torch.rand(3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+
+
+def test_a_variant_outside_the_cost_envelope_is_a_declared_skip(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(watchdog, "ENVELOPE_FLOOR_S", 0.2)
+    report = gradlab.check(gf.SlowWithMagnitude, [x34()], reference=gf.double_reference,
+                           checks=["forward", "gradient"], cost_envelope=2)
+    (stopped,) = [r for r in report.rows if r.status == SKIP]
+    assert (stopped.variant, stopped.check, stopped.reason) == ("magnitude", "gradient",
+                                                               "cost_envelope")
+    assert stopped.declared and "2x the base case" in stopped.note
+    assert report.passed  # the other variants ran and passed: a stop is not a failure
+    assert any(r.variant.startswith("ties") for r in report.rows)  # the run went on after it
+
+
+def test_a_timeout_names_check_and_variant_and_keeps_the_rows_before() -> None:
+    with pytest.raises(CheckLimitError) as info:
+        gradlab.check(gf.SlowWithMagnitude, [x34()], reference=gf.double_reference,
+                      checks=["forward", "gradient"], cost_envelope=0, timeout=1.5)
+    message = str(info.value)
+    assert "stopped by timeout=1.5 s in check gradient, variant magnitude" in message
+    assert "SlowWithMagnitude/example float64 cpu" in message
+    rows = info.value.report.rows
+    assert rows[-1].reason == "time_limit" and rows[-1].status == "error"
+    assert rows[-1].variant == "magnitude"
+    measured = rows[:-1]  # the base case and the variants before magnitude
+    assert {r.variant for r in measured} >= {"base", "noncontiguous[0]"}
+    assert all(r.status == "pass" for r in measured)
+    assert isinstance(info.value, gradlab.CheckLimitError)
+
+
+def test_a_memory_limit_stops_an_unbounded_allocation() -> None:
+    with pytest.raises(CheckLimitError) as info:
+        gradlab.check(gf.Hoards, [x34()], reference=gf.double_reference, max_memory="300MB",
+                      checks=["forward", "gradient"])
+    assert "stopped by max_memory=300 MiB" in str(info.value)
+    assert "check gradient, variant base" in str(info.value)
+    assert info.value.report.rows[-1].reason == "memory_limit"
+
+
+def test_ctrl_c_returns_the_partial_report() -> None:
+    report = gradlab.check(gf.InterruptedInFloat32, [x34()], reference=gf.double_reference,
+                           dtypes=["float64", "float32"], checks=["forward", "gradient"],
+                           variants=False)
+    assert report.interrupted and not report.passed
+    assert report.rows and {r.dtype for r in report.rows} == {"float64"}
+    assert "interrupted" in str(report)
+
+
+def test_the_api_limits_default_to_the_clis() -> None:
+    from gradlab.cli.app import DEFAULT_TIMEOUT_S
+
+    params = inspect.signature(gradlab.check).parameters
+    assert params["timeout"].default == DEFAULT_TIMEOUT_S == guard.DEFAULT_TIMEOUT_S
+    assert params["max_memory"].default == "auto"
+    assert abs(memory_limit("auto") - guard.default_limit()) < 0.05 * guard.default_limit()
+
+
+@pytest.mark.parametrize(("kw", "words"), [
+    ({"timeout": -1}, "timeout: expected seconds > 0"),
+    ({"max_memory": "lots"}, "max_memory: expected a size"),
+    ({"max_memory": -5}, "max_memory: expected bytes >= 0"),
+    ({"cost_envelope": 0.5}, "cost_envelope: expected a factor >= 1"),
+])
+def test_bad_limits_are_one_line_value_errors(kw: dict[str, object], words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        gradlab.check(gf.Double, [x34()], reference=gf.double_reference, **kw)  # type: ignore[arg-type]
