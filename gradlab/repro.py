@@ -1,5 +1,5 @@
-"""Repro files: a failing case's inputs saved with torch.save, the command that re-runs the case,
-and reading a file back (`gradlab repro FILE.pt`).
+"""Repro files: a failing case's inputs saved with torch.save, the command that re-runs one failing
+row (op, case, variant, dtype, device), and reading a file back (`gradlab repro FILE.pt`).
 
 A file holds a dict: op, case, dtype, device, seed and source (the spec it came from), the
 case's concrete args and kwargs exactly as the Function got them (tensors with their strides),
@@ -31,7 +31,7 @@ def repro_path(folder: str | Path, op: str, case: str, dtype: str, device: str) 
 
 
 def save_failures(rows: list[CheckRow], target: Target, case: Case, dtype: str, device: str,
-                  seed: int, folder: str, command: Callable[[str, str, str], str] | None) -> None:
+                  seed: int, folder: str, command: Callable[[CheckRow], str] | None) -> None:
     """Save the inputs of a failing (case, dtype, device) once; point its rows at the file."""
     import torch
 
@@ -52,27 +52,57 @@ def save_failures(rows: list[CheckRow], target: Target, case: Case, dtype: str, 
                "kwargs": inputs.kwargs,
                "failures": [r.as_dict() for r in failed]}
     atomic_write_with(path, lambda f: torch.save(payload, f))
-    line = command(case.name, dtype, device) if command else ""
-    for r in failed:
-        r.repro, r.repro_command = str(path), line
+    for r in failed:  # each row its own command: it re-runs that row alone
+        r.repro, r.repro_command = str(path), command(r) if command else ""
+
+
+#: The checks of a case's per-dtype item (its base run and variants); the others are its
+#: numerical item's (gradlab.checks.plan).
+CASE_CHECKS = ("forward", "gradient", "contract")
 
 
 @dataclass(frozen=True)
 class ReproCommand:
-    """How the `gradlab check` command line that re-runs one case of a run reads: what the run
-    was given, its seed, and the case (a class rather than a closure so that it travels to
-    worker processes)."""
+    """The `gradlab check` command line that re-runs exactly one failing row of a run: its op,
+    case, variant, dtype and device, with what else of the run decides the row (seed, --path,
+    --check, --mode, --capabilities, --strict).  A class rather than a closure so that it
+    travels to worker processes.
+
+    The row's base case runs too (a variant is judged against it) but only the variant's rows
+    are reported.  A base row names the checks of its own work item (see CASE_CHECKS) so that
+    the other item is not run; a variant row needs none (the numerical checks run on the base
+    case only)."""
 
     what: tuple[str, ...]
     seed: int
     #: the run's --path folders (its Functions may only import from there).
     paths: tuple[str, ...] = ()
+    #: the run's --check values (none: every check).
+    checks: tuple[str, ...] = ()
+    mode: str = "auto"
+    capabilities: str = "default"
+    strict: bool = False
 
-    def __call__(self, case: str, dtype: str, device: str) -> str:
-        head = "gradlab check " + " ".join(shlex.quote(w) for w in self.what)
-        tail = f" --seed {self.seed}" if self.seed else ""
-        tail += "".join(f" --path {shlex.quote(p)}" for p in self.paths)
-        return f"{head} --case {shlex.quote(case)} --dtype {dtype} --device {device}{tail}"
+    def __call__(self, row: CheckRow) -> str:
+        from gradlab.model import CHECKS
+
+        checks = list(self.checks)
+        if row.variant == "base":
+            mine = set(CASE_CHECKS) if row.check in CASE_CHECKS else set(CHECKS) - set(CASE_CHECKS)
+            checks = [c for c in (checks or CHECKS) if c in mine]
+        words = ["gradlab", "check", *self.what, "--op", row.op, "--case", row.case,
+                 "--variant", row.variant, *(w for c in checks for w in ("--check", c)),
+                 "--dtype", row.dtype, "--device", row.device]
+        if self.seed:
+            words += ["--seed", str(self.seed)]
+        words += [w for p in self.paths for w in ("--path", p)]
+        if self.mode != "auto":
+            words += ["--mode", self.mode]
+        if self.capabilities != "default":
+            words += ["--capabilities", self.capabilities]
+        if self.strict:
+            words.append("--strict")
+        return shlex.join(words)
 
 
 def load_repro(path: str | Path) -> tuple[Target, str, str, int]:

@@ -127,8 +127,9 @@ def test_repro_file_and_command_rerun_the_same_case(tmp_path: Path,
 
 
 def test_variant_option_keeps_only_those_families(tmp_path: Path) -> None:
+    # `base` names the base case's rows: without it only the variants' rows are reported
     result = runner.invoke(app, ["check", "exp", "--dtype", "double", "--variant", "grad_output",
-                                 "--report-dir", str(tmp_path)])
+                                 "--variant", "base", "--report-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     (csv,) = tmp_path.glob("check-*.csv")
     frame = pd.read_csv(csv)

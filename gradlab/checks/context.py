@@ -39,14 +39,17 @@ class Options:
     checks: frozenset[str] | None = None
     #: False switches all variants off; a set keeps only those variant families.
     variants: bool | frozenset[str] = True
+    #: of those families, only the variants these names pick (gradlab.select.variant_picked:
+    #: a variant's own name or its family; None: every variant) - a repro's one variant.
+    variant_names: frozenset[str] | None = None
     #: "auto" picks dense or fast per cost; "dense" / "fast" force one.
     mode: str = "auto"
     #: stop starting new cases once this many seconds have passed.
     budget: float | None = None
     #: where failing cases save their inputs (None: not saved).
     repro_dir: str | None = None
-    #: the command line that re-runs one (case, dtype, device) of the run.
-    repro_command: Callable[[str, str, str], str] | None = None
+    #: the command line that re-runs one failing row of the run (gradlab.repro.ReproCommand).
+    repro_command: Callable[[CheckRow], str] | None = None
     #: intra-op CPU threads during the run (see gradlab.torchstate); None leaves torch's alone.
     threads: int | None = 1
     #: a missing capability (a `warn` row) fails the run, as if every spec required it.

@@ -39,6 +39,7 @@ from gradlab.checks.verdicts import (
 )
 from gradlab.model import VARIANT_FAMILIES, TensorArg, Tolerance
 from gradlab.results import FAIL, SKIP, CheckRow
+from gradlab.select import variant_picked
 
 #: Variant families whose inputs have other shapes than the case's.
 NEW_SHAPES = ("size1", "ragged")
@@ -267,7 +268,10 @@ def variant_rows(ctx: CaseContext, b: Baseline, checks: frozenset[str]) -> None:
                   # when the base case fails too, its diagnosis (e.g. no_chain_rule) is the
                   # variants' best one (none when it has none)
                   {r.check: r.hint for r in ctx.rows if r.failed})
+    names = ctx.options.variant_names
     for v in generate(ctx, b.inputs, [tuple(g.shape) for g in b.grad_outs64]):
+        if names is not None and not variant_picked(v.name, names):
+            continue  # not the one variant a repro command asked for
         with ctx.within_envelope(v.name):  # a runaway variant is stopped: a declared skip
             split = len(v.sizes) > 1
             if not one_variant(ctx, v, b, judge, refusal_row=not split) and split:

@@ -47,7 +47,7 @@ from gradlab.cli.ci import (
     pick_targets,
     write_extras,
 )
-from gradlab.errors import GradlabError, unknown_name
+from gradlab.errors import GradlabError
 
 
 def _check_options(what: list[str], dtype: list[str] | None, device: list[str] | None,
@@ -60,7 +60,7 @@ def _check_options(what: list[str], dtype: list[str] | None, device: list[str] |
     import math
 
     from gradlab.checks.context import Options, measured_capabilities
-    from gradlab.model import VARIANT_FAMILIES, canonical_check
+    from gradlab.model import CHECKS, canonical_check
     from gradlab.repro import ReproCommand
 
     if mode not in ("auto", "dense", "fast"):
@@ -69,13 +69,7 @@ def _check_options(what: list[str], dtype: list[str] | None, device: list[str] |
         chosen_checks = frozenset(canonical_check(c) for c in only) if only else None
     except ValueError as exc:
         raise fail(f"--check: {exc}") from None
-    chosen_variants: bool | frozenset[str] = variants
-    if variant and variants:
-        bad = [v for v in variant if v not in VARIANT_FAMILIES]
-        if bad:
-            raise fail("--variant: " + unknown_name("variant family", bad[0],
-                                                    VARIANT_FAMILIES))
-        chosen_variants = frozenset(variant)
+    picked = _variant_choice(variants, variant, chosen_checks)
     if budget is not None and not (math.isfinite(budget) and budget > 0):
         raise fail("--budget: expected a positive number of seconds")
     if not (math.isfinite(timeout) and timeout >= 0):
@@ -87,11 +81,41 @@ def _check_options(what: list[str], dtype: list[str] | None, device: list[str] |
     devices = parse_devices(device, available=not skip_unavailable)
     return Options(dtypes=parse_dtypes(dtype), devices=devices, seed=seed, strict=strict,
                    skip_unavailable=skip_unavailable, isolate=isolate, capabilities=measured,
-                   timeout=timeout or None,
-                   checks=chosen_checks, variants=chosen_variants, mode=mode, budget=budget,
+                   timeout=timeout or None, mode=mode, budget=budget, **picked,
                    repro_dir=str(report_dir / "repro"),
-                   repro_command=ReproCommand(tuple(what), seed,
-                                              tuple(str(p) for p in paths or ())))
+                   repro_command=ReproCommand(
+                       tuple(what), seed, tuple(str(p) for p in paths or ()),
+                       tuple(c for c in CHECKS if c in (chosen_checks or ())), mode,
+                       capabilities, strict))
+
+
+def _variant_choice(variants: bool, variant: list[str] | None,
+                    checks: frozenset[str] | None) -> dict[str, Any]:
+    """Options' variants, variant_names and checks for --variant: the families to run, of
+    them the variants to keep (one named by itself: only it), and the checks, which lose the
+    numerical ones (jacobian, ...: they run on the base case only) unless `base` is named.
+    Exit 2 naming the option for a name that is no variant."""
+    from gradlab.checks.plan import PER_CASE_CHECKS
+    from gradlab.model import CHECKS
+    from gradlab.select import BASE, check_variant_names, variant_family
+
+    if not (variant and variants):
+        return {"variants": variants, "checks": checks}
+    try:
+        check_variant_names(variant)
+    except GradlabError as exc:
+        raise fail(str(exc)) from None
+    families = frozenset(variant_family(v) for v in variant) - {BASE}
+    # a ragged variant's sizes are tried one at a time after the whole one: that one runs too
+    names = frozenset("ragged" if variant_family(v) == "ragged" else v for v in variant) - {BASE}
+    if BASE not in variant:
+        left = (checks or frozenset(CHECKS)) - PER_CASE_CHECKS
+        if not left:
+            raise fail(f"--variant: {', '.join(sorted(checks or ()))} run on the base case only "
+                       "(add --variant base)")
+        checks = frozenset(left)
+    return {"variants": families, "checks": checks,
+            "variant_names": None if names <= families else names}
 
 
 #: The most workers --jobs 0 starts.
@@ -129,10 +153,27 @@ def _start_workers(jobs: int, device: list[str] | None, isolate: bool,
     return workers
 
 
-VARIANT_HELP = ("only these variant families (repeatable): noncontiguous, transposed, "
-                "channels_last, expanded, grad_output, requires_grad, undefined_grad, size1, "
-                "magnitude, ragged")
+VARIANT_HELP = ("only the rows of these variants (repeatable): a family (noncontiguous, "
+                "transposed, channels_last, expanded, grad_output, requires_grad, "
+                "undefined_grad, size1, magnitude, ragged, small, special, ties, "
+                "repeated_index), one variant as the report names it ('noncontiguous[0]'), "
+                "or base (the case itself, and the checks made on it only: jacobian, ...)")
 
+Strict = Annotated[bool, typer.Option("--strict", help="a capability the reference has and the "
+                                      "Function lacks (a warn row) fails the run")]
+SkipUnavailable = Annotated[bool, typer.Option("--skip-unavailable", help="skip (and say so) the "
+                                               "cases on a device this machine lacks, instead "
+                                               "of exit 2")]
+Isolate = Annotated[bool, typer.Option("--isolate/--no-isolate", help="run cases in a worker "
+                                       "process: a segfault, exit or hang fails that case only",
+                                       envvar="GRADLAB_ISOLATE")]
+Timeout = Annotated[float, typer.Option("--timeout", help="seconds one case may run (isolated "
+                                        "runs only; 0: no limit)")]
+Jobs = Annotated[int, typer.Option("-j", "--jobs", help="worker processes running cases side "
+                                   f"by side (isolated runs; 0: {JOBS_AUTO})",
+                                   envvar="GRADLAB_JOBS")]
+OpNames = Annotated[list[str] | None, typer.Option("--op", help="only these ops (repeatable; "
+                                                "names as the report shows them)")]
 Capabilities = Annotated[str, typer.Option("--capabilities", help="capabilities measured: "
                                            "default (all but torch.compile) or all (adds "
                                            "torch.compile: seconds per op)")]
@@ -160,24 +201,11 @@ def check(
                                       "fast (random probes)")] = "auto",
     budget: Annotated[float | None, typer.Option("--budget", help="stop starting new cases "
                                                  "after this many seconds")] = None,
-    strict: Annotated[bool, typer.Option("--strict", help="a capability the reference has and "
-                                         "the Function lacks (a warn row) fails the run")
-                      ] = False,
-    skip_unavailable: Annotated[bool, typer.Option("--skip-unavailable", help="skip (and say "
-                                                   "so) the cases on a device this machine "
-                                                   "lacks, instead of exit 2")] = False,
-    isolate: Annotated[bool, typer.Option("--isolate/--no-isolate", help="run cases in a "
-                                          "worker process: a segfault, exit or hang fails "
-                                          "that case only", envvar="GRADLAB_ISOLATE")] = True,
-    timeout: Annotated[float, typer.Option("--timeout", help="seconds one case may run "
-                                           "(isolated runs only; 0: no limit)")
-                       ] = DEFAULT_TIMEOUT_S,
-    jobs: Annotated[int, typer.Option("-j", "--jobs", help="worker processes running cases "
-                                      f"side by side (isolated runs; 0: {JOBS_AUTO})",
-                                      envvar="GRADLAB_JOBS")] = 0,
+    strict: Strict = False, skip_unavailable: SkipUnavailable = False, isolate: Isolate = True,
+    timeout: Timeout = DEFAULT_TIMEOUT_S, jobs: Jobs = 0,
     wide: Wide = False, max_memory: MaxMemory = None, path: ImportPaths = None,
     match: Match = None, shard: Shard = None, fail_fast: FailFast = False, quiet: Quiet = False,
-    junit: Junit = None, summary_md: SummaryMd = None, plots: Plots = False,
+    junit: Junit = None, summary_md: SummaryMd = None, plots: Plots = False, op: OpNames = None,
 ) -> None:
     """Check gradients: reference comparison, contract, variants, Jacobians, second order,
     autocast; measure capabilities (torch.compile, torch.func, determinism, ...)."""
@@ -188,8 +216,11 @@ def check(
                                      only, mode, budget, strict, skip_unavailable, isolate,
                                      timeout, path, capabilities),
                       error_maps=plots, fail_fast=fail_fast, jobs=workers)
+    from gradlab.select import pick
+
     try:
-        targets = load_targets(what, case, parse_max_memory(max_memory), path)
+        targets = pick(load_targets(what, None, parse_max_memory(max_memory), path), op or (),
+                       case or ())
     except GradlabError as exc:
         raise fail(str(exc), exc.exit_code) from None
     targets = pick_targets(targets, match, shard, plots)
@@ -197,7 +228,9 @@ def check(
     from gradlab.render.files import CheckReportWriter
 
     writer = CheckReportWriter(report_dir)
-    report = _run_check(targets, options, writer, quiet)
+    # --variant: only the rows of the variants named (the base case's only with `base`)
+    report = _run_check(targets, options, writer, quiet,
+                        frozenset(variant or ()) if variants else frozenset())
     _finish_check(report, writer, Finish(wide, quiet, shard is not None, junit, summary_md,
                                          plots))
 
@@ -236,9 +269,13 @@ def _finish_check(report: Any, writer: Any, how: Finish) -> None:
     raise exit_after_writes(int(exit_code(report, empty_ok=how.empty_ok)), failed)
 
 
-def _run_check(targets: list[Any], options: Any, writer: Any, quiet: bool = False) -> Any:
+def _run_check(targets: list[Any], options: Any, writer: Any, quiet: bool = False,
+               chosen: frozenset[str] = frozenset()) -> Any:
     """Run the checks with a progress bar (a terminal) or progress lines (a log), the report
-    rewritten as cases finish."""
+    rewritten as cases finish; `chosen`: --variant, the variants whose rows are reported."""
+    from gradlab.select import variant_picked
+
+    keep = (lambda r: variant_picked(r.variant, chosen)) if chosen else None
     from gradlab.checks.driver import plan, run
     from gradlab.checks.isolate import picklable
     from gradlab.render.progress import LogProgress, progress
@@ -263,10 +300,11 @@ def _run_check(targets: list[Any], options: Any, writer: Any, quiet: bool = Fals
                 writer.write(partial)
 
         def on_rows(rows: list[Any]) -> None:
-            partial.extend(rows)
-            write_partial()
             if rows:
                 step(f"{rows[0].op}/{rows[0].case}")
+            rows = rows if keep is None else [r for r in rows if keep(r)]
+            partial.extend(rows)
+            write_partial()
             if log is not None:
                 log.rows_done(rows)
 
@@ -285,7 +323,18 @@ def _run_check(targets: list[Any], options: Any, writer: Any, quiet: bool = Fals
                      on_env=partial.env.update)
     if log is not None:
         log.flush()
-    return report
+    return report if keep is None else _reported(report, chosen)
+
+
+def _reported(report: Any, chosen: frozenset[str]) -> Any:
+    """`report` with the rows of the --variant values `chosen` only, a line said for each
+    variant named by its own name of which no row ran."""
+    from gradlab.select import variant_picked, variants_missing
+
+    for name in variants_missing(chosen, {r.variant for r in report.rows}):
+        err.print(f"gradlab: --variant {name}: no such variant ran", markup=False,
+                  highlight=False, soft_wrap=True)
+    return replace(report, rows=[r for r in report.rows if variant_picked(r.variant, chosen)])
 
 
 @app.command()
