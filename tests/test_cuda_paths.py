@@ -258,3 +258,20 @@ def test_cli_check_device_cuda_runs_on_the_fake(fake: FakeCuda, on_cpu: CudaOnCp
                               "--report-dir", str(tmp_path)], capsys)
     assert code == 0, out + err
     assert fake.count("set_rng_state_all") >= 1
+
+
+def test_cli_bench_device_cuda_runs_on_the_fake(fake: FakeCuda, on_cpu: CudaOnCpu,
+                                                capsys: pytest.CaptureFixture[str],
+                                                tmp_path: Path) -> None:
+    spec = tmp_path / "exp_bench.yaml"
+    spec.write_text("function: trust_functions:Exp\nreference: torch:exp\ndevices: [cuda]\n"
+                    "args: [{shape: [3, 4]}]\nbench: [{name: small, args: [{shape: [8, 8]}]}]\n",
+                    encoding="utf-8")
+    code, out, err = run_cli(["bench", str(spec), "--device", "cuda", "--path",
+                              str(DATA / "trust"), "--min-time", "0.0001", "--min-samples", "3",
+                              "--max-time", "0", "--report-dir", str(tmp_path / "r")], capsys)
+    assert code == 0, out + err
+    assert FAKE_GPU_NAME in out and f"CUDA {FAKE_CUDA_VERSION}" in out, out
+    (csv,) = (tmp_path / "r").glob("bench-*.csv")
+    assert ",cuda," in csv.read_text(encoding="utf-8")
+    assert fake.count("max_memory_allocated") >= 4

@@ -98,6 +98,8 @@ class LaunchPlan:
     block_p: int
     #: name -> the largest value of an int32 expression in the kernel
     int32_max: dict[str, int]
+    #: masked-off pixel lanes of the last block (negative: pixels no program covers)
+    spare_lanes: int
 
     def problems(self) -> list[str]:
         """What breaks CUDA's limits or int32 (empty: the launch is fine)."""
@@ -105,6 +107,8 @@ class LaunchPlan:
                in enumerate(zip(self.grid, CUDA_GRID_LIMITS, strict=True)) if n > lim]
         out += [f"{name} = {v} >= 2^31" for name, v in self.int32_max.items()
                 if v >= INT32_LIMIT]
+        if not 0 <= self.spare_lanes < self.block_p:
+            out.append(f"the pixel blocks leave {self.spare_lanes} lanes (want 0..block - 1)")
         if self.kk_pad & (self.kk_pad - 1) or self.block_p & (self.block_p - 1):
             out.append(f"tile {self.kk_pad} x {self.block_p} is not powers of two")
         return out
@@ -117,7 +121,7 @@ def launch_plans(shape: InvolutionShape) -> list[LaunchPlan]:
     plans = []
     for kernel, n_pixels in (("forward", o * o), ("grad_input", h * h), ("grad_weight", o * o)):
         n_programs, kk_pad, block_p = launch_config(k * k, n_pixels, b, shape.groups)
-        n_pb = -(-n_pixels // block_p)
+        n_pb = n_programs // (b * shape.groups)  # pixel blocks per (batch, group), as launched
         int32_max = {
             "program_id": n_programs - 1,
             # b * C + g * CPG + cc, before the cast to int64
@@ -126,7 +130,8 @@ def launch_plans(shape: InvolutionShape) -> list[LaunchPlan]:
             "tile_offset": kk_pad * max(n_pb * block_p, o * o),
             "pixel_offset": h * h + (h + 2 * shape.padding) * k,
         }
-        plans.append(LaunchPlan(kernel, (n_programs, 1, 1), kk_pad, block_p, int32_max))
+        plans.append(LaunchPlan(kernel, (n_programs, 1, 1), kk_pad, block_p, int32_max,
+                                n_pb * block_p - n_pixels))
     return plans
 
 
