@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -236,3 +237,11 @@ def test_the_benchmark_runs_on_cpu_at_a_small_size(tmp_path: Path, inv: ModuleTy
     assert all(p.exists() for p in paths.values())
     assert "| stage4_c512_7 | float32 |" in paths["md"].read_text(encoding="utf-8")
     assert "goals: all that apply met" in capsys.readouterr().out
+
+
+def test_docs_give_each_phase_its_timeout(gpu: ModuleType) -> None:
+    text = GPU_MD.read_text(encoding="utf-8")
+    for name, seconds in gpu.TIMEOUTS_S.items():
+        assert re.search(rf"^\| {name} \|.*\| {seconds} s \|", text, flags=re.M), name
+    budget = gpu.TIMEOUTS_S["check"] - gpu.CHECK_REPORT_MARGIN_S
+    assert f"--budget {budget}`" in text
