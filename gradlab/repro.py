@@ -116,7 +116,8 @@ def load_repro(path: str | Path) -> tuple[Target, str, str, int]:
     from gradlab.spec import resolve
 
     try:
-        data = torch.load(path, weights_only=True)
+        # on the CPU: a GPU run's file opens anywhere (the re-run puts the inputs on its device)
+        data = torch.load(path, weights_only=True, map_location="cpu")
         source, op, case = str(data["source"]), str(data["op"]), str(data["case"])
         dtype, device, seed = str(data["dtype"]), str(data["device"]), int(data["seed"])
         args, kwargs = list(data["args"]), dict(data["kwargs"])

@@ -275,3 +275,27 @@ def test_cli_bench_device_cuda_runs_on_the_fake(fake: FakeCuda, on_cpu: CudaOnCp
     (csv,) = (tmp_path / "r").glob("bench-*.csv")
     assert ",cuda," in csv.read_text(encoding="utf-8")
     assert fake.count("max_memory_allocated") >= 4
+
+
+def test_a_repro_file_from_a_cuda_run_reruns_there_and_loads_on_the_cpu(
+        fake: FakeCuda, on_cpu: CudaOnCpu, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(DATA.parent)  # user_broken.yaml's functions resolve from tests/
+    code, out, err = run_cli(["check", str(DATA / "user_broken.yaml"), "--device", "cuda",
+                              "--no-variants", "--no-isolate", "--report-dir", str(tmp_path)],
+                             capsys)
+    assert code == 1, out + err
+    saved = sorted((tmp_path / "repro").glob("*_cuda.pt"))
+    assert saved, out
+    real_load, locations = torch.load, []
+
+    def load(*args: Any, **kwargs: Any) -> Any:
+        locations.append(kwargs.get("map_location"))
+        return real_load(*args, **kwargs)
+
+    # a GPU run's tensors are CUDA tensors: a CPU machine opens the file only onto the CPU
+    monkeypatch.setattr(torch, "load", load)
+    code, out, err = run_cli(["repro", str(saved[0]), "--report-dir", str(tmp_path / "r")],
+                             capsys)
+    assert code == 1 and "no_chain_rule" in out + err, out + err
+    assert locations == ["cpu"]
