@@ -68,8 +68,9 @@ def summary_markdown(report: Report, title: str = "gradlab check") -> str:
         if len(found) > TABLE_ROWS:
             lines += ["", f"... and {len(found) - TABLE_ROWS} more findings (see the report "
                           "files)."]
-        repros = list(dict.fromkeys(r.repro_command for f in found for r in f.rows
-                                    if r.repro_command))
+        # each finding's example row, as the terminal shows it (every failing row has its own)
+        repros = list(dict.fromkeys(f.repro.repro_command for f in found
+                                    if f.repro is not None and f.repro.repro_command))
         if repros:
             lines += ["", "Re-run a failing case:", "", "```", *repros[:TABLE_ROWS], "```"]
     return "\n".join(lines + capability_lines(report)) + "\n"
