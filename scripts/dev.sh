@@ -9,30 +9,59 @@
 #
 # PyTorch: the venv sees the system's site-packages, so a torch already installed (a CUDA build
 # on a GPU machine, say) is used as it is.  Only when no torch is importable does this install
-# one: $GRADLAB_TORCH (default torch==2.13.0, which on the project's CPU machines is a local CPU
-# wheel).
+# one (torch==2.13.0, which on the project's CPU machines is a local CPU wheel).
+#
+# Another torch (the tested range, docs/ci.md):  GRADLAB_TORCH=torch==2.1.2 bash scripts/dev.sh test
+# sets up a venv of its own for that request, .venv-torch-2.1.2 (GRADLAB_VENV names another),
+# WITHOUT the system's site-packages, installs exactly that torch into it (pip's usual index, or
+# PIP_INDEX_URL=https://download.pytorch.org/whl/cpu for the small CPU wheels) and runs there.
+# torch is pinned while gradlab's dependencies install, so they never upgrade it; a torch older
+# than 2.3 was built against numpy 1 and gets numpy<2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PY=${PYTHON:-python3}
+SITE=(--system-site-packages)
+TORCH_REQ=torch==2.13.0
 VENV=${GRADLAB_VENV:-.venv}
-TORCH_REQ=${GRADLAB_TORCH:-torch==2.13.0}
+if [ -n "${GRADLAB_TORCH:-}" ]; then
+    TORCH_REQ=$GRADLAB_TORCH
+    SITE=()
+    # torch==2.1.* -> .venv-torch-2.1
+    VENV=${GRADLAB_VENV:-.venv-$(printf %s "$TORCH_REQ" | sed -e 's/[^A-Za-z0-9.]\{1,\}/-/g' \
+                                                             -e 's/[-.]*$//')}
+fi
 
 if [ ! -x "$VENV/bin/python" ]; then
-    "$PY" -m venv --system-site-packages "$VENV"
+    "$PY" -m venv "${SITE[@]}" "$VENV"
 fi
 VPY="$VENV/bin/python"
 
-if ! "$VPY" -c "import torch" >/dev/null 2>&1; then
+tstamp="$VENV/.gradlab-torch"
+if [ -n "${GRADLAB_TORCH:-}" ] && [ "$(cat "$tstamp" 2>/dev/null)" != "$TORCH_REQ" ]; then
+    echo "dev.sh: installing $TORCH_REQ into $VENV" >&2
+    "$VPY" -m pip install -q "$TORCH_REQ"
+    echo "$TORCH_REQ" >"$tstamp"
+    rm -f "$VENV/.gradlab-installed"
+elif ! "$VPY" -c "import torch" >/dev/null 2>&1; then
     echo "dev.sh: no torch found; installing $TORCH_REQ" >&2
     "$VPY" -m pip install -q "$TORCH_REQ"
 fi
 
-# Reinstall only when pyproject.toml changed since the last install.
+# Reinstall only when pyproject.toml changed since the last install.  The constraints keep the
+# torch there is (gradlab's dependencies must not replace it) and numpy 1 under an old torch.
 stamp="$VENV/.gradlab-installed"
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    "$VPY" -m pip install -q -e ".[test]"
+    pins="$VENV/.gradlab-constraints.txt"
+    "$VPY" - >"$pins" <<'PINS'
+import torch
+print(f"torch=={torch.__version__}")
+major, minor = (int(p) for p in torch.__version__.split(".")[:2])
+if (major, minor) < (2, 3):  # wheels built against numpy 1: numpy 2 breaks torch.from_numpy
+    print("numpy<2")
+PINS
+    "$VPY" -m pip install -q -c "$pins" -e ".[test]"
     echo "$want" >"$stamp"
 fi
 

@@ -97,14 +97,22 @@ def grads_of(fn: Callable[..., Any], inputs: Inputs, gen: torch.Generator
     return list(got), looped, None, reentrant
 
 
+def legacy_batched(t: Tensor) -> bool:
+    """A legacy batched tensor (is_grads_batched's) on a torch without
+    is_legacy_batchedtensor (2.1): its dispatch keys hold `Batched`."""
+    keys = str(torch._C._dispatch_keys(t)).removeprefix("DispatchKeySet(").removesuffix(")")
+    return "Batched" in keys.split(", ")
+
+
 @contextmanager
 def data_refused() -> Iterator[None]:
     """`.data` of a legacy batched tensor raises inside: torch 2.x's legacy vmap (the one
     is_grads_batched uses) crashes the process on it (a segmentation fault, measured on
     torch 2.13), where torch.func.vmap raises.  A backward reading `grad_output.data` is a
     missing capability, never a dead worker or a dead caller."""
-    is_batched = getattr(torch._C._functorch, "is_legacy_batchedtensor", None)
-    plain = torch._C.TensorBase.__dict__.get("data")
+    is_batched = getattr(torch._C._functorch, "is_legacy_batchedtensor", legacy_batched)
+    base = getattr(torch._C, "TensorBase", None) or torch._C._TensorBase  # its name in 2.1
+    plain = base.__dict__.get("data")
     if is_batched is None or plain is None or "data" in torch.Tensor.__dict__:
         yield  # another torch: nothing to guard with
         return

@@ -23,6 +23,7 @@ from gradlab.cases import Inputs, flat_outputs
 from gradlab.checks.context import CaseContext, first_line
 from gradlab.model import Target, Tolerance
 from gradlab.results import FAIL, PASS, SKIP, WARN, Finding
+from gradlab.torchcompat import missing_note
 from gradlab.torchstate import preserved_rng
 
 
@@ -266,6 +267,9 @@ def contract_row(ctx: CaseContext, variant: str, findings: Sequence[Finding], *,
     elif warnings:
         ctx.row(variant, "contract", WARN, hint=warnings[0].hint, findings=list(warnings),
                 note=note)
+    elif passing and unavailable == missing_note("node_metadata"):
+        # a torch older than the feature: declared, the note names the release needed
+        ctx.row(variant, "contract", SKIP, declared=True, reason="old_torch", note=unavailable)
     elif passing and unavailable:
         ctx.row(variant, "contract", SKIP, reason="raw_backward_unavailable", note=unavailable)
     elif passing:

@@ -31,6 +31,7 @@ from torch import Tensor
 
 from gradlab.cases import Inputs, dtype_name, flat_outputs, relayout, standard_normal
 from gradlab.results import Finding
+from gradlab.torchcompat import has, missing_note
 from gradlab.torchstate import replay
 
 #: Graph nodes visited at most when looking for custom Function nodes (a guard, not a limit
@@ -94,6 +95,15 @@ def direct_args(fn: Callable[..., Any], node: Any, inputs: Inputs) -> list[Any] 
         return None
     bound.apply_defaults()
     return list(bound.arguments.values())[1:]
+
+
+def output_metadata(node: Any, outs: Sequence[Tensor]) -> list[Any] | None:
+    """Shape, dtype and device of each output of `node` (each grad_output it takes): its
+    `_input_metadata`; on a torch without it (before 2.5) the outputs themselves when every one
+    comes from `node` (a Function's tensor outputs, in order), else None."""
+    if has("node_metadata"):
+        return list(node._input_metadata)
+    return list(outs) if outs and all(o.grad_fn is node for o in outs) else None
 
 
 def call_node(node: Any, grads: Sequence[Tensor]) -> tuple[Any, ...]:
@@ -198,11 +208,13 @@ def direct_backward(fn: Callable[..., Any], inputs: Inputs, outs: Sequence[Tenso
     autograd would hand on.  None when the outputs do not all come from one custom node (the
     engine would pass zeros to an output without a gradient, or run other nodes too)."""
     node = outs[0].grad_fn if outs else None
-    if (node is None or not hasattr(node, "_forward_cls") or len(grad_outputs) != len(outs)
-            or len(outs) != len(node._input_metadata)
-            or not all(o.grad_fn is node for o in outs)):
+    meta = output_metadata(node, outs) if node is not None else None
+    if (meta is None or not hasattr(node, "_forward_cls") or len(grad_outputs) != len(outs)
+            or len(outs) != len(meta) or not all(o.grad_fn is node for o in outs)):
         return None
     args = direct_args(fn, node, inputs)
+    if args is None and not has("node_metadata"):
+        return None  # its edges' metadata is needed: raw_backward says why it is not there
     name = "" if args is not None else (
         type(node).__name__.removesuffix("Backward") or type(node).__name__)
     aliases = ctx_aliases(node, inputs.args if args is None else args, outs, name)
@@ -256,9 +268,9 @@ def raw_backward(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[T
     if not roots:
         return RawResult(unavailable="no output has a gradient function")
     args = direct_args(fn, roots[0], inputs)
-    if args is not None and len(grad_outs64) == len(roots[0]._input_metadata):
-        grads = [grad_output_as(g, m, go_layout)
-                 for g, m in zip(grad_outs64, roots[0]._input_metadata, strict=True)]
+    meta = output_metadata(roots[0], outs)
+    if args is not None and meta is not None and len(grad_outs64) == len(meta):
+        grads = [grad_output_as(g, m, go_layout) for g, m in zip(grad_outs64, meta, strict=True)]
         aliases = ctx_aliases(roots[0], args, outs)
         try:
             raw = call_node(roots[0], grads)
@@ -268,6 +280,8 @@ def raw_backward(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[T
     nodes = custom_nodes(roots)
     if not nodes:
         return RawResult(no_custom=True)
+    if not has("node_metadata"):  # grad_outputs for a node inside the graph need its metadata
+        return RawResult(unavailable=missing_note("node_metadata"))
     gen = torch.Generator().manual_seed(0)
     result = RawResult()
     for node in nodes:

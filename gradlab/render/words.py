@@ -198,6 +198,8 @@ REASONS: dict[str, str] = {
                                 "reference's raises too): nothing lost",
     "batched_grad_old_torch": "not checked: this torch's autograd.grad has no "
                               "is_grads_batched",
+    "old_torch": "not checked: this torch is older than a feature the check needs (the note "
+                 "names it and the torch release that brought it)",
     "kink": "a non-differentiable point in the example values (left and right differences "
             "disagree): judged one-sidedly",
     "tie_convention": "at tied values the gradient is shared among the ties otherwise than "

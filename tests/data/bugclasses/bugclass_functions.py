@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
 from torch import Tensor
 from torch.autograd import Function
+
+from gradlab.torchcompat import has
 
 
 class ExpOutputOnCtx(Function):
@@ -233,18 +236,61 @@ class MatmulNoAmp(Function):
         return g @ w.t(), x.t() @ g
 
 
+def cpu_autocast_on() -> bool:
+    """Whether CPU autocast is on (torch.is_autocast_enabled takes a device type since 2.4)."""
+    if has("autocast_device_query"):
+        return bool(torch.is_autocast_enabled("cpu"))
+    return bool(torch.is_autocast_cpu_enabled())
+
+
+def float32_forward(forward: Any) -> Any:
+    """torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32) for a torch before
+    2.4, which has no CPU custom_fwd: under CPU autocast, forward runs on float32 copies of its
+    floating inputs with autocast off."""
+
+    @functools.wraps(forward)
+    def run(ctx: Any, *args: Any) -> Any:
+        if not cpu_autocast_on():
+            return forward(ctx, *args)
+        cast = [a.float() if isinstance(a, Tensor) and a.is_floating_point() else a
+                for a in args]
+        with torch.autocast("cpu", enabled=False):
+            return forward(ctx, *cast)
+
+    return run
+
+
+def autocast_off_backward(backward: Any) -> Any:
+    """torch.amp.custom_bwd(device_type="cpu") for a torch before 2.4: backward with autocast
+    off, as forward ran (cast_inputs turns it off there)."""
+
+    @functools.wraps(backward)
+    def run(ctx: Any, *grads: Any) -> Any:
+        with torch.autocast("cpu", enabled=False):
+            return backward(ctx, *grads)
+
+    return run
+
+
+if has("amp_custom_fwd"):  # torch >= 2.4: the documented way
+    AMP_FORWARD = torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)
+    AMP_BACKWARD = torch.amp.custom_bwd(device_type="cpu")
+else:
+    AMP_FORWARD, AMP_BACKWARD = float32_forward, autocast_off_backward
+
+
 class MatmulAmp(Function):
     """Correct twin: under autocast, forward runs in float32 (its inputs cast) and backward
     under the same autocast state as forward."""
 
     @staticmethod
-    @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)
+    @AMP_FORWARD
     def forward(ctx: Any, x: Tensor, w: Tensor) -> Tensor:
         ctx.save_for_backward(x, w)
         return x @ w
 
     @staticmethod
-    @torch.amp.custom_bwd(device_type="cpu")
+    @AMP_BACKWARD
     def backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
         x, w = ctx.saved_tensors
         return g @ w.t(), x.t() @ g
@@ -256,7 +302,7 @@ class MatmulAutocastFastPath(Function):
 
     @staticmethod
     def forward(ctx: Any, x: Tensor, w: Tensor) -> Tensor:
-        ctx.fast = torch.is_autocast_enabled("cpu")
+        ctx.fast = cpu_autocast_on()
         ctx.save_for_backward(x, w)
         if ctx.fast:
             return (x.bfloat16() @ w.bfloat16()).float()

@@ -1,0 +1,64 @@
+"""What this torch has of the features that arrived after gradlab's floor (pyproject: torch>=2.1).
+
+Each feature is probed, not read off the version number (a nightly or a backport has what it
+has), and named with the torch release that brought it, so a check that needs one it lacks is a
+declared skip whose note names that release (reason `old_torch`) instead of a traceback.
+docs/ci.md: the torch range the suite runs on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+
+import torch
+
+
+@dataclass(frozen=True)
+class Feature:
+    """A torch feature newer than the floor: what it is and the release that brought it."""
+
+    what: str
+    since: str
+
+
+def _node_metadata() -> bool:
+    node = torch.ones(1, requires_grad=True).exp().grad_fn
+    return hasattr(node, "_input_metadata")
+
+
+def _amp_custom_fwd() -> bool:
+    return hasattr(torch.amp, "custom_fwd")
+
+
+def _autocast_device_query() -> bool:
+    try:
+        torch.is_autocast_enabled("cpu")
+    except TypeError:
+        return False
+    return True
+
+
+#: name -> (the feature, its probe).  Probed once per process, on first use.
+FEATURES: dict[str, tuple[Feature, Callable[[], bool]]] = {
+    "node_metadata": (Feature("the output metadata of autograd nodes (Node._input_metadata)",
+                              "2.5"), _node_metadata),
+    "amp_custom_fwd": (Feature("torch.amp.custom_fwd/custom_bwd with a device type", "2.4"),
+                       _amp_custom_fwd),
+    "autocast_device_query": (Feature("torch.is_autocast_enabled(device_type)", "2.4"),
+                              _autocast_device_query),
+}
+
+
+@cache
+def has(name: str) -> bool:
+    """Whether this torch has the feature `name` (a key of FEATURES)."""
+    return FEATURES[name][1]()
+
+
+def missing_note(name: str) -> str:
+    """The note of a skip for lack of `name`: this torch, the feature, the release needed."""
+    feature = FEATURES[name][0]
+    return (f"torch {torch.__version__} has no {feature.what} "
+            f"(torch {feature.since} or newer)")

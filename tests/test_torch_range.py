@@ -1,0 +1,110 @@
+"""The torch range (docs/ci.md): features newer than the floor are probed, and a check that
+needs one this torch lacks is a declared skip naming the release, never a traceback.
+
+An old torch is faked here by patching the probe (`has`) where it is used: the real old torch
+runs in the scheduled job (.github/workflows/torch-range.yml)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch import Tensor
+from torch.autograd import Function
+
+import gradlab
+from gradlab import torchcompat
+from gradlab.checks import rawbackward
+from gradlab.render.words import REASONS
+from gradlab.results import SKIP, Report
+
+
+class Cube(Function):
+    """A correct Function."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.save_for_backward(x)
+        return x**3
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return 3 * x**2 * g
+
+
+class CubeFloat64Grad(Cube):
+    """BROKEN: backward returns float64 for a float32 input (autograd casts it quietly)."""
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return (3 * x**2 * g).double()
+
+
+def cube_ref(x: Tensor) -> Tensor:
+    return x**3
+
+
+def wrapped_cube(x: Tensor) -> Tensor:
+    """Not a Function's apply: its custom node is found in the graph."""
+    return Cube.apply(x) + 0
+
+
+def x32() -> list[Tensor]:
+    return [torch.rand(3, 4, dtype=torch.float32) + 0.5]
+
+
+@pytest.fixture
+def old_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This torch as one without Node._input_metadata (torch 2.1-2.4)."""
+    monkeypatch.setattr(rawbackward, "has", lambda name: name != "node_metadata")
+    monkeypatch.setattr(torch, "__version__", "2.1.2")
+
+
+def contract_rows(report: Report) -> list[Any]:
+    return [r for r in report.rows if r.check == "contract" and r.variant == "base"]
+
+
+def test_every_feature_is_probed_and_dated() -> None:
+    for name, (feature, _) in torchcompat.FEATURES.items():
+        assert isinstance(torchcompat.has(name), bool)
+        major, minor = (int(p) for p in feature.since.split("."))
+        assert (major, minor) > (2, 1), name  # newer than the floor, or no guard is needed
+    assert "old_torch" in REASONS
+
+
+def test_missing_note_names_this_torch_and_the_release(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch, "__version__", "2.1.2")
+    note = torchcompat.missing_note("node_metadata")
+    assert "torch 2.1.2" in note and "torch 2.5 or newer" in note
+
+
+def test_the_running_torch_has_what_the_suite_pins() -> None:
+    # the main venv's torch (2.13) has every feature: the guards change nothing there
+    if tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 5):
+        assert all(torchcompat.has(name) for name in torchcompat.FEATURES)
+
+
+def test_old_torch_still_checks_a_functions_raw_return(old_torch: None) -> None:
+    # a Function's apply: its outputs stand in for the node's metadata
+    good = gradlab.check(Cube, x32(), reference=cube_ref, checks=["gradient", "contract"],
+                         variants=False)
+    assert good.passed
+    assert all(r.status == "pass" for r in contract_rows(good))
+    bad = gradlab.check(CubeFloat64Grad, x32(), reference=cube_ref,
+                        checks=["gradient", "contract"], variants=False)
+    assert not bad.passed
+    assert any(r.hint == "wrong_dtype" for r in contract_rows(bad))
+
+
+def test_old_torch_graph_nodes_are_a_declared_skip(old_torch: None) -> None:
+    report = gradlab.check(wrapped_cube, x32(), reference=cube_ref,
+                           checks=["gradient", "contract"], variants=False)
+    rows = contract_rows(report)
+    assert rows and all(r.status == SKIP and r.declared and r.reason == "old_torch"
+                        for r in rows)
+    assert all("torch 2.1.2" in r.note and "2.5" in r.note for r in rows)
+    assert report.passed  # a declared skip does not fail the run
