@@ -277,22 +277,64 @@ def goals(row: dict[str, Any], peak: float | None, peak_note: str, device: str) 
     return out
 
 
+def predicted(row: dict[str, Any], peak: float) -> tuple[float, float]:
+    """The roofline's forward+backward seconds (custom, reference) for a row at `peak` GB/s."""
+    shape = next(s for s in REDNET50 if s.name == row["shape"])
+    t = traffic(shape, int(row["batch"]), itemsize(str(row["dtype"])))
+    return (roofline_s(t.custom_bytes, t.total_flops, CUSTOM_KERNELS, peak, BANDWIDTH_GOAL),
+            roofline_s(t.reference_bytes, t.total_flops, REFERENCE_KERNELS, peak,
+                       BANDWIDTH_GOAL))
+
+
+def plot(rows: list[dict[str, Any]], peak: float | None, path: str) -> None:
+    """Speedup and forward bandwidth (fraction of peak) per shape and dtype, with the goals."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"{r['shape'].split('_')[0]}\n{r['dtype']}" for r in rows]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(max(6.0, 0.9 * len(rows)) * 2, 4))
+    left.bar(labels, [r["speedup"] for r in rows])
+    left.axhline(SPEEDUP_GOAL, color="k", linestyle="--", label=f"goal {SPEEDUP_GOAL:g}x")
+    left.set(title="forward+backward speedup over the unfold reference", ylabel="x")
+    left.legend()
+    if peak:
+        right.bar(labels, [r["fwd_gbps"] / peak for r in rows])
+        right.axhline(BANDWIDTH_GOAL, color="k", linestyle="--",
+                      label=f"goal {BANDWIDTH_GOAL:.0%}")
+        right.set(title=f"forward bandwidth / peak ({peak:.0f} GB/s)", ylabel="fraction")
+        right.legend()
+    else:
+        right.bar(labels, [r["fwd_gbps"] for r in rows])
+        right.set(title="forward bandwidth (peak unknown)", ylabel="GB/s")
+    for ax in (left, right):
+        ax.tick_params(axis="x", labelsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def markdown(rows: list[dict[str, Any]], peak: float | None, peak_note: str) -> str:
     """The measured table, with the ratio to peak and the goals."""
     peak_txt = f"{peak:.0f} GB/s ({peak_note})" if peak else peak_note
     lines = [f"Peak bandwidth: {peak_txt}. Goals: fwd+bwd >= {SPEEDUP_GOAL:g}x the reference "
              f"({', '.join(SPEEDUP_DTYPES)}), forward >= {BANDWIDTH_GOAL:.0%} of peak at the "
              "bandwidth-bound shapes, memory <= the reference's.", "",
-             "| shape | dtype | custom ms | reference ms | speedup | fwd ms | fwd GB/s | of peak "
-             "| memory MB | reference MB | speedup goal | bandwidth goal | memory goal |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|"]
+             "| shape | dtype | custom ms | predicted | reference ms | predicted | speedup "
+             "| fwd ms | fwd GB/s | of peak | memory MB | reference MB | speedup goal "
+             "| bandwidth goal | memory goal |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|"]
     for row in rows:
         ratio = f"{row['fwd_gbps'] / peak:.0%}" if peak else "-"
         g = row["goals"]
+        pc, pr = (predicted(row, peak) if peak else (None, None))
         lines.append(
             f"| {row['shape']} | {row['dtype']} | {row['custom_s'] * 1e3:.3f} | "
-            f"{row['reference_s'] * 1e3:.3f} | {row['speedup']:.1f}x | {row['fwd_s'] * 1e3:.3f} "
-            f"| {row['fwd_gbps']:.4g} | {ratio} | {row['custom_memory'] / 1e6:.1f} | "
+            f"{f'{pc * 1e3:.3f}' if pc else '-'} | {row['reference_s'] * 1e3:.3f} | "
+            f"{f'{pr * 1e3:.3f}' if pr else '-'} | {row['speedup']:.1f}x | "
+            f"{row['fwd_s'] * 1e3:.3f} | {row['fwd_gbps']:.4g} | {ratio} | "
+            f"{row['custom_memory'] / 1e6:.1f} | "
             f"{row['reference_memory'] / 1e6:.1f} | {g['speedup']} | {g['bandwidth']} | "
             f"{g['memory']} |")
     return "\n".join(lines)
@@ -312,6 +354,8 @@ def write_outputs(args: argparse.Namespace, rows: list[dict[str, Any]], meta: di
             writer.writerows(flat)
     if args.markdown:
         Path(args.markdown).write_text(table + "\n", encoding="utf-8")
+    if args.plot:
+        plot(rows, meta["peak_gbps"], args.plot)
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -335,6 +379,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", help="also write the rows as JSON here")
     parser.add_argument("--csv", help="also write the rows as CSV here")
     parser.add_argument("--markdown", help="also write the table as Markdown here")
+    parser.add_argument("--plot", help="also write a PNG of speedups and bandwidth here "
+                        "(needs matplotlib)")
     args = parser.parse_args(argv)
     if args.device == "cuda" and not args.predict and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device")

@@ -159,7 +159,9 @@ def plan(out: Path, python: str = sys.executable) -> list[Phase]:
             Step((*py, str(ROOT / "benchmarks" / "bench_involution.py"), "--device", "cuda",
                   *(a for d in INVOLUTION_DTYPES for a in ("--dtype", d)), "--goals",
                   "--json", str(inv / "involution.json"), "--csv", str(inv / "involution.csv"),
-                  "--markdown", str(inv / "involution.md")), inv / "involution.log"),),
+                  "--markdown", str(inv / "involution.md"),
+                  *(("--plot", str(inv / "involution.png")) if plots else ())),
+                 inv / "involution.log"),),
             (f"dtypes {', '.join(INVOLUTION_DTYPES)}; RedNet-50 stage shapes (docs/gpu.md)",)),
     ]
 

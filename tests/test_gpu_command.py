@@ -228,11 +228,11 @@ def test_the_goals_are_judged_where_they_apply(inv: ModuleType) -> None:
 
 def test_the_benchmark_runs_on_cpu_at_a_small_size(tmp_path: Path, inv: ModuleType,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    paths = {k: tmp_path / f"inv.{k}" for k in ("json", "csv", "md")}
+    paths = {k: tmp_path / f"inv.{k}" for k in ("json", "csv", "md", "png")}
     code = inv.main(["--device", "cpu", "--batch", "1", "--shape", "stage4_c512_7",
                      "--repeats", "1", "--min-run-time", "0.001", "--goals",
                      "--json", str(paths["json"]), "--csv", str(paths["csv"]),
-                     "--markdown", str(paths["md"])])
+                     "--markdown", str(paths["md"]), "--plot", str(paths["png"])])
     assert code == 0  # on CPU the speed goals do not apply; memory (saved bytes) is met
     assert all(p.exists() for p in paths.values())
     assert "| stage4_c512_7 | float32 |" in paths["md"].read_text(encoding="utf-8")
