@@ -23,7 +23,7 @@ from gradlab.render.words import message
 from gradlab.results import ERROR, FAIL, PASS, SKIP, WARN, CheckRow, Report, exit_code
 from gradlab.results.capabilities import capability_matrix
 from gradlab.results.status import SEVERITY
-from gradlab.results.summary import count_words, summarize
+from gradlab.results.summary import summarize
 
 _STYLE = {PASS: "green", FAIL: "bold red", ERROR: "bold magenta", SKIP: "yellow",
           WARN: "yellow"}
@@ -213,14 +213,4 @@ def verdict_line(report: Report, passed: bool | None = None) -> str:
     """'PASSED: ...' or 'FAILED: ...' and the run's numbers in the words every output uses
     (gradlab.results.summary.count_words: ops, cases, checks by status, findings, variants,
     rows by status)."""
-    verdict = "PASSED" if (report.passed if passed is None else passed) else "FAILED"
-    if not report.rows:
-        verdict += " (no case to run)"
-    elif not any(r.ran for r in report.rows):
-        verdict += " (nothing was checked)"
-    extra = " (stopped early by --budget)" if report.truncated else ""
-    if report.stopped:
-        extra += " (stopped after the first failing case: --fail-fast)"
-    if report.interrupted:
-        verdict, extra = "INTERRUPTED", " (partial: only the cases finished before the stop)"
-    return f"{verdict}: {count_words(summarize(report.rows))}{extra}"
+    return report.verdict(passed)  # str(report) begins with the same line

@@ -219,8 +219,8 @@ _ROW_FIELDS = tuple(f.name for f in fields(CheckRow))
 class Report:
     """All rows of a run plus the environment it ran in.
 
-    `str(report)` (and `repr`) is a short summary; in a notebook `_repr_html_` shows it as a
-    table; `to_frame()` has every row.
+    `str(report)` (and `repr`) is the terminal's summary in words: its verdict line and a line
+    per finding; in a notebook `_repr_html_` shows it as a table; `to_frame()` has every row.
     """
 
     rows: list[CheckRow] = field(default_factory=list)
@@ -282,20 +282,39 @@ class Report:
             s[2] += r.failed or r.unverified
         return [(op, case, s[0], s[1], s[2]) for (op, case), s in out.items()]
 
-    def __repr__(self) -> str:
-        verdict = "passed" if self.passed else "FAILED"
-        flags = [f for f, on in (("truncated", self.truncated),
-                                 ("interrupted", self.interrupted)) if on]
-        lines = [f"<gradlab Report: {verdict}, {len(self.rows)} rows"
-                 + (f" ({', '.join(flags)})" if flags else "") + ">"]
-        for op, case, status, n, bad in self.summary():
-            hints = sorted({r.hint for r in self.rows
-                            if r.op == op and r.case == case and r.failed and r.hint})
-            lines.append(f"  {op}/{case}: {status} ({bad} of {n} rows failing"
-                         + (f"; {', '.join(hints)}" if hints else "") + ")")
+    def verdict(self, passed: bool | None = None) -> str:
+        """The terminal's verdict line: 'PASSED: ' or 'FAILED: ' and the run's numbers in the
+        words every output uses (gradlab.results.summary.count_words); `passed` overrides."""
+        from gradlab.results.summary import count_words, summarize
+
+        verdict = "PASSED" if (self.passed if passed is None else passed) else "FAILED"
+        if not self.rows:
+            verdict += " (no case to run)"
+        elif not any(r.ran for r in self.rows):
+            verdict += " (nothing was checked)"
+        extra = " (stopped early by --budget)" if self.truncated else ""
+        if self.stopped:
+            extra += " (stopped after the first failing case: --fail-fast)"
+        if self.interrupted:
+            verdict = "INTERRUPTED"
+            extra = " (partial: the cases finished before it was interrupted)"
+        return f"{verdict}: {count_words(summarize(self.rows))}{extra}"
+
+    def __str__(self) -> str:
+        """The terminal's summary in words: the verdict line, then a line per finding."""
+        from gradlab.results.summary import summarize
+
+        summary = summarize(self.rows)
+        lines = [self.verdict()]
+        for i, f in enumerate(summary.findings, 1):
+            cause = f.hint or (f"undeclared skip: {f.reason}" if f.reason else "no likely cause")
+            lines.append(f"  {f.status.upper()} {f.op}/{f.case}"
+                         + (f" {f.subject}" if f.subject else "") + f": {cause} "
+                         f"(finding {i} of {len(summary.findings)}; {', '.join(f.checks)}; "
+                         f"variants: {', '.join(f.variants)})")
         return "\n".join(lines)
 
-    __str__ = __repr__
+    __repr__ = __str__
 
     def _repr_html_(self) -> str:
         """The run's numbers and its findings as HTML (Jupyter): the grouping and the counts
