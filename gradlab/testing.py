@@ -11,7 +11,6 @@ the number of variants a bug fails.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -19,20 +18,7 @@ from gradlab.errors import ExitCode
 from gradlab.render.diagnosis import diagnosis
 from gradlab.results import Report, exit_code
 from gradlab.results.summary import count_words, summarize
-
-
-def function_name(fn: Any) -> str:
-    """What to call a checked callable: an autograd.Function's class name (for the class and
-    for its `apply`, which would otherwise be called 'apply'), else the callable's name."""
-    if inspect.isclass(fn):
-        return fn.__name__
-    owner = getattr(fn, "__self__", None)
-    if inspect.isclass(owner):  # a classmethod bound to its class: Function.apply
-        return owner.__name__
-    inner = getattr(fn, "func", None)  # functools.partial
-    if inner is not None and callable(inner):
-        return function_name(inner)
-    return str(getattr(fn, "__name__", type(fn).__name__))
+from gradlab.spec.imports import function_name
 
 
 def failure_text(report: Report, what: str) -> str:

@@ -109,7 +109,7 @@ def test_through_the_cli(name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: P
     assert twin.exit_code == 0, twin.output
     # no warning but forward_ad's (the twins have no jvp)
     out = " ".join(twin.output.split())
-    assert "0 warnings" in out or "1 warnings (forward_ad_missing 1)" in out, twin.output
+    assert "0 warnings" in out or "1 warning (forward_ad_missing 1)" in out, twin.output
 
 
 #: every check but forward_ad (the classic Functions here have no jvp: a warn capability)

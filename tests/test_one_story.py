@@ -252,6 +252,7 @@ def example() -> torch.Tensor:
 
 def test_one_bug_message_is_short_names_the_class_and_lists_the_variants() -> None:
     report = gradlab.check(CubeTwiceGrad.apply, [example()], reference=cube_reference)
+    assert {r.op for r in report.rows} == {"CubeTwiceGrad"}  # gradlab.check names it so too
     variants = list(dict.fromkeys(r.variant for r in report.failures))
     assert len(variants) >= 5  # the bug shows in many variants
     with pytest.raises(AssertionError) as info:
@@ -316,7 +317,7 @@ def test_the_plugin_says_the_same_short_story_naming_the_spec_and_case(
 def test_function_name_is_the_class_for_a_function_and_its_apply() -> None:
     import functools
 
-    from gradlab.testing import function_name
+    from gradlab.spec.imports import function_name
 
     assert {function_name(f) for f in (CubeTwiceGrad, CubeTwiceGrad.apply,
                                        functools.partial(CubeTwiceGrad.apply))} == {

@@ -85,7 +85,7 @@ def test_a_missing_capability_warns_by_default_and_fails_under_strict(tmp_path: 
                     "checks: {forward_ad: false}\nargs: [{shape: [3, 4]}]\n")
     result = check(str(spec), report_dir=tmp_path)
     assert result.exit_code == 0, result.output
-    assert "1 warnings (second_order_missing 1)" in " ".join(result.output.split())
+    assert "1 warning (second_order_missing 1)" in " ".join(result.output.split())
     assert check(str(spec), "--strict", report_dir=tmp_path).exit_code == 1
 
 

@@ -16,7 +16,9 @@ The units, once:
 - variant: a variant's name ('base', 'noncontiguous[0]', ...); a finding lists those that show it.
 - rows: every row by status.
 
-`summarize(rows)` returns the data; `count_words(summary)` the one sentence that says it.  No
+`summarize(rows)` returns the data; `count_words(summary)` the one sentence that says it: the
+verdict line, the Markdown totals, the stderr log, `str(report)`, `_repr_html_` and the
+assert_gradients message all contain it (tests/test_one_story.py reads it back from each).  No
 import of gradlab.results.check here (its Report calls this): rows are anything with a
 CheckRow's fields (`Row`).
 """

@@ -85,6 +85,21 @@ def as_callable(obj: Any) -> Callable[..., Any]:
     return obj  # type: ignore[no-any-return]
 
 
+def function_name(fn: Any) -> str:
+    """What to call a checked callable: an autograd.Function's class name, for the class and
+    for its `apply` (a classmethod whose own name is 'apply'), through functools.partial; else
+    the callable's name."""
+    if inspect.isclass(fn):
+        return fn.__name__
+    owner = getattr(fn, "__self__", None)
+    if inspect.isclass(owner):  # a classmethod bound to its class: Function.apply
+        return owner.__name__
+    inner = getattr(fn, "func", None)  # functools.partial
+    if inner is not None and callable(inner):
+        return function_name(inner)
+    return str(getattr(fn, "__name__", type(fn).__name__))
+
+
 def load_callable(ref: Any, key: str, folder: Path | None = None) -> Callable[..., Any]:
     """`package.module:attr` imported and made callable (a Function becomes its apply)."""
     return as_callable(load_object(ref, key, folder))
