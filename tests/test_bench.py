@@ -28,7 +28,13 @@ from gradlab.bench import (
     summarize,
 )
 from gradlab.bench.impl import Impl
-from gradlab.bench.runner import CUSTOM, REFERENCE, bench_cases, bench_dtypes
+from gradlab.bench.runner import (
+    CUSTOM,
+    REFERENCE,
+    WARMED_UP_ONLY,
+    bench_cases,
+    bench_dtypes,
+)
 from gradlab.bench.stats import MIN_SAMPLES_FLOOR, median_ratio
 from gradlab.bench.timing import (
     MAX_BLOCK,
@@ -44,7 +50,7 @@ from gradlab.errors import GradlabError
 from gradlab.model import Case, OpDef, Target, TensorArg
 from gradlab.render.benchfile import read_bench_json, write_bench_reports
 from gradlab.results.bench import COLUMNS, BenchReport, BenchRow
-from gradlab.results.status import ERROR, PASS
+from gradlab.results.status import ERROR, PASS, SKIP
 
 runner = CliRunner()
 
@@ -400,9 +406,13 @@ def test_ctrl_c_keeps_the_cases_already_measured() -> None:
                         Target(small_op(name="stops", function=interrupted_under_grad))], FAST,
                        clock=ticking_clock(1.0))
     assert report.interrupted
-    # the first case whole; the second was interrupted in its warm-up: nothing sampled
+    # the first case whole; the second was interrupted in its warm-up: nothing sampled, its
+    # forward phase (warmed up before forward_grad raised) kept as a skip with its first call
     assert [(r.op, r.impl, r.phase, r.status) for r in report.rows] == [
-        ("exp", i, p, PASS) for p in PHASES for i in (CUSTOM, REFERENCE)]
+        ("exp", i, p, PASS) for p in PHASES for i in (CUSTOM, REFERENCE)] + [
+        ("stops", i, "forward", SKIP) for i in (CUSTOM, REFERENCE)]
+    assert all(r.note == WARMED_UP_ONLY and r.first_call_s and not r.n
+               for r in report.rows[-2:])
 
 
 def test_ctrl_c_while_sampling_keeps_the_finished_rounds() -> None:

@@ -43,6 +43,9 @@ from gradlab.results.bench import BenchError, BenchReport, BenchRow
 from gradlab.results.status import ERROR, PASS, SKIP
 from gradlab.torchstate import intra_op_threads
 
+#: The note of a row whose phase Ctrl-C stopped before its first sampling round.
+WARMED_UP_ONLY = "interrupted before its first round: first call and saved bytes only"
+
 
 def bench_cases(op: OpDef, names: Sequence[str] | None = None) -> tuple[Case, ...]:
     """The op's bench cases (its check cases when it has none), optionally only `names`."""
@@ -138,8 +141,12 @@ def iter_bench_case(op: OpDef, case: Case, dtype: str, device: str, options: Ben
     try:
         measure(bench, options.phases)
     except KeyboardInterrupt:
-        # the rows sampled before it (phase.measure keeps what it can summarise)
+        # the rows sampled before it (phase.measure keeps every finished round), and those
+        # only warmed up: their first call and saved bytes were measured, nothing else
         for rows, _ in bench.measured.values():
+            for r in rows.values():
+                if r.status == PASS and not r.n and r.first_call_s is not None:
+                    r.status, r.note = SKIP, WARMED_UP_ONLY
             kept = [r for r in rows.values() if r.n or r.status != PASS]
             if kept:
                 yield kept
