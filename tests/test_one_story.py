@@ -207,6 +207,7 @@ def test_every_rendering_counts_the_mixed_report_the_same() -> None:
                             **{f"check_{k}": n for k, n in s["check_statuses"].items()},
                             **{f"row_{k}": n for k, n in s["row_statuses"].items()}})
     assert len(payload["findings"]) == EXPECTED["findings"]
+    assert report.summary().counts() == s  # the API's Report.summary() is that data
 
     html = report._repr_html_()
     agrees("_repr_html_", said(re.sub(r"<[^>]+>", " ", html.split("</p>")[0])))

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gradlab.errors import ExitCode
-from gradlab.results.status import ERROR, FAIL, PASS, SEVERITY, SKIP, WARN
+from gradlab.results.status import ERROR, FAIL, PASS, SKIP, WARN
+
+if TYPE_CHECKING:
+    from gradlab.results.summary import RunSummary
 
 #: The columns of `Report.to_frame()`, in order (the environment columns follow).
 COLUMNS = ("op", "case", "dtype", "device", "variant", "check", "status", "max_abs_err",
@@ -271,16 +274,13 @@ class Report:
     def extend(self, rows: Iterable[CheckRow]) -> None:
         self.rows.extend(rows)
 
-    def summary(self) -> list[tuple[str, str, str, int, int]]:
-        """(op, case, worst status, rows, failing rows) per op and case, in order."""
-        out: dict[tuple[str, str], list[Any]] = {}
-        for r in self.rows:
-            s = out.setdefault((r.op, r.case), [PASS, 0, 0])
-            if SEVERITY[r.status] > SEVERITY[s[0]] or (r.unverified and s[0] == PASS):
-                s[0] = FAIL if r.unverified else r.status
-            s[1] += 1
-            s[2] += r.failed or r.unverified
-        return [(op, case, s[0], s[1], s[2]) for (op, case), s in out.items()]
+    def summary(self) -> RunSummary[CheckRow]:
+        """The run grouped and counted as every output tells it (gradlab.results.summary):
+        ops, cases, checks by status, findings (one per bug, with its checks and variants),
+        variants, rows by status."""
+        from gradlab.results.summary import summarize
+
+        return summarize(self.rows)
 
     def verdict(self, passed: bool | None = None) -> str:
         """The terminal's verdict line: 'PASSED: ' or 'FAILED: ' and the run's numbers in the
