@@ -281,3 +281,6 @@ class Target:
     numerical_dtype: str = "float64"
     #: capabilities (CAPABILITIES) whose absence fails the run instead of warning.
     requires: frozenset[str] = frozenset()
+    #: a variant running this many times longer than the base case is stopped (a declared
+    #: skip; 0: never); None: the run's (Options.cost_envelope).
+    cost_envelope: float | None = None

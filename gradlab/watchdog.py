@@ -19,6 +19,7 @@ code that cannot take it.  The cost, measured on a small check: under a millisec
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import threading
 import time
@@ -82,6 +83,8 @@ class Watchdog:
         self.cond = threading.Condition()
         self.scopes: list[Scope] = []
         self.thread: threading.Thread | None = None
+        #: when the thread wakes next (monotonic; inf: when notified).
+        self.wake_at = math.inf
 
     def enter(self, scope: Scope) -> None:
         with self.cond:
@@ -90,7 +93,11 @@ class Watchdog:
                 self.thread = threading.Thread(target=self.loop, name="gradlab-watchdog",
                                                daemon=True)
                 self.thread.start()
-            self.cond.notify()
+            soon = time.monotonic() + MEMORY_POLL_S if scope.max_rss is not None else math.inf
+            if min(soon, scope.deadline or math.inf) < self.wake_at:
+                # wake it only when it would sleep past this scope's limit: a variant's scope
+                # (one per variant, seconds away) would otherwise cost a thread switch each
+                self.cond.notify()
 
     def leave(self, scope: Scope) -> None:
         """The scope's thread left it: an exception sent and not yet raised is taken back."""
@@ -111,7 +118,9 @@ class Watchdog:
                          if s.deadline is not None and not s.fired]
                 if any(s.max_rss is not None and not s.fired for s in self.scopes):
                     waits.append(MEMORY_POLL_S)
-                self.cond.wait(max(0.001, min(waits)) if waits else None)
+                wait = max(0.001, min(waits)) if waits else None
+                self.wake_at = now + wait if wait is not None else math.inf
+                self.cond.wait(wait)
 
     def judge(self, s: Scope, now: float) -> None:
         """Fire `s` when it passed a limit (one exception in flight per thread at a time)."""

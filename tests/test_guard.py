@@ -23,6 +23,7 @@ from gradlab.apiguard import CheckLimitError, memory_limit
 from gradlab.checks import isolate
 from gradlab.checks.context import Options
 from gradlab.checks.driver import run
+from gradlab.errors import SpecError
 from gradlab.results import SKIP
 from gradlab.spec import load_file
 
@@ -157,3 +158,31 @@ def test_the_api_limits_default_to_the_clis() -> None:
 def test_bad_limits_are_one_line_value_errors(kw: dict[str, object], words: str) -> None:
     with pytest.raises(ValueError, match=words):
         gradlab.check(gf.Double, [x34()], reference=gf.double_reference, **kw)  # type: ignore[arg-type]
+
+
+def test_a_specs_cost_envelope_stops_its_runaway_variant_in_the_cli(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from conftest import run_cli
+
+    monkeypatch.setattr(watchdog, "ENVELOPE_FLOOR_S", 0.2)
+    code, out, err = run_cli(["check", str(GUARD / "envelope.yaml"), "--no-isolate",
+                              "--report-dir", str(tmp_path)], capsys)
+    assert code == 0, out + err
+    (csv,) = tmp_path.glob("check-*.csv")
+    import pandas as pd
+
+    frame = pd.read_csv(csv)
+    stopped = frame[frame["variant"] == "magnitude"]
+    assert list(stopped["status"]) == ["skip"] and list(stopped["reason"]) == ["cost_envelope"]
+    assert set(frame[frame["variant"] != "magnitude"]["status"]) == {"pass"}
+
+
+@pytest.mark.parametrize(("value", "words"), [(0.5, "expected a factor >= 1"),
+                                              ("lots", "expected a number")])
+def test_a_bad_spec_cost_envelope_is_a_spec_error_naming_the_key(tmp_path: Path, value: object,
+                                                                 words: str) -> None:
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(f"op: exp\ncost_envelope: {value}\n")
+    with pytest.raises(SpecError, match=f"cost_envelope: {words}"):
+        load_file(spec)

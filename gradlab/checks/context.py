@@ -124,7 +124,9 @@ class CaseContext:
         is stopped, a declared skip."""
         if self.base_seconds is None:
             self.base_seconds = max((r.seconds for r in self.rows), default=0.0)
-        return envelope(self.options.cost_envelope, self.base_seconds, lambda note: self.row(
+        spec = self.target.cost_envelope  # the spec's, over the run's
+        return envelope(self.options.cost_envelope if spec is None else spec,
+                        self.base_seconds, lambda note: self.row(
             variant, "gradient", SKIP, declared=True, reason="cost_envelope", note=note))
 
     def crash_row(self, variant: str, check: str, exc: BaseException, **kw: Any) -> CheckRow:

@@ -38,13 +38,14 @@ from gradlab.spec.values import (
     parse_dtype,
     parse_fd_tolerance,
     parse_names,
+    parse_number,
     parse_switches,
     parse_tolerances,
 )
 
 OP_KEYS = {"op", "function", "reference", "name", "second_order", "dtypes", "devices",
            "tolerances", "checks", "variants", "numerical_dtype", "gradcheck_dtype", "args",
-           "kwargs", "cases", "bench", "size1", "requires"}
+           "kwargs", "cases", "bench", "size1", "requires", "cost_envelope"}
 DEVICES = ("cpu", "cuda")
 
 class Start(NamedTuple):
@@ -139,7 +140,20 @@ def _target(op: OpDef, entry: Mapping[str, Any], key: str) -> Target:
     requires = (frozenset(parse_names(entry["requires"], join(key, "requires"), CAPABILITIES,
                                       "capability")) if "requires" in entry else frozenset())
     return Target(op=op, source="", dtypes=dtypes, devices=devices, checks=checks,
-                  variants=variants, numerical_dtype=ndtype, requires=requires)
+                  variants=variants, numerical_dtype=ndtype, requires=requires,
+                  cost_envelope=envelope_factor(entry, key))
+
+
+def envelope_factor(entry: Mapping[str, Any], key: str) -> float | None:
+    """`cost_envelope: 20`: how many times longer than the base case a variant may run (0:
+    never stopped); None when the spec does not say."""
+    if "cost_envelope" not in entry:
+        return None
+    factor = parse_number(entry["cost_envelope"], join(key, "cost_envelope"))
+    if factor != 0 and factor < 1:
+        raise fail(join(key, "cost_envelope"), f"expected a factor >= 1 (0: never stop a "
+                                               f"variant), got {factor:g}")
+    return factor
 
 
 def parse_op(entry: Any, key: str, lookup: OpLookup, folder: Path | None = None) -> Target:
