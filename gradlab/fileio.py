@@ -173,17 +173,19 @@ def ensure_writable(folder: str | Path, what: str = "the report folder") -> Path
 
 def ensure_writable_file(path: str | Path) -> Path:
     """`path` as a file to write at the end of a run: its folder created if needed and probed,
-    the path itself no folder, FIFO or device, and, if it exists, open for writing (left as it
-    was).  ReportError naming the path when any of that fails."""
+    the path itself no folder, FIFO or block device, and, if it exists, open for writing (left
+    as it was).  ReportError naming the path when any of that fails."""
     p = Path(path)
     try:
         st: os.stat_result | None = p.stat()
     except OSError:  # missing, or a parent is no folder: the folder's probe says which
         st = None
-    if st is not None and not stat.S_ISREG(st.st_mode):
+    # a character device (/dev/null, /dev/stdout) takes a write; a folder, FIFO or socket not
+    if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISCHR(st.st_mode)):
         raise ReportError(f"{p}: {_kind(st.st_mode)} is in the way of the file")
     try:
-        ensure_writable(p.parent, "its folder")
+        if st is None or stat.S_ISREG(st.st_mode):  # a device is written in place
+            ensure_writable(p.parent, "its folder")
     except ReportError as exc:
         raise ReportError(f"{p}: {exc}") from None
     if st is not None:

@@ -200,3 +200,21 @@ def test_row_selection_mistakes_exit_2_in_one_line(args: list[str], expected: st
     assert proc.returncode == 2, proc.stdout + proc.stderr
     (line,) = lines(proc.stdout + proc.stderr)
     assert line.startswith(expected), line
+
+
+def test_an_output_file_is_probed_without_being_changed(tmp_path: Path) -> None:
+    from gradlab.errors import ReportError
+    from gradlab.fileio import ensure_writable_file
+
+    old = tmp_path / "old.xml"
+    old.write_text("kept until the real write")
+    assert ensure_writable_file(old) == old and old.read_text() == "kept until the real write"
+    assert not (tmp_path / "new" / "x.md").exists()
+    ensure_writable_file(tmp_path / "new" / "x.md")  # its folder is made, the file is not
+    assert (tmp_path / "new").is_dir() and not list((tmp_path / "new").iterdir())
+    ensure_writable_file("/dev/null")  # a device is written in place
+    os.mkfifo(tmp_path / "fifo")
+    for bad, why in ((tmp_path / "fifo", "a FIFO is in the way"),
+                     (tmp_path, "a folder is in the way")):
+        with pytest.raises(ReportError, match=f"^{bad}: {why}"):
+            ensure_writable_file(bad)
