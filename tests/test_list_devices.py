@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from rich.table import Table
 
 from gradlab import ops
 from gradlab.cli.app import device_cell, devices_note
@@ -115,5 +116,22 @@ def test_a_wide_terminal_keeps_the_full_headers() -> None:
     assert header.split()[1:] == [HEADERS[c] for c in MATRIX]
     assert max(len(ln.rstrip()) for ln in lines) <= 120
     # no width: the full table whatever it takes
-    assert [c.header for c in capability_table(matrix).columns][1:] == [  # type: ignore[attr-defined]
-        HEADERS[c] for c in MATRIX]
+    full = capability_table(matrix)
+    assert isinstance(full, Table)
+    assert [c.header for c in full.columns][1:] == [HEADERS[c] for c in MATRIX]
+
+
+def test_check_prints_the_matrix_of_a_long_named_op_in_80_columns(tmp_path: Path) -> None:
+    tests = Path(__file__).parent
+    proc = gradlab("check", str(tests / "data" / "narrow" / "long_name.yaml"), "--path",
+                   str(tests), "--no-variants", "--report-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    out = proc.stdout.splitlines()
+    start = next(i for i, ln in enumerate(out) if ln.strip() == "capabilities")
+    end = next(i for i, ln in enumerate(out) if i > start and "requires:" in ln)
+    lines = out[start:end + 1]
+    assert max(len(ln.rstrip()) for ln in lines) <= 80
+    at = next(i for i, ln in enumerate(lines) if ln.strip() == LONG)
+    # every state of the op on the next line, one word each: none wrapped or cut
+    assert len(lines[at + 1].split()) == len(MATRIX)
+    assert set(lines[at + 1].split()) <= {"yes", "no", "-", "n/a", "wrong", "breaks"}
