@@ -90,16 +90,6 @@ def parse_max_memory(value: str | None) -> int | None:
         raise fail(f"--max-memory: {exc}") from None
 
 
-def check_report_folder(folder: Path) -> None:
-    """Exit 2 naming the report folder when it cannot be written, before any work is done."""
-    from gradlab.fileio import ensure_writable
-
-    try:
-        ensure_writable(folder)
-    except GradlabError as exc:
-        raise fail(f"--report-dir: {exc}", exc.exit_code) from None
-
-
 def load_targets(what: list[str], cases: list[str] | None, max_memory: int | None = None,
                  paths: list[Path] | None = None) -> list[Any]:
     """The targets of the ops, spec files and folders named (`paths`: --path folders to import
