@@ -34,8 +34,10 @@ from pathlib import Path
 MEMORY_POLL_S = 0.05
 #: A variant is never stopped before this many seconds, whatever its base case took: a base
 #: case of a few milliseconds times the envelope's factor is well within a loaded machine's
-#: scheduling noise, and the variants' own judging (a rerun, a plain copy) is part of their cost.
-ENVELOPE_FLOOR_S = 5.0
+#: scheduling noise (a 2-core machine shared by several test runs stalls a process for seconds),
+#: and the variants' own judging (a rerun, a plain copy) is part of their cost.  The runaways
+#: the envelope is for run for minutes.
+ENVELOPE_FLOOR_S = 10.0
 
 
 class LimitExceeded(BaseException):
