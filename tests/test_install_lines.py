@@ -122,6 +122,22 @@ def bad_installs(line: str) -> list[str]:
     return [n for n in fetched_names(line) if n in FORBIDDEN]
 
 
+def logical_lines(text: str) -> list[tuple[int, str]]:
+    """(first line number, line) with shell continuations (a trailing backslash) joined."""
+    out: list[tuple[int, str]] = []
+    start, parts = 0, []
+    for n, line in enumerate(text.splitlines(), 1):
+        start = start or n
+        if line.rstrip().endswith("\\"):
+            parts.append(line.rstrip()[:-1])
+            continue
+        out.append((start, " ".join([*parts, line])))
+        start, parts = 0, []
+    if parts:
+        out.append((start, " ".join(parts)))
+    return out
+
+
 def scanned_paths() -> list[Path]:
     """README, docs, scripts, CI files and gradlab's sources (its messages name commands)."""
     paths = [ROOT / name for name in SCANNED_FILES if (ROOT / name).is_file()]
@@ -186,6 +202,13 @@ def test_the_scanner_passes_local_and_direct_installs(line: str) -> None:
     assert bad_installs(line) == [], line
 
 
+def test_a_command_continued_on_the_next_line_is_one_line() -> None:
+    text = "python -m pip install --upgrade \\\n    'gradlab[plots]'\npip install -e .\n"
+    lines = logical_lines(text)
+    assert [n for n, _ in lines] == [1, 3]
+    assert bad_installs(lines[0][1]) == ["gradlab"] and bad_installs(lines[1][1]) == []
+
+
 def test_the_scanner_sees_every_command_on_a_line() -> None:
     line = "pip install matplotlib && pip install gradlab; pipx install gradlab-torch"
     assert bad_installs(line) == ["gradlab", "gradlab-torch"]
@@ -198,8 +221,7 @@ def test_no_install_line_fetches_gradlab_from_an_index() -> None:
             ".github/workflows/gradlab.yml", "gradlab/render/plots.py"} <= names
     found = [f"{p.relative_to(ROOT)}:{n}: {line.strip()}"
              for p in paths
-             for n, line in enumerate(p.read_text(encoding="utf-8", errors="replace")
-                                      .splitlines(), 1)
+             for n, line in logical_lines(p.read_text(encoding="utf-8", errors="replace"))
              if bad_installs(line)]
     assert found == [], "installs gradlab from a package index:\n" + "\n".join(found)
 
