@@ -61,6 +61,9 @@ major, minor = (int(p) for p in torch.__version__.split(".")[:2])
 if (major, minor) < (2, 3):  # wheels built against numpy 1: numpy 2 breaks torch.from_numpy
     print("numpy<2")
 PINS
+    # a `gradlab` distribution here is this checkout from before its rename to gradlab-torch
+    # (README, "Install") or PyPI's unrelated project: either would shadow this checkout
+    "$VPY" -m pip uninstall -y -q gradlab >/dev/null 2>&1 || true
     "$VPY" -m pip install -q -c "$pins" -e ".[test]"
     echo "$want" >"$stamp"
 fi
