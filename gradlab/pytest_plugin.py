@@ -164,6 +164,8 @@ class SpecItem(pytest.Item):
         from gradlab.testing import failure_text
 
         report = run([self.target], self.options())
+        if report.interrupted:  # Ctrl-C (the run caught it to keep its rows): pytest's to act on
+            raise KeyboardInterrupt
         if report.rows and all(r.status == SKIP for r in report.rows):
             pytest.skip(skip_reason(report.rows))
         if exit_code(report) != ExitCode.OK:

@@ -187,3 +187,15 @@ def test_a_bad_spec_cost_envelope_is_a_spec_error_naming_the_key(tmp_path: Path,
     spec.write_text(f"op: exp\ncost_envelope: {value}\n")
     with pytest.raises(SpecError, match=f"cost_envelope: {words}"):
         load_file(spec)
+
+
+def test_ctrl_c_in_a_plugin_item_stops_the_session(pytester: pytest.Pytester,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    spec = pytester.path / "interrupted.yaml"
+    spec.write_text("function: guard_functions:InterruptedInFloat32\nreference: "
+                    "guard_functions:double_reference\nvariants: false\nchecks: [forward, "
+                    "gradient]\ndtypes: [float32]\nargs: [{shape: [3, 4]}]\n")
+    recorded = pytester.inline_run("-p", "gradlab.pytest_plugin", "-p", "no:cacheprovider",
+                                   "--gradlab-inprocess", str(spec), no_reraise_ctrlc=True)
+    assert recorded.ret == pytest.ExitCode.INTERRUPTED
