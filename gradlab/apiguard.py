@@ -143,12 +143,12 @@ def limit_error(exc: LimitExceeded, scope: Scope, rows: list[CheckRow], env: dic
                          f"memory {size_words(scope.rss)})"), "memory_limit"
     else:
         limit, reason = f"timeout={timeout:g} s", "time_limit"
-    report = Report(rows=rows, env=env)
-    report.rows.append(CheckRow(op, case, dtype, device, variant, check, ERROR, reason=reason,
-                                note=f"stopped by {limit}"))
+    report = Report(rows=[*rows, CheckRow(op, case, dtype, device, variant, check, ERROR,
+                                          reason=reason, note=f"stopped by {limit}")], env=env)
+    kept = (f"the {len(rows)} row{'s' * (len(rows) != 1)} measured before are on this "
+            "error's .report" if rows else "no row was measured before")
     message = (f"gradlab.check({op}): stopped by {limit} in check {check}, variant {variant} "
-               f"({op}/{case} {dtype} {device}); the {len(rows)} rows measured before are on "
-               "this error's .report")
+               f"({op}/{case} {dtype} {device}); {kept}")
     return CheckLimitError(message, report)
 
 

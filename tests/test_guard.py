@@ -199,3 +199,11 @@ def test_ctrl_c_in_a_plugin_item_stops_the_session(pytester: pytest.Pytester,
     recorded = pytester.inline_run("-p", "gradlab.pytest_plugin", "-p", "no:cacheprovider",
                                    "--gradlab-inprocess", str(spec), no_reraise_ctrlc=True)
     assert recorded.ret == pytest.ExitCode.INTERRUPTED
+
+
+@pytest.mark.parametrize("check", ["jacobian", "second_order"])
+def test_a_timeout_in_a_numerical_check_names_it(check: str) -> None:
+    with pytest.raises(CheckLimitError, match=f"stopped by timeout=1 s in check {check}, "
+                                              "variant base .*; no row was measured before"):
+        gradlab.check(gf.Spins, [x34()], reference=gf.double_reference, checks=[check],
+                      timeout=1)

@@ -94,3 +94,16 @@ class InterruptedInFloat32(Function):
         if g.dtype == torch.float32:
             raise KeyboardInterrupt
         return g * 2
+
+
+class Spins(Function):
+    """y = 2x, with a backward that never returns (short sleeps in a Python loop)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        return x * 2
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        while True:
+            time.sleep(0.01)
