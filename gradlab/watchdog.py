@@ -151,7 +151,15 @@ def watched(scope: Scope) -> Iterator[Scope]:
         scope.pending = False  # raised: nothing left to take back
         raise
     finally:
-        WATCH.leave(scope)
+        try:
+            WATCH.leave(scope)
+        except LimitExceeded:
+            # raised as the block ended, before leave took it back: the block is done, so
+            # this scope's own is moot; an outer scope's goes on up
+            scope.pending = False
+            WATCH.leave(scope)
+            if not own(scope):
+                raise
 
 
 def own(scope: Scope) -> bool:

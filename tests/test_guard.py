@@ -11,6 +11,7 @@ import inspect
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from gradlab.checks.driver import run
 from gradlab.errors import SpecError
 from gradlab.results import SKIP
 from gradlab.spec import load_file
+from gradlab.watchdog import LimitExceeded, Scope, watched
 
 GUARD = DATA / "guard"
 sys.path.insert(0, str(GUARD))
@@ -207,3 +209,25 @@ def test_a_timeout_in_a_numerical_check_names_it(check: str) -> None:
                                               "variant base .*; no row was measured before"):
         gradlab.check(gf.Spins, [x34()], reference=gf.double_reference, checks=[check],
                       timeout=1)
+
+
+def spin() -> None:
+    while True:
+        time.sleep(0.005)
+
+
+def test_watchdog_scopes_stop_their_own_block_and_let_an_outer_limit_through(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(watchdog, "ENVELOPE_FLOOR_S", 0.1)
+    stopped: list[str] = []
+    with watchdog.envelope(1, 0.0, stopped.append):
+        spin()  # stopped after the floor: the envelope records it and goes on
+    assert len(stopped) == 1 and "stopped after 0.1 s" in stopped[0]
+    outer = Scope("run", deadline=time.monotonic() + 0.1)
+    with pytest.raises(LimitExceeded), watched(outer), watchdog.envelope(1, 100.0, stopped.append):
+        spin()  # the run's limit, through a variant's envelope that has 100 s left
+    assert outer.fired == "timeout" and len(stopped) == 1
+    with watched(Scope("run", deadline=time.monotonic() + 0.05)):
+        pass  # left before its limit: nothing is raised later
+    time.sleep(0.2)
+    assert not watchdog.WATCH.scopes
