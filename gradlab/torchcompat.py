@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 import torch
 
@@ -40,6 +41,34 @@ def _autocast_device_query() -> bool:
     return True
 
 
+def _apply_kwargs() -> bool:
+    class Scaled(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: torch.Tensor, k: float = 1.0) -> torch.Tensor:
+            return x * k
+
+        @staticmethod
+        def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, None]:
+            return g, None
+
+    try:
+        Scaled.apply(torch.ones(1), k=2.0)
+    except TypeError:  # "apply() takes no keyword arguments"
+        return False
+    return True
+
+
+def _library_custom_op() -> bool:
+    return hasattr(torch.library, "custom_op")
+
+
+def _compile_traces_functions() -> bool:
+    # the higher-order op dynamo traces a custom Function's forward and backward into
+    import torch._functorch.autograd_function as functorch_functions
+
+    return hasattr(functorch_functions, "autograd_function_apply")
+
+
 #: name -> (the feature, its probe).  Probed once per process, on first use.
 FEATURES: dict[str, tuple[Feature, Callable[[], bool]]] = {
     "node_metadata": (Feature("the output metadata of autograd nodes (Node._input_metadata)",
@@ -48,6 +77,11 @@ FEATURES: dict[str, tuple[Feature, Callable[[], bool]]] = {
                        _amp_custom_fwd),
     "autocast_device_query": (Feature("torch.is_autocast_enabled(device_type)", "2.4"),
                               _autocast_device_query),
+    "apply_kwargs": (Feature("keyword arguments to a Function's apply", "2.2"), _apply_kwargs),
+    "library_custom_op": (Feature("torch.library.custom_op", "2.4"), _library_custom_op),
+    "compile_traces_functions": (Feature("torch.compile tracing custom Functions whole "
+                                         "(without a graph break)", "2.3"),
+                                 _compile_traces_functions),
 }
 
 

@@ -13,10 +13,10 @@
 #
 # Another torch (the tested range, docs/ci.md):  GRADLAB_TORCH=torch==2.1.2 bash scripts/dev.sh test
 # sets up a venv of its own for that request, .venv-torch-2.1.2 (GRADLAB_VENV names another),
-# WITHOUT the system's site-packages, installs exactly that torch into it (pip's usual index, or
-# PIP_INDEX_URL=https://download.pytorch.org/whl/cpu for the small CPU wheels) and runs there.
+# WITHOUT the system's site-packages, installs exactly that torch into it (from pip's index; with
+# PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu, the small CPU wheel) and runs there.
 # torch is pinned while gradlab's dependencies install, so they never upgrade it; a torch older
-# than 2.3 was built against numpy 1 and gets numpy<2.
+# than 2.4 (built against numpy 1; NumPy 2 support came in 2.4) gets numpy<2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -58,7 +58,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
 import torch
 print(f"torch=={torch.__version__}")
 major, minor = (int(p) for p in torch.__version__.split(".")[:2])
-if (major, minor) < (2, 3):  # wheels built against numpy 1: numpy 2 breaks torch.from_numpy
+if (major, minor) < (2, 4):  # wheels built against numpy 1: numpy 2 breaks torch.from_numpy
     print("numpy<2")
 PINS
     # a `gradlab` distribution here is this checkout from before its rename to gradlab-torch

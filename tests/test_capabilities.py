@@ -26,6 +26,7 @@ import torch
 from conftest import DATA, run_cli
 from rich.console import Console
 from rich.table import Table
+from torchguards import needs
 from typer.testing import CliRunner
 
 import gradlab
@@ -78,6 +79,8 @@ def described(r: gradlab.Report) -> list[tuple[str, str, str, str, str]]:
 @pytest.mark.parametrize("name", sorted(CLASSES_TABLE))
 def test_the_broken_function_is_flagged_with_its_hint(name: str) -> None:
     broken, _, ref, shapes, requires, check, hint, status = CLASSES_TABLE[name]
+    if name.startswith("compile"):
+        needs("compile_traces_functions")
     r = gradlab.check(broken, args(shapes), reference=ref, requires=requires)
     flagged = [x for x in r.rows if x.check == check and x.hint == hint and x.status == status]
     assert flagged, described(r)
@@ -129,6 +132,7 @@ def test_strict_fails_a_missing_autocast_but_not_missing_information() -> None:
 
 
 def test_compile_is_measured_on_request() -> None:
+    needs("compile_traces_functions")
     x = args(SQUARE)
     default = gradlab.check(bf.ScaleCompileFastPath, x, reference=bf.scale_reference)
     assert default.passed and "compile" not in {r.variant for r in default.rows}
@@ -141,6 +145,7 @@ def test_compile_is_measured_on_request() -> None:
 
 def test_a_graph_break_is_information() -> None:
     """ScaleConsumesCtx changes ctx in backward: dynamo cannot trace that side effect."""
+    needs("compile_traces_functions")
     r = gradlab.check(bf.ScaleConsumesCtx, args(SQUARE), reference=bf.scale_reference,
                       capabilities="all", checks=["capabilities"])
     (row,) = [x for x in r.rows if x.variant == "compile"]

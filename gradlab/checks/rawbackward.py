@@ -97,13 +97,16 @@ def direct_args(fn: Callable[..., Any], node: Any, inputs: Inputs) -> list[Any] 
     return list(bound.arguments.values())[1:]
 
 
-def output_metadata(node: Any, outs: Sequence[Tensor]) -> list[Any] | None:
+def output_metadata(node: Any, returned: Any = None) -> list[Any] | None:
     """Shape, dtype and device of each output of `node` (each grad_output it takes): its
-    `_input_metadata`; on a torch without it (before 2.5) the outputs themselves when every one
-    comes from `node` (a Function's tensor outputs, in order), else None."""
+    `_input_metadata`; on a torch without it (before 2.5) the tensors of `returned`, what the
+    Function's apply that made `node` returned (its outputs, in order), or None."""
     if has("node_metadata"):
         return list(node._input_metadata)
-    return list(outs) if outs and all(o.grad_fn is node for o in outs) else None
+    if returned is None:
+        return None
+    return [t for t in (returned if isinstance(returned, tuple) else (returned,))
+            if isinstance(t, Tensor)]
 
 
 def call_node(node: Any, grads: Sequence[Tensor]) -> tuple[Any, ...]:
@@ -112,17 +115,17 @@ def call_node(node: Any, grads: Sequence[Tensor]) -> tuple[Any, ...]:
     return raw if isinstance(raw, tuple) else (raw,)
 
 
-def node_grads(node: Any, layout: str, gen: torch.Generator) -> list[Tensor]:
-    """Random grad_outputs for every output of `node`, from its metadata."""
-    return [grad_output_as(standard_normal(tuple(m.shape), gen),
-                           m, layout) for m in node._input_metadata]
+def node_grads(meta: Sequence[Any], layout: str, gen: torch.Generator) -> list[Tensor]:
+    """Random grad_outputs for every output of a node, from its metadata."""
+    return [grad_output_as(standard_normal(tuple(m.shape), gen), m, layout) for m in meta]
 
 
 def edge_metadata(edge: tuple[Any, int]) -> Any:
     """Shape, dtype and device the gradient sent along `edge` must have."""
     nxt, nr = edge
     var = getattr(nxt, "variable", None)  # AccumulateGrad: the leaf itself
-    return var if var is not None else nxt._input_metadata[nr]
+    meta = output_metadata(nxt) if var is None else None  # None: torch < 2.5, not known
+    return var if var is not None else meta[nr] if meta is not None else None
 
 
 def check_graph_node(node: Any, raw: Sequence[Any], name: str) -> list[Finding]:
@@ -140,8 +143,9 @@ def check_graph_node(node: Any, raw: Sequence[Any], name: str) -> list[Finding]:
     if len(wanted) != len(live):
         return found
     for p, edge in zip(wanted, live, strict=True):
-        if p < len(raw) and isinstance(raw[p], Tensor):
-            found += tensor_findings(p, raw[p], edge_metadata(edge), name)
+        like = edge_metadata(edge)
+        if p < len(raw) and isinstance(raw[p], Tensor) and like is not None:
+            found += tensor_findings(p, raw[p], like, name)
     return found
 
 
@@ -208,13 +212,11 @@ def direct_backward(fn: Callable[..., Any], inputs: Inputs, outs: Sequence[Tenso
     autograd would hand on.  None when the outputs do not all come from one custom node (the
     engine would pass zeros to an output without a gradient, or run other nodes too)."""
     node = outs[0].grad_fn if outs else None
-    meta = output_metadata(node, outs) if node is not None else None
+    meta = output_metadata(node) if node is not None else None  # None: torch < 2.5
     if (meta is None or not hasattr(node, "_forward_cls") or len(grad_outputs) != len(outs)
             or len(outs) != len(meta) or not all(o.grad_fn is node for o in outs)):
         return None
     args = direct_args(fn, node, inputs)
-    if args is None and not has("node_metadata"):
-        return None  # its edges' metadata is needed: raw_backward says why it is not there
     name = "" if args is not None else (
         type(node).__name__.removesuffix("Backward") or type(node).__name__)
     aliases = ctx_aliases(node, inputs.args if args is None else args, outs, name)
@@ -263,12 +265,13 @@ def raw_backward(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[T
     """Call the backward nodes of `fn`'s graph directly and check what they return."""
     replay()  # the case's RNG state, as for every forward of the Function
     with torch.enable_grad():
-        outs = flat_outputs(fn(*inputs.args, **inputs.kwargs))
+        returned = fn(*inputs.args, **inputs.kwargs)
+    outs = flat_outputs(returned)
     roots = [o.grad_fn for o in outs if o.grad_fn is not None]
     if not roots:
         return RawResult(unavailable="no output has a gradient function")
     args = direct_args(fn, roots[0], inputs)
-    meta = output_metadata(roots[0], outs)
+    meta = output_metadata(roots[0], returned if args is not None else None)
     if args is not None and meta is not None and len(grad_outs64) == len(meta):
         grads = [grad_output_as(g, m, go_layout) for g, m in zip(grad_outs64, meta, strict=True)]
         aliases = ctx_aliases(roots[0], args, outs)
@@ -280,17 +283,26 @@ def raw_backward(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[T
     nodes = custom_nodes(roots)
     if not nodes:
         return RawResult(no_custom=True)
+    guessed = False
     if not has("node_metadata"):  # grad_outputs for a node inside the graph need its metadata
-        return RawResult(unavailable=missing_note("node_metadata"))
+        if meta is None and nodes[0] is roots[0] and all(o.grad_fn is roots[0] for o in outs):
+            # a callable returning a Function's outputs as they are: what it returned are
+            # the node's outputs, unless it dropped some (then calling it raises: a skip)
+            meta, guessed = output_metadata(roots[0], returned), True
+        if meta is None:
+            return RawResult(unavailable=missing_note("node_metadata"))
+        nodes = [roots[0]]  # the Function's own node: its outputs are what apply returned
     gen = torch.Generator().manual_seed(0)
     result = RawResult()
     for node in nodes:
         name = type(node).__name__.removesuffix("Backward") or type(node).__name__
         result.findings += ctx_aliases(node, inputs.args, outs, name)
         try:
-            raw = call_node(node, node_grads(node, go_layout, gen))
+            own = meta if node is roots[0] and meta is not None else output_metadata(node)
+            raw = call_node(node, node_grads(own or [], go_layout, gen))
         except Exception as exc:
-            result.unavailable = f"calling {name}'s backward raised {type(exc).__name__}"
+            result.unavailable = missing_note("node_metadata") if guessed else \
+                f"calling {name}'s backward raised {type(exc).__name__}"
             continue
         result.checked.append(name)
         result.findings += check_graph_node(node, raw, name)

@@ -111,6 +111,8 @@ def read_yaml(text: str, source: str) -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if "maximum nesting depth" in problem:  # the libyaml of PyYAML 6.0.4 (1000 levels) first
+            problem = f"nested deeper than {MAX_DEPTH} levels"
         raise SpecError(f"invalid YAML: {where}{one_line(problem, MAX_PROBLEM)}",
                         source=source) from None
     except CONSTRUCTOR_ERRORS as exc:
