@@ -116,8 +116,11 @@ class Watchdog:
                 now = time.monotonic()
                 for s in self.scopes:
                     self.judge(s, now)
-                waits = [s.deadline - now for s in self.scopes
-                         if s.deadline is not None and not s.fired]
+                # a thread with an exception on its way is looked at again a poll later (not
+                # every millisecond while a long C call holds it)
+                blocked = {s.tid for s in self.scopes if s.pending}
+                waits = [MEMORY_POLL_S if s.tid in blocked else s.deadline - now
+                         for s in self.scopes if s.deadline is not None and not s.fired]
                 if any(s.max_rss is not None and not s.fired for s in self.scopes):
                     waits.append(MEMORY_POLL_S)
                 wait = max(0.001, min(waits)) if waits else None
@@ -143,7 +146,8 @@ WATCH = Watchdog()
 
 @contextmanager
 def watched(scope: Scope) -> Iterator[Scope]:
-    """Watch `scope` while the block runs; its LimitExceeded propagates (see `caught`)."""
+    """Watch `scope` while the block runs; its LimitExceeded propagates (`own` tells whose
+    a caught one was)."""
     WATCH.enter(scope)
     try:
         yield scope
