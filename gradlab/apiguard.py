@@ -5,7 +5,8 @@ check and variant it reached, and keeps the rows measured before it (`CheckLimit
 The defaults are the CLI's: gradlab.guard.DEFAULT_TIMEOUT_S, and a quarter of the available
 memory (gradlab.guard.default_limit, as `--max-memory`).  The API runs in the caller's process,
 so the limits are kept by gradlab.watchdog's thread (see there for what it can and cannot
-stop); the timeout covers the whole call, the memory limit what the resident memory grows by.
+stop); the timeout covers the whole call, the memory limit what the resident memory grows by
+(read from Linux's /proc: elsewhere only the timeout is kept).
 """
 
 from __future__ import annotations
