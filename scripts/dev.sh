@@ -55,9 +55,10 @@ want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     pins="$VENV/.gradlab-constraints.txt"
     "$VPY" - >"$pins" <<'PINS'
-import torch
-print(f"torch=={torch.__version__}")
-major, minor = (int(p) for p in torch.__version__.split(".")[:2])
+from importlib.metadata import version
+v = version("torch")  # the installed distribution's (torch.__version__ may add +cu132)
+print(f"torch=={v}")
+major, minor = (int(p) for p in v.split(".")[:2])
 if (major, minor) < (2, 4):  # wheels built against numpy 1: numpy 2 breaks torch.from_numpy
     print("numpy<2")
 PINS
