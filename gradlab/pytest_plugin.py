@@ -171,7 +171,8 @@ class SpecItem(pytest.Item):
         if exit_code(report) != ExitCode.OK:
             rerun = (f"re-run: gradlab check {shlex.quote(self.shown_path())} --case "
                      f"{shlex.quote(self.case.name)}")
-            raise SpecFailure(f"{failure_text(report, self.name)}\n\n{rerun}")
+            raise SpecFailure(f"{failure_text(report, f'{self.name} in {self.shown_path()}')}"
+                              f"\n\n{rerun}")
 
     def options(self) -> Any:
         """The run's Options: isolated in a kept worker unless --gradlab-inprocess (or the
