@@ -94,5 +94,5 @@ def has(name: str) -> bool:
 def missing_note(name: str) -> str:
     """The note of a skip for lack of `name`: this torch, the feature, the release needed."""
     feature = FEATURES[name][0]
-    return (f"torch {torch.__version__} has no {feature.what} "
+    return (f"torch {torch.__version__} lacks {feature.what} "
             f"(torch {feature.since} or newer)")

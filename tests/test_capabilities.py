@@ -101,6 +101,8 @@ def test_the_correct_twin_passes(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(CLASSES_TABLE))
 def test_through_the_cli(name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    if name.startswith("compile"):
+        needs("compile_traces_functions")
     monkeypatch.chdir(CLASSES)
     hint, status = CLASSES_TABLE[name][6:]
     broken = CliRunner().invoke(app, ["check", f"{name}.yaml", "--no-isolate",
