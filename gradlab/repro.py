@@ -68,10 +68,10 @@ class ReproCommand:
     --check, --mode, --capabilities, --strict).  A class rather than a closure so that it
     travels to worker processes.
 
-    The row's base case runs too (a variant is judged against it) but only the variant's rows
-    are reported.  A base row names the checks of its own work item (see CASE_CHECKS) so that
-    the other item is not run; a variant row needs none (the numerical checks run on the base
-    case only)."""
+    The row's base case runs too (a variant is judged against it) but only the row's variant
+    and check are reported (--variant, --show).  A base row names the checks of its own work
+    item (see CASE_CHECKS) so that the other item is not run; a variant row needs none (the
+    numerical checks run on the base case only)."""
 
     what: tuple[str, ...]
     seed: int
@@ -90,9 +90,10 @@ class ReproCommand:
         if row.variant == "base":
             mine = set(CASE_CHECKS) if row.check in CASE_CHECKS else set(CHECKS) - set(CASE_CHECKS)
             checks = [c for c in (checks or CHECKS) if c in mine]
+        # --show: of what runs, only this row's check is reported (one row)
         words = ["gradlab", "check", *self.what, "--op", row.op, "--case", row.case,
                  "--variant", row.variant, *(w for c in checks for w in ("--check", c)),
-                 "--dtype", row.dtype, "--device", row.device]
+                 "--show", row.check, "--dtype", row.dtype, "--device", row.device]
         if self.seed:
             words += ["--seed", str(self.seed)]
         words += [w for p in self.paths for w in ("--path", p)]

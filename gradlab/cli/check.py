@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -172,6 +173,9 @@ Timeout = Annotated[float, typer.Option("--timeout", help="seconds one case may 
 Jobs = Annotated[int, typer.Option("-j", "--jobs", help="worker processes running cases side "
                                    f"by side (isolated runs; 0: {JOBS_AUTO})",
                                    envvar="GRADLAB_JOBS")]
+ShowChecks = Annotated[list[str] | None, typer.Option(
+    "--show", help="report only these checks' rows (repeatable); what they are judged against "
+                   "still runs (a repro command's one row)")]
 OpNames = Annotated[list[str] | None, typer.Option("--op", help="only these ops (repeatable; "
                                                 "names as the report shows them)")]
 Capabilities = Annotated[str, typer.Option("--capabilities", help="capabilities measured: "
@@ -206,6 +210,7 @@ def check(
     wide: Wide = False, max_memory: MaxMemory = None, path: ImportPaths = None,
     match: Match = None, shard: Shard = None, fail_fast: FailFast = False, quiet: Quiet = False,
     junit: Junit = None, summary_md: SummaryMd = None, plots: Plots = False, op: OpNames = None,
+    show: ShowChecks = None,
 ) -> None:
     """Check gradients: reference comparison, contract, variants, Jacobians, second order,
     autocast; measure capabilities (torch.compile, torch.func, determinism, ...)."""
@@ -230,7 +235,7 @@ def check(
     writer = CheckReportWriter(report_dir)
     # --variant: only the rows of the variants named (the base case's only with `base`)
     report = _run_check(targets, options, writer, quiet,
-                        frozenset(variant or ()) if variants else frozenset())
+                        frozenset(variant or ()) if variants else frozenset(), _shown(show))
     _finish_check(report, writer, Finish(wide, quiet, shard is not None, junit, summary_md,
                                          plots))
 
@@ -269,13 +274,28 @@ def _finish_check(report: Any, writer: Any, how: Finish) -> None:
     raise exit_after_writes(int(exit_code(report, empty_ok=how.empty_ok)), failed)
 
 
+def _shown(show: list[str] | None) -> frozenset[str]:
+    """--show's checks by their canonical names; exit 2 naming the option for an unknown one."""
+    from gradlab.model import canonical_check
+
+    try:
+        return frozenset(canonical_check(c) for c in show or ())
+    except ValueError as exc:
+        raise fail(f"--show: {exc}") from None
+
+
 def _run_check(targets: list[Any], options: Any, writer: Any, quiet: bool = False,
-               chosen: frozenset[str] = frozenset()) -> Any:
+               chosen: frozenset[str] = frozenset(), shown: frozenset[str] = frozenset()) -> Any:
     """Run the checks with a progress bar (a terminal) or progress lines (a log), the report
-    rewritten as cases finish; `chosen`: --variant, the variants whose rows are reported."""
+    rewritten as cases finish; `chosen`: --variant, the variants whose rows are reported;
+    `shown`: --show, the checks whose rows are reported."""
     from gradlab.select import variant_picked
 
-    keep = (lambda r: variant_picked(r.variant, chosen)) if chosen else None
+    def picked(r: Any) -> bool:
+        return (not chosen or variant_picked(r.variant, chosen)) and (
+            not shown or r.check in shown)
+
+    keep = picked if chosen or shown else None
     from gradlab.checks.driver import plan, run
     from gradlab.checks.isolate import picklable
     from gradlab.render.progress import LogProgress, progress
@@ -323,18 +343,18 @@ def _run_check(targets: list[Any], options: Any, writer: Any, quiet: bool = Fals
                      on_env=partial.env.update)
     if log is not None:
         log.flush()
-    return report if keep is None else _reported(report, chosen)
+    return report if keep is None else _reported(report, chosen, keep)
 
 
-def _reported(report: Any, chosen: frozenset[str]) -> Any:
-    """`report` with the rows of the --variant values `chosen` only, a line said for each
+def _reported(report: Any, chosen: frozenset[str], keep: Callable[[Any], bool]) -> Any:
+    """`report` with the rows `keep` picks (--variant, --show) only, a line said for each
     variant named by its own name of which no row ran."""
-    from gradlab.select import variant_picked, variants_missing
+    from gradlab.select import variants_missing
 
     for name in variants_missing(chosen, {r.variant for r in report.rows}):
         err.print(f"gradlab: --variant {name}: no such variant ran", markup=False,
                   highlight=False, soft_wrap=True)
-    return replace(report, rows=[r for r in report.rows if variant_picked(r.variant, chosen)])
+    return replace(report, rows=[r for r in report.rows if keep(r)])
 
 
 @app.command()
