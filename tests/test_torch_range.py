@@ -6,10 +6,15 @@ runs in the scheduled job (.github/workflows/torch-range.yml)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from conftest import ROOT
 from torch import Tensor
 from torch.autograd import Function
 
@@ -108,3 +113,58 @@ def test_old_torch_graph_nodes_are_a_declared_skip(old_torch: None) -> None:
                         for r in rows)
     assert all("torch 2.1.2" in r.note and "2.5" in r.note for r in rows)
     assert report.passed  # a declared skip does not fail the run
+
+
+STUB_PYTHON = """#!/usr/bin/env bash
+# a python that only records how scripts/dev.sh calls it
+echo "$0 $*" >> "$DEVSH_LOG"
+if [ "$1" = "-m" ] && [ "$2" = "venv" ]; then
+    d="${@: -1}"; mkdir -p "$d/bin"; cp "$0" "$d/bin/python"
+fi
+if [ "$1" = "-" ]; then cat >/dev/null; echo "torch==2.1.2"; echo "numpy<2"; fi
+exit 0
+"""
+
+
+def dev_sh(tmp_path: Path, **env: str) -> list[str]:
+    """Run a copy of scripts/dev.sh `test` in tmp_path with a stub python: its calls."""
+    (tmp_path / "scripts").mkdir(exist_ok=True)
+    shutil.copy(ROOT / "scripts" / "dev.sh", tmp_path / "scripts" / "dev.sh")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    stub = tmp_path / "stub-python"
+    stub.write_text(STUB_PYTHON)
+    stub.chmod(0o755)
+    log = tmp_path / "calls.log"
+    log.unlink(missing_ok=True)
+    keep = {k: v for k, v in os.environ.items() if not k.startswith("GRADLAB_")}
+    subprocess.run(["bash", str(tmp_path / "scripts" / "dev.sh"), "test", "-x"], check=True,
+                   env={**keep, "PYTHON": str(stub), "DEVSH_LOG": str(log), **env},
+                   cwd=tmp_path, timeout=60)
+    return [line.split(" ", 1)[1] for line in log.read_text().splitlines()]
+
+
+def test_dev_sh_makes_a_venv_per_requested_torch(tmp_path: Path) -> None:
+    calls = dev_sh(tmp_path, GRADLAB_TORCH="torch==2.1.2")
+    venv = tmp_path / ".venv-torch-2.1.2"
+    # its own venv, without the system's site-packages (whose torch is another)
+    assert calls[0] == "-m venv .venv-torch-2.1.2"
+    assert "-m pip install -q torch==2.1.2" in calls
+    pins = venv / ".gradlab-constraints.txt"
+    assert pins.read_text().split() == ["torch==2.1.2", "numpy<2"]
+    assert "-m pip install -q -c .venv-torch-2.1.2/.gradlab-constraints.txt -e .[test]" in calls
+    assert calls[-1].startswith("-m pytest -n 2 --dist loadgroup -x")
+    # set up once: a second run only runs the tests
+    again = dev_sh(tmp_path, GRADLAB_TORCH="torch==2.1.2")
+    assert [c for c in again if "pip" in c or "venv" in c] == []
+
+
+def test_dev_sh_without_a_request_keeps_the_system_torch(tmp_path: Path) -> None:
+    calls = dev_sh(tmp_path)
+    assert calls[0] == "-m venv --system-site-packages .venv"
+    assert not any("install -q torch" in c for c in calls)
+
+
+def test_dev_sh_names_a_wildcard_request_plainly(tmp_path: Path) -> None:
+    calls = dev_sh(tmp_path, GRADLAB_TORCH="torch==2.15.*")
+    assert calls[0] == "-m venv .venv-torch-2.15"
+    assert "-m pip install -q torch==2.15.*" in calls

@@ -13,8 +13,3 @@ def needs(feature: str) -> None:
     if not has(feature):
         pytest.skip(missing_note(feature))
 
-
-def mark(feature: str) -> pytest.MarkDecorator:
-    """`needs` as a mark, for a whole test or one parameter."""
-    lacking = not has(feature)
-    return pytest.mark.skipif(lacking, reason=missing_note(feature) if lacking else "")
