@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import torch
+import yaml
 from conftest import ROOT
 from torch import Tensor
 from torch.autograd import Function
@@ -168,3 +169,16 @@ def test_dev_sh_names_a_wildcard_request_plainly(tmp_path: Path) -> None:
     calls = dev_sh(tmp_path, GRADLAB_TORCH="torch==2.15.*")
     assert calls[0] == "-m venv .venv-torch-2.15"
     assert "-m pip install -q torch==2.15.*" in calls
+
+
+def test_the_scheduled_job_runs_the_floor_pyproject_claims() -> None:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    (floor,) = [d.removeprefix("torch>=") for d in deps if d.startswith("torch>=")]
+    job = yaml.safe_load((ROOT / ".github" / "workflows" / "torch-range.yml").read_text())
+    oldest, newest = job["jobs"]["suite"]["strategy"]["matrix"]["torch"]
+    assert job["jobs"]["suite"]["steps"][-1]["env"]["GRADLAB_TORCH"] == "${{ matrix.torch }}"
+    assert oldest.startswith(f"torch=={floor}.")
+    ci_md = (ROOT / "docs" / "ci.md").read_text()
+    for request in (oldest, newest):  # the command written in docs/ci.md is the job's
+        assert f"GRADLAB_TORCH={request} " in ci_md
