@@ -9,15 +9,19 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
+import types
 from pathlib import Path
 from typing import Any
 
+import numpy
 import pytest
 import torch
 import yaml
 from conftest import ROOT
 from torch import Tensor
 from torch.autograd import Function
+from torchguards import needs_triton_interpreter
 
 import gradlab
 from gradlab import torchcompat
@@ -182,3 +186,19 @@ def test_the_scheduled_job_runs_the_floor_pyproject_claims() -> None:
     ci_md = (ROOT / "docs" / "ci.md").read_text()
     for request in (oldest, newest):  # the command written in docs/ci.md is the job's
         assert f"GRADLAB_TORCH={request} " in ci_md
+
+
+@pytest.mark.parametrize(("triton_version", "numpy_version", "runs"), [
+    ("2.1.0", "1.26.4", False), ("3.0.0", "2.4.6", False), ("3.1.0", "1.26.4", False),
+    ("3.2.0", "1.26.4", True), ("3.6.0", "2.4.6", False), ("3.6.0", "2.3.5", True),
+    ("3.7.0", "2.4.6", True), ("3.9.0", "2.4.6", True)])
+def test_the_triton_interpreter_guard_follows_what_was_measured(
+        monkeypatch: pytest.MonkeyPatch, triton_version: str, numpy_version: str,
+        runs: bool) -> None:
+    monkeypatch.setitem(sys.modules, "triton", types.SimpleNamespace(__version__=triton_version))
+    monkeypatch.setattr(numpy, "__version__", numpy_version)
+    if runs:
+        needs_triton_interpreter()
+    else:
+        with pytest.raises(pytest.skip.Exception, match=f"triton {triton_version}'s"):
+            needs_triton_interpreter()

@@ -426,9 +426,9 @@ def run_triton_checks() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def interpreted_results() -> dict[str, str]:
-    # Triton 3's interpreter runs CPU tensors; 2.x's (pinned by torch 2.1-2.3) has no CPU backend
-    pytest.importorskip("triton", minversion="3.0", reason="the Triton kernels are tested under "
-                        "TRITON_INTERPRET=1 and need triton 3.0 or newer installed")
+    from torchguards import needs_triton_interpreter  # under pytest only (conftest's path)
+
+    needs_triton_interpreter()  # a triton whose interpreter runs these kernels
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     env.pop(inv.FORCE_TRITON_ENV, None)  # the checks force the Triton path themselves
     proc = subprocess.run(
