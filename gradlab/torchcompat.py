@@ -8,6 +8,7 @@ docs/ci.md: the torch range the suite runs on.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -59,7 +60,18 @@ def _apply_kwargs() -> bool:
 
 
 def _library_custom_op() -> bool:
-    return hasattr(torch.library, "custom_op")
+    if not hasattr(torch.library, "custom_op"):
+        return False
+    from torch._library.infer_schema import infer_schema
+
+    def probe(x: torch.Tensor) -> torch.Tensor:  # a string annotation: postponed in this module
+        return x
+
+    try:  # reads the signature only: nothing is registered
+        infer_schema(probe, mutates_args=())
+    except ValueError:  # torch 2.4: string annotations are not types
+        return False
+    return True
 
 
 def _compile_traces_functions() -> bool:
@@ -77,8 +89,9 @@ FEATURES: dict[str, tuple[Feature, Callable[[], bool]]] = {
                        _amp_custom_fwd),
     "autocast_device_query": (Feature("torch.is_autocast_enabled(device_type)", "2.4"),
                               _autocast_device_query),
-    "apply_kwargs": (Feature("keyword arguments to a Function's apply", "2.2"), _apply_kwargs),
-    "library_custom_op": (Feature("torch.library.custom_op", "2.4"), _library_custom_op),
+    "apply_kwargs": (Feature("keyword arguments to a Function's apply", "2.13"), _apply_kwargs),
+    "library_custom_op": (Feature("torch.library.custom_op with string annotations", "2.5"),
+                          _library_custom_op),
     "compile_traces_functions": (Feature("torch.compile tracing custom Functions whole "
                                          "(without a graph break)", "2.3"),
                                  _compile_traces_functions),
@@ -96,3 +109,35 @@ def missing_note(name: str) -> str:
     feature = FEATURES[name][0]
     return (f"torch {torch.__version__} lacks {feature.what} "
             f"(torch {feature.since} or newer)")
+
+
+class KeywordApply:
+    """A Function's `apply` for a torch whose apply takes no keyword arguments (before 2.13):
+    keywords are bound to forward's parameters and passed by position, as a newer apply does.
+    `__self__` is the Function (what a bound `apply` has), and it pickles by the class."""
+
+    def __init__(self, function: type[torch.autograd.Function]) -> None:
+        self.__self__ = function
+        self.__name__ = "apply"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        forward = inspect.signature(self.__self__.forward)
+        params = list(forward.parameters.values())
+        # forward(ctx, ...), unless setup_context takes ctx instead
+        ctx = [None] if self.__self__.setup_context is torch.autograd.Function.setup_context \
+            else []
+        if all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params):
+            # defaults too, as a newer apply binds them (setup_context sees every input)
+            bound = forward.bind(*ctx, *args, **kwargs)
+            bound.apply_defaults()
+            args, kwargs = tuple(bound.args[len(ctx):]), {}
+        return self.__self__.apply(*args, **kwargs)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (KeywordApply, (self.__self__,))
+
+
+def function_apply(function: type[torch.autograd.Function]) -> Callable[..., Any]:
+    """What calls a Function: its own `apply`, or KeywordApply on a torch whose apply takes
+    no keywords."""
+    return function.apply if has("apply_kwargs") else KeywordApply(function)

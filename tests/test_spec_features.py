@@ -16,7 +16,6 @@ import pandas as pd
 import pytest
 import torch
 from conftest import DATA, run_cli
-from torchguards import needs
 
 from gradlab.cases import Inputs, make_tensor, materialize, narrowed
 from gradlab.errors import SpecError
@@ -347,7 +346,6 @@ def test_function_from_the_spec_folder_then_path_then_cwd(
 
 def test_features_spec_passes_with_int_targets_fixed_taps_and_set(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    needs("apply_kwargs")  # WeightedCrossEntropy's weight is a keyword argument
     code, out, err = run_cli(["check", str(FEATURES / "features.yaml"), "--report-dir",
                               str(tmp_path)], capsys)
     assert code == 0 and "PASSED" in out, (out[-3000:], err)
@@ -370,7 +368,6 @@ def test_features_spec_passes_with_int_targets_fixed_taps_and_set(
 
 def test_broken_features_twin_fails_with_the_right_hints(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    needs("apply_kwargs")  # as the spec above
     code, out, err = run_cli(["check", str(FEATURES / "features_broken.yaml"), "--report-dir",
                               str(tmp_path), "-q"], capsys)
     assert code == 1, (out[-3000:], err)

@@ -7,6 +7,7 @@ runs in the scheduled job (.github/workflows/torch-range.yml)."""
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -92,10 +93,13 @@ def test_missing_note_names_this_torch_and_the_release(
     assert "torch 2.1.2" in note and "torch 2.5 or newer" in note
 
 
-def test_the_running_torch_has_what_the_suite_pins() -> None:
-    # the main venv's torch (2.13) has every feature: the guards change nothing there
-    if tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 5):
-        assert all(torchcompat.has(name) for name in torchcompat.FEATURES)
+def test_each_feature_is_dated_by_the_release_that_has_it() -> None:
+    """On the running torch (2.13 here; 2.1.2, 2.4.1, 2.5.1 and 2.15.0 in the range runs), a
+    feature is there exactly from its release on: the dates in FEATURES are measured ones."""
+    running = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    for name, (feature, _) in torchcompat.FEATURES.items():
+        since = tuple(int(p) for p in feature.since.split("."))
+        assert torchcompat.has(name) == (running >= since), (name, torch.__version__)
 
 
 def test_old_torch_still_checks_a_functions_raw_return(old_torch: None) -> None:
@@ -202,3 +206,52 @@ def test_the_triton_interpreter_guard_follows_what_was_measured(
     else:
         with pytest.raises(pytest.skip.Exception, match=f"triton {triton_version}'s"):
             needs_triton_interpreter()
+
+
+class ScaledBy(Function):
+    """forward(ctx, x, k=...): k is a plain keyword argument."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, k: float = 1.0) -> Tensor:
+        ctx.k = k
+        return x * k
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, None]:
+        return g * ctx.k, None
+
+
+class ScaledBySetup(Function):
+    """The same with setup_context (forward without ctx)."""
+
+    @staticmethod
+    def forward(x: Tensor, k: float = 1.0) -> Tensor:
+        return x * k
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+        ctx.k = inputs[1]
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, None]:
+        return g * ctx.k, None
+
+
+@pytest.mark.parametrize("cls", [ScaledBy, ScaledBySetup])
+def test_keyword_apply_binds_keywords_to_forward(cls: type[Function]) -> None:
+    """What a spec's kwargs call on a torch whose apply takes none (before 2.13)."""
+    apply = torchcompat.KeywordApply(cls)
+    x = torch.ones(2, requires_grad=True)
+    (apply(x, k=3.0)).sum().backward()
+    assert x.grad is not None and x.grad.tolist() == [3.0, 3.0]
+    assert apply(x).tolist() == [1.0, 1.0]  # forward's default
+    assert apply.__self__ is cls  # read as a Function's own apply (name, direct calls)
+    assert pickle.loads(pickle.dumps(apply)).__self__ is cls  # workers get it by the class
+
+
+def test_old_torch_checks_a_function_called_with_keywords(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torchcompat, "has", lambda name: name != "apply_kwargs")
+    report = gradlab.check(ScaledBy, [torch.rand(3, dtype=torch.float64)], kwargs={"k": 2.0},
+                           reference=lambda x, k: x * k, variants=False)
+    assert report.passed

@@ -78,8 +78,9 @@ def as_callable(obj: Any) -> Callable[..., Any]:
     import torch
 
     if inspect.isclass(obj) and issubclass(obj, torch.autograd.Function):
-        apply: Callable[..., Any] = obj.apply
-        return apply
+        from gradlab.torchcompat import function_apply  # keywords on a torch before 2.13
+
+        return function_apply(obj)
     if not callable(obj):
         raise LoadError(f"{shown(obj)} is not callable")
     return obj  # type: ignore[no-any-return]
