@@ -6,6 +6,7 @@ Function without jvp where the reference has forward mode is a warn capability
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -123,3 +124,16 @@ def test_specs(spec: str, code: int, words: str, tmp_path: Path) -> None:
 def test_the_matrix_has_a_fwd_column(tmp_path: Path) -> None:
     exit_code, out = run_spec("tanh_no_jvp.yaml", tmp_path)
     assert exit_code == 0 and " fwd " in out and "WARN" in out
+
+
+def test_the_first_dual_number_adds_no_warning_to_the_users_run() -> None:
+    """torch's forward-mode decompositions script functions with the deprecated
+    torch.jit.script when first loaded: a check (in a fresh process, where that load happens)
+    must not hand those DeprecationWarnings to the user's test summary."""
+    code = ("import warnings, torch, gradlab\n"
+            "warnings.simplefilter('error', DeprecationWarning)\n"
+            "x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)\n"
+            "assert gradlab.check(torch.exp, [x], reference=torch.exp).passed\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]

@@ -16,7 +16,10 @@ makes it a failure); another exception is its jvp's crash.
 
 from __future__ import annotations
 
+import functools
+import importlib
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +42,20 @@ from gradlab.torchstate import replay
 FORWARD_AD: Any = getattr(torch.autograd, "forward_ad", None)
 
 
+@functools.cache
+def quiet_jvp_decompositions() -> None:
+    """Load torch's forward-mode decompositions once, without their warnings.  The first dual
+    number loads torch._decomp.decompositions_for_jvp, which scripts functions with
+    torch.jit.script (deprecated in recent torch): 18 DeprecationWarnings in the summary of the
+    user's test run, none about their code."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            importlib.import_module("torch._decomp.decompositions_for_jvp")
+        except ImportError:
+            pass  # another torch: nothing to load ahead
+
+
 @dataclass
 class Tangents:
     """One dual-number call: the differentiable outputs' flat tangent J u (float64, zeros
@@ -53,6 +70,7 @@ class Tangents:
 def jvp_along(fn: Callable[..., Any], inputs: Inputs, i: int, u: Tensor) -> Tangents:
     """J u of `fn` for args[i] = x along the flat tangent u (dual numbers, from the case's RNG
     state); the outputs covered are those that require grad (the jacobian check's rows)."""
+    quiet_jvp_decompositions()
     x = inputs.args[i]
     args = list(inputs.args)
     with torch.enable_grad(), FORWARD_AD.dual_level():
