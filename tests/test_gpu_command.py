@@ -15,6 +15,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import torch
 from conftest import ROOT
 
 import gradlab
@@ -245,3 +246,31 @@ def test_docs_give_each_phase_its_timeout(gpu: ModuleType) -> None:
         assert re.search(rf"^\| {name} \|.*\| {seconds} s \|", text, flags=re.M), name
     budget = gpu.TIMEOUTS_S["check"] - gpu.CHECK_REPORT_MARGIN_S
     assert f"--budget {budget}`" in text
+
+
+def test_the_benchmark_runs_its_cuda_branches_on_a_fake_gpu(
+        tmp_path: Path, inv: ModuleType, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--device cuda through the fake torch.cuda (tests/cuda_fakes.py, cuda tensors made on
+    the CPU): the device name, the peak-memory statistics and the synchronisation run, so a
+    wrong attribute in those lines fails here rather than on the first GPU."""
+    from cuda_fakes import FAKE_GPU_NAME, FakeCuda, cuda_on_cpu
+
+    fake = FakeCuda().install(monkeypatch)
+    if hasattr(torch, "accelerator"):  # torch.utils.benchmark's Timer syncs through it
+        monkeypatch.setattr(torch.accelerator, "synchronize", lambda device=None: None)
+    # the Triton kernels need a real driver (tests/test_triton_shapes.py checks them): the
+    # custom side runs the unfold path here, the script's own CUDA lines are what is tested
+    import gradlab.kernels.involution_triton as kernels
+
+    monkeypatch.setattr(inv, "involution", inv.involution_reference)
+    monkeypatch.setattr(kernels, "involution_forward", inv.involution_reference)
+    out = tmp_path / "inv.json"
+    with cuda_on_cpu():
+        code = inv.main(["--device", "cuda", "--batch", "1", "--shape", "stage4_c512_7",
+                         "--repeats", "1", "--min-run-time", "0.001", "--goals",
+                         "--json", str(out)])
+    assert code in (0, 1)  # goals judged against a fake GPU's numbers: either way
+    text = capsys.readouterr().out
+    assert FAKE_GPU_NAME in text or FAKE_GPU_NAME in out.read_text(encoding="utf-8")
+    assert fake.count("reset_peak_memory_stats") >= 1 and fake.count("synchronize") >= 2
