@@ -61,15 +61,12 @@ def _check_options(what: list[str], dtype: list[str] | None, device: list[str] |
     import math
 
     from gradlab.checks.context import Options, measured_capabilities
-    from gradlab.model import CHECKS, canonical_check
+    from gradlab.model import CHECKS
     from gradlab.repro import ReproCommand
 
     if mode not in ("auto", "dense", "fast"):
         raise fail(f"--mode: expected auto, dense or fast, got {mode!r}")
-    try:
-        chosen_checks = frozenset(canonical_check(c) for c in only) if only else None
-    except ValueError as exc:
-        raise fail(f"--check: {exc}") from None
+    chosen_checks = _check_names("--check", only) or None
     picked = _variant_choice(variants, variant, chosen_checks)
     if budget is not None and not (math.isfinite(budget) and budget > 0):
         raise fail("--budget: expected a positive number of seconds")
@@ -235,7 +232,8 @@ def check(
     writer = CheckReportWriter(report_dir)
     # --variant: only the rows of the variants named (the base case's only with `base`)
     report = _run_check(targets, options, writer, quiet,
-                        frozenset(variant or ()) if variants else frozenset(), _shown(show))
+                        frozenset(variant or ()) if variants else frozenset(),
+                        _check_names("--show", show))
     _finish_check(report, writer, Finish(wide, quiet, shard is not None, junit, summary_md,
                                          plots))
 
@@ -274,14 +272,15 @@ def _finish_check(report: Any, writer: Any, how: Finish) -> None:
     raise exit_after_writes(int(exit_code(report, empty_ok=how.empty_ok)), failed)
 
 
-def _shown(show: list[str] | None) -> frozenset[str]:
-    """--show's checks by their canonical names; exit 2 naming the option for an unknown one."""
+def _check_names(option: str, names: list[str] | None) -> frozenset[str]:
+    """The checks an option names (--check, --show), by their canonical names; exit 2 naming
+    the option for an unknown one."""
     from gradlab.model import canonical_check
 
     try:
-        return frozenset(canonical_check(c) for c in show or ())
+        return frozenset(canonical_check(c) for c in names or ())
     except ValueError as exc:
-        raise fail(f"--show: {exc}") from None
+        raise fail(f"{option}: {exc}") from None
 
 
 def _run_check(targets: list[Any], options: Any, writer: Any, quiet: bool = False,
