@@ -282,10 +282,12 @@ class Report:
 
         return summarize(self.rows)
 
-    def verdict(self, passed: bool | None = None) -> str:
+    def verdict(self, passed: bool | None = None,
+                summary: RunSummary[CheckRow] | None = None) -> str:
         """The terminal's verdict line: 'PASSED: ' or 'FAILED: ' and the run's numbers in the
-        words every output uses (gradlab.results.summary.count_words); `passed` overrides."""
-        from gradlab.results.summary import count_words, summarize
+        words every output uses (gradlab.results.summary.count_words); `passed` overrides;
+        `summary`: the run's summary when the caller has made it already."""
+        from gradlab.results.summary import count_words
 
         verdict = "PASSED" if (self.passed if passed is None else passed) else "FAILED"
         if not self.rows:
@@ -298,14 +300,12 @@ class Report:
         if self.interrupted:
             verdict = "INTERRUPTED"
             extra = " (partial: the cases finished before it was interrupted)"
-        return f"{verdict}: {count_words(summarize(self.rows))}{extra}"
+        return f"{verdict}: {count_words(summary or self.summary())}{extra}"
 
     def __str__(self) -> str:
         """The terminal's summary in words: the verdict line, then a line per finding."""
-        from gradlab.results.summary import summarize
-
-        summary = summarize(self.rows)
-        lines = [self.verdict()]
+        summary = self.summary()
+        lines = [self.verdict(summary=summary)]
         for i, f in enumerate(summary.findings, 1):
             cause = f.hint or (f"undeclared skip: {f.reason}" if f.reason else "no likely cause")
             lines.append(f"  {f.status.upper()} {f.op}/{f.case}"
@@ -321,9 +321,9 @@ class Report:
         of gradlab.results.summary, as every other output has them."""
         from html import escape
 
-        from gradlab.results.summary import count_words, summarize
+        from gradlab.results.summary import count_words
 
-        summary = summarize(self.rows)
+        summary = self.summary()
         head = "".join(f"<th>{h}</th>" for h in ("#", "status", "op", "case", "subject",
                                                   "likely cause", "checks", "variants"))
         body = "".join(
