@@ -21,7 +21,6 @@ import datetime
 import importlib.util
 import json
 import os
-import platform
 import re
 import shlex
 import signal
@@ -171,25 +170,21 @@ def plan(out: Path, python: str = sys.executable) -> list[Phase]:
 
 
 def versions(path: Path) -> None:
-    """Write what ran: Python, torch, CUDA, cuDNN, triton, gradlab, the commit, the GPUs."""
+    """Write what ran: every report's environment record (gradlab.envinfo: Python, torch, CUDA,
+    cuDNN, gradlab, the commit, the device), with triton and every GPU added."""
     import torch
 
-    import gradlab
+    from gradlab.envinfo import environment
 
-    info: dict[str, object] = {
-        "python": platform.python_version(), "platform": platform.platform(),
-        "torch": torch.__version__, "cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version(), "gradlab": gradlab.__version__,
-        "cuda_available": torch.cuda.is_available()}
+    cuda = torch.cuda.is_available()
+    info: dict[str, object] = {**environment(device="cuda" if cuda else "cpu"),
+                               "cuda_available": cuda}
     try:
         import triton
 
         info["triton"] = triton.__version__
     except ImportError:
         info["triton"] = None
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True, check=False)
-    info["commit"] = commit.stdout.strip() or None
     info["gpus"] = [{"name": torch.cuda.get_device_name(i),
                      "capability": ".".join(map(str, torch.cuda.get_device_capability(i))),
                      "memory_bytes": torch.cuda.get_device_properties(i).total_memory}
@@ -250,8 +245,9 @@ def summarize(out: Path, results: list[dict[str, object]]) -> None:
         {"versions": info, "phases": results, "files": files}, indent=2) + "\n", encoding="utf-8")
     gpus = ", ".join(str(g["name"]) for g in info.get("gpus", [])) or "?"
     lines = [f"# GPU run {out.name}", "",
-             f"GPU {gpus}; torch {info.get('torch')}, CUDA {info.get('cuda')}, triton "
-             f"{info.get('triton')}, gradlab {info.get('gradlab')} at {info.get('commit')}.", "",
+             f"GPU {gpus}; torch {info.get('torch_version')}, CUDA {info.get('cuda_version')}, "
+             f"triton {info.get('triton')}, gradlab {info.get('gradlab_version')} at "
+             f"{info.get('git_commit')}.", "",
              "| phase | status | seconds | timeout | problem |", "|---|---|---:|---:|---|"]
     lines += [f"| {r['phase']} | {r['status']} | {r['seconds']} | {r['timeout_s']} | "
               f"{r['problem'] or ''} |" for r in results]
