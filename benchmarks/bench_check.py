@@ -16,6 +16,9 @@ image is already 2-D) gets as many elements in all.  With `--shapes` alone no `-
 - `torch batched`: the same with `check_batched_grad=True` on both (the nearest torch gets to
   gradlab's default coverage: the bundled Functions have no jvp, so `check_forward_ad` would
   fail them, and nothing in torch runs layout or value variants).
+- `torch matching`: what matches gradlab's coverage (issue 30): `gradcheck(fast_mode=True,
+  check_batched_grad=True)`, `check_forward_ad=True` where the Function has a jvp (neither
+  bundled one does), and `gradgradcheck(fast_mode=True)`.
 - `torch fast 1st`: `gradcheck(fast_mode=True)` alone (what probe-only mode is measured against).
 - `torch slow`: `gradcheck` + `gradgradcheck` (slow mode), only where its dense Jacobians fit
   (`--slow-max` elements: it runs out of memory far earlier than the others).
@@ -24,6 +27,11 @@ Targets (issue 13): gradlab / torch fast <= 2 from 1e4 elements, <= 5 at the bun
 small sizes; gradlab probes / torch fast 1st <= 1.2.  `--memory` adds each mode's peak RSS
 growth over the run (sampled every 0.5 ms by a thread), in a fresh process per cell; `--calls`
 how many times each mode calls the Function's forward and backward.
+
+`--targets` (issue 30, item 9) measures only its three ratios, in one run of interleaved rounds:
+gradlab / torch matching for exp and conv2d at 1e4, 1e5 and 1e6 elements (<= 1.5x); the
+process `gradlab list` / one importing typer, rich and yaml (<= 2x); the bundled suite
+(`time_check.py`'s default: `gradlab check specs/`) / a process importing torch (<= 1.5x).
 """
 
 from __future__ import annotations
@@ -49,6 +57,9 @@ from torch.autograd import gradcheck, gradgradcheck
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import time_check  # noqa: E402
 
 import gradlab  # noqa: E402
 from gradlab.bench.heap import libc  # noqa: E402
@@ -60,8 +71,18 @@ LIBC = libc()
 #: --warm-heap: each run starts from the heap the run before it left (see trimmed_heap).
 WARM_HEAP = False
 
-MODES = ("gradlab", "gradlab probes", "torch fast", "torch batched", "torch fast 1st",
-         "torch slow")
+MODES = ("gradlab", "gradlab probes", "torch fast", "torch batched", "torch matching",
+         "torch fast 1st", "torch slow")
+#: --targets: the in-process modes it times, and the processes (label: command line).
+TARGET_MODES = ("gradlab", "torch matching")
+PROCESSES = {
+    "gradlab list": [sys.executable, "-m", "gradlab", "list"],
+    "import typer,rich,yaml": [sys.executable, "-c", "import typer, rich, yaml"],
+    "suite": [],  # time_check.run_once: `gradlab check specs/`
+    "import torch": [sys.executable, "-c", "import torch"],
+}
+#: --targets: (numerator, denominator, target) of each process ratio.
+PROCESS_RATIOS = (("gradlab list", "import typer,rich,yaml", 2.0), ("suite", "import torch", 1.5))
 #: The bundled specs' small cases are of this size (elements over all inputs).
 SMALL = 100
 
@@ -123,10 +144,20 @@ def run_mode(mode: str, op: str, n: Size | int) -> None:
     elif mode == "torch batched":
         assert gradcheck(fn, args, fast_mode=True, check_batched_grad=True) and gradgradcheck(
             fn, args, fast_mode=True, check_batched_grad=True)
+    elif mode == "torch matching":
+        assert gradcheck(fn, args, fast_mode=True, check_batched_grad=True,
+                         check_forward_ad=has_jvp(op))
+        assert gradgradcheck(fn, args, fast_mode=True)
     elif mode == "torch fast 1st":
         assert gradcheck(fn, args, fast_mode=True)
     else:
         assert gradcheck(fn, args) and gradgradcheck(fn, args)
+
+
+def has_jvp(op: str) -> bool:
+    """Whether the op's Function defines a jvp (forward-mode AD) of its own."""
+    cls = Exp if op == "exp" else Conv2dFunction
+    return cls.jvp is not torch.autograd.Function.jvp
 
 
 @contextmanager
@@ -223,6 +254,46 @@ def memory_cell(mode: str, op: str, n: Size) -> float:
     return float(out.stdout.split()[-1])
 
 
+def process_wall(label: str) -> float:
+    """Wall seconds of one process of PROCESSES (the suite: time_check's default run)."""
+    if label == "suite":
+        wall, code, verdict = time_check.run_once([])
+        assert code == 0, verdict
+        return wall
+    t0 = time.perf_counter()
+    subprocess.run(PROCESSES[label], check=True, capture_output=True, cwd=ROOT)
+    return time.perf_counter() - t0
+
+
+def targets(rounds: int, ops: list[str], sizes: list[Size]) -> None:
+    """Issue 30's three ratios, from `rounds` interleaved rounds of every cell (see --targets)."""
+    cells: list[tuple[str, Size, str]] = [(op, n, m) for op in ops for n in sizes
+                                          for m in TARGET_MODES]
+    for op, n, m in cells:  # warm-up: imports, first-call costs
+        if n == sizes[0]:
+            run_mode(m, op, n)
+    keys: list[Any] = [*cells, *PROCESSES]
+    times: dict[Any, list[float]] = {k: [] for k in keys}
+    rng = random.Random(0)
+    for r in range(rounds):
+        order = keys[:]
+        rng.shuffle(order)
+        for k in order:
+            times[k].append(process_wall(k) if isinstance(k, str) else timed(k[2], k[0], k[1]))
+        print(f"round {r + 1}/{rounds} done", file=sys.stderr)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(f"issue 30 item 9: medians over {rounds} interleaved rounds, in-process modes on 1 "
+          f"thread, {'warm' if WARM_HEAP else 'trimmed'} heap, torch {torch.__version__}, "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"{'op':<7}{'size':>9}{'gradlab':>10}{'torch matching':>16}{'ratio':>8}  target 1.5")
+    for op, n, _ in cells[::len(TARGET_MODES)]:
+        ours, theirs = med[(op, n, "gradlab")], med[(op, n, "torch matching")]
+        print(f"{op:<7}{label(n):>9}{ours:>10.4f}{theirs:>16.4f}{ours / theirs:>7.2f}x")
+    for num, den, goal in PROCESS_RATIOS:
+        print(f"{num} {med[num]:.3f} s / {den} {med[den]:.3f} s = "
+              f"{med[num] / med[den]:.2f}x  target {goal}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -240,10 +311,15 @@ def main() -> None:
                         help="also count the Function's forward and backward calls per mode")
     parser.add_argument("--warm-heap", action="store_true",
                         help="do not trim the heap before each timed run")
+    parser.add_argument("--targets", action="store_true",
+                        help="only issue 30's three ratios (sizes default to 1e4 1e5 1e6)")
     args = parser.parse_args()
     global WARM_HEAP
     WARM_HEAP = args.warm_heap
     torch.set_num_threads(1)
+    if args.targets:
+        targets(args.rounds, args.ops, [(int(s),) for s in args.sizes or [1e4, 1e5, 1e6]])
+        return
     flat = args.sizes if args.sizes or args.shapes else [SMALL, 1e4, 1e5, 1e6]
     sizes: list[Size] = ([(int(s),) for s in flat or []]
                          + [tuple(int(d) for d in s.split("x")) for s in args.shapes])
@@ -264,7 +340,7 @@ def main() -> None:
     print(f"median seconds over {args.rounds} interleaved rounds, 1 thread, "
           f"{'warm' if WARM_HEAP else 'trimmed'} heap, torch {torch.__version__}")
     head = (f"{'op':<7}{'size':>9}" + "".join(f"{m:>15}" for m in MODES)
-            + f"{'check/fast':>11}{'check/batched':>14}{'probes/1st':>11}")
+            + f"{'check/fast':>11}{'check/batched':>14}{'check/matching':>15}{'probes/1st':>11}")
     print(head)
     for op in args.ops:
         for n in sizes:
@@ -273,8 +349,9 @@ def main() -> None:
                 row += f"{med[(op, n, m)]:>15.4f}" if (op, n, m) in med else f"{'-':>15}"
             ratio = med[(op, n, "gradlab")] / med[(op, n, "torch fast")]
             batched = med[(op, n, "gradlab")] / med[(op, n, "torch batched")]
+            matching = med[(op, n, "gradlab")] / med[(op, n, "torch matching")]
             probes = med[(op, n, "gradlab probes")] / med[(op, n, "torch fast 1st")]
-            row += f"{ratio:>10.2f}x{batched:>13.2f}x{probes:>10.2f}x"
+            row += f"{ratio:>10.2f}x{batched:>13.2f}x{matching:>14.2f}x{probes:>10.2f}x"
             print(row)
     if args.memory:
         print("\npeak RSS growth, MiB (one run per cell, a fresh process each)")
