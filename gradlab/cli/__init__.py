@@ -7,6 +7,7 @@ on import.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import typer
 
@@ -17,11 +18,23 @@ from gradlab.errors import ExitCode, GradlabError
 __all__ = ["app", "bench", "check", "ci", "main"]
 
 
+def help_defaults() -> dict[str, Any]:
+    """A click `default_map` giving every command's `--help` the default False.
+
+    Typer (0.29) gives its help flag no default, so with `--help` absent its value is None and
+    typer coerces it through a pydantic TypeAdapter: importing pydantic, about half of
+    `gradlab list`'s time.  A bool value skips that coercion; `--help` given still wins.
+    """
+    names = [c.name or c.callback.__name__.lower().replace("_", "-")
+             for c in app.registered_commands if c.name or c.callback]
+    return {"help": False, **{name: {"help": False} for name in names}}
+
+
 def main() -> None:
     """Entry point: run the app, turning gradlab errors into one line and exit code 2."""
     try:
         # standalone_mode=False: click returns typer.Exit's code instead of raising it.
-        code = app(standalone_mode=False)
+        code = app(standalone_mode=False, default_map=help_defaults())
     except GradlabError as exc:
         err.print(f"gradlab: error: {exc}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(int(exc.exit_code))

@@ -155,10 +155,11 @@ def list_ops(wide: Annotated[bool, typer.Option("--wide", help="every column, wh
     from gradlab import ops
     from gradlab.render.capabilities import capability_table
     from gradlab.results.capabilities import from_states
-    from gradlab.spec import load_file
+    from gradlab.spec import load_bundled
 
+    # load_bundled: each spec file read and parsed once (load_file's `op: NAME` reads it again)
     declared = {t.op.name: t.devices or ("cpu",)  # no devices: in a spec checks the cpu
-                for e in ops.BUNDLED for t in load_file(str(ops.spec_file(e.name)))}
+                for e in ops.BUNDLED for t in load_bundled(e.name)}
     has = machine_devices({d for ds in declared.values() for d in ds})
     cells = {name: device_cell(ds, has) for name, ds in declared.items()}
     width = max(len(e.name) for e in ops.BUNDLED)
