@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from gradlab.checks.context import Options
-from gradlab.checks.isolate import OnWait, Worker, lost_item_row, run_parallel
+from gradlab.checks.isolate import OnWait, Worker, lost_item_row, run_parallel, stop_all
 from gradlab.checks.plan import Item, plan
 from gradlab.guard import case_bytes, default_limit
 from gradlab.model import Target
@@ -105,8 +105,7 @@ def executor(targets: Sequence[Target], options: Options, on_wait: OnWait | None
 
         yield execute
     finally:
-        for w in workers:
-            w.stop()
+        stop_all(workers)
 
 
 def item_bytes(item: Item) -> int:
