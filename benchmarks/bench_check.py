@@ -267,6 +267,11 @@ def process_wall(label: str) -> float:
 
 def targets(rounds: int, ops: list[str], sizes: list[Size]) -> None:
     """Issue 30's three ratios, from `rounds` interleaved rounds of every cell (see --targets)."""
+    # processes run as a user's would: from cached bytecode (this environment may set
+    # PYTHONDONTWRITEBYTECODE, which makes every process compile gradlab from source)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    for k in PROCESSES:  # warm-up: bytecode written, files in the page cache
+        process_wall(k)
     cells: list[tuple[str, Size, str]] = [(op, n, m) for op in ops for n in sizes
                                           for m in TARGET_MODES]
     for op, n, m in cells:  # warm-up: imports, first-call costs
