@@ -135,3 +135,18 @@ def test_check_prints_the_matrix_of_a_long_named_op_in_80_columns(tmp_path: Path
     # every state of the op on the next line, one word each: none wrapped or cut
     assert len(lines[at + 1].split()) == len(MATRIX)
     assert set(lines[at + 1].split()) <= {"yes", "no", "-", "n/a", "wrong", "breaks"}
+
+
+def test_list_and_help_import_no_pydantic() -> None:
+    """`gradlab list` starts fast (issue 30 item 9): typer 0.29 coerces a help flag without a
+    value through pydantic (half of list's time); gradlab.cli.main gives it False instead,
+    and `--help` itself still prints the help."""
+    code = ("import sys; from gradlab.cli import main; sys.argv = ['gradlab', *sys.argv[1:]]\n"
+            "try:\n    main()\nexcept SystemExit as exc:\n"
+            "    print('EXIT', exc.code, 'pydantic' in sys.modules)")
+    for args, shown in ((["list"], "conv2d"), (["list", "--help"], "Usage:"),
+                        (["--help"], "Usage:")):
+        proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
+                              text=True, check=False)
+        assert shown in proc.stdout, proc.stderr
+        assert proc.stdout.rstrip().endswith("EXIT 0 False"), proc.stdout[-300:]

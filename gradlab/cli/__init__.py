@@ -25,8 +25,8 @@ def help_defaults() -> dict[str, Any]:
     typer coerces it through a pydantic TypeAdapter: importing pydantic, about half of
     `gradlab list`'s time.  A bool value skips that coercion; `--help` given still wins.
     """
-    names = [c.name or c.callback.__name__.lower().replace("_", "-")
-             for c in app.registered_commands if c.name or c.callback]
+    names = [c.name or getattr(c.callback, "__name__", "").lower().replace("_", "-")
+             for c in app.registered_commands]
     return {"help": False, **{name: {"help": False} for name in names}}
 
 
