@@ -27,8 +27,13 @@ HINTS: dict[str, str] = {
                           "assumes a contiguous grad_output; .sum() gives a stride-0 one)",
     "requires_grad_subset": "fails only for some requires_grad subsets (gradient gated on the "
                             "wrong needs_input_grad entry?)",
-    "second_order_only": "first order is right but second order is wrong (a tensor kept on ctx "
-                         "instead of save_for_backward, or a backward that is not differentiable)",
+    "second_order_only": "first order is right but double backward is silently wrong: backward "
+                         "is not differentiable as written (a tensor kept on ctx instead of "
+                         "save_for_backward, or one computed in forward, such as a fused "
+                         "kernel's statistics, used as a constant). Fix: decorate backward with "
+                         "@torch.autograd.function.once_differentiable, so double backward "
+                         "raises instead of being wrong, or make backward differentiable "
+                         "(recompute what it needs from saved inputs with torch ops)",
     "second_order_claimed": "the op claims no double backward, but second order ran without "
                             "error: if backward really is not differentiable, decorate it with "
                             "@torch.autograd.function.once_differentiable; if second order is "
