@@ -13,6 +13,7 @@ from torch import Tensor
 
 from gradlab import ops
 from gradlab.cases import Inputs, NonLeafInputs, case_seed, materialize
+from gradlab.checks import policy
 from gradlab.checks.autocast import autocast_row
 from gradlab.checks.capabilities import capability_rows
 from gradlab.checks.compare import chain_rule_ignored, compare_runs
@@ -48,7 +49,7 @@ from gradlab.checks.second_order import blame_precision, second_order_row
 from gradlab.checks.variants import Baseline, variant_rows
 from gradlab.model import Case, Target
 from gradlab.repro import save_failures
-from gradlab.results import ERROR, FAIL, SKIP, CheckRow, Finding
+from gradlab.results import ERROR, SKIP, CheckRow, Finding
 from gradlab.torchstate import RngState, TorchState, case_rng, preserved_rng
 
 
@@ -232,8 +233,8 @@ def item_rows(item: Item, options: Options) -> list[CheckRow]:
         before.restore()
     changed = before.changed(after)
     if changed:
-        rows.append(CheckRow(t.op.name, case.name, dtype, device, "base", "contract", FAIL,
-                             hint="global_state",
+        rows.append(CheckRow(t.op.name, case.name, dtype, device, "base", "contract",
+                             policy.status("contract", "global_state"), hint="global_state",
                              findings=[Finding("setting", -1, "global_state", got=(name, new),
                                                want=old) for name, old, new in changed]))
     if options.repro_dir:
