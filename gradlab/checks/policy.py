@@ -93,6 +93,9 @@ RULES: tuple[Rule, ...] = (
     Rule(ANY, ANY, FAIL, "a wrong forward, gradient, Jacobian, second order, jvp, autocast "
          "result or capability that runs; a broken backward contract",
          why="a wrong number is a bug"),
+    Rule(ANY, "tf32", FAIL, "a float32 CUDA result right only with TF32 off (hint `tf32`: "
+         "the flags and what to set)",
+         why="the Function loses more to TF32 than allowed"),
     Rule("second_order", "second_order_claimed", FAIL,
          "double backward runs where the op declares `second_order: false`",
          why="the declaration is wrong"),

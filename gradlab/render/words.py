@@ -40,6 +40,13 @@ HINTS: dict[str, str] = {
                             "simply not to be checked, say checks: {second_order: false} (spec) "
                             "or leave second_order out of checks= (API); else declare "
                             "second_order: true (or auto)",
+    "tf32": "right with TF32 off: on this GPU float32 convolutions (torch.backends.cudnn."
+            "allow_tf32, on by default) or matmuls (torch.backends.cuda.matmul.allow_tf32, "
+            "torch.set_float32_matmul_precision) round their inputs to 10 mantissa bits, and "
+            "this Function's result is further from the float64 reference than that allows. "
+            "The run passes with torch.backends.cudnn.allow_tf32 = False and "
+            "torch.backends.cuda.matmul.allow_tf32 = False (or NVIDIA_TF32_OVERRIDE=0); the "
+            "run's TF32 settings are in its environment record",
     "inplace_grad_output": "backward modified grad_output in place",
     "inplace_saved": "a saved tensor or input was modified in place during backward",
     "inplace_input": "forward modified an input in place without ctx.mark_dirty",
