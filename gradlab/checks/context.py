@@ -53,7 +53,8 @@ class Options:
     repro_command: Callable[[CheckRow], str] | None = None
     #: intra-op CPU threads during the run (see gradlab.torchstate); None leaves torch's alone.
     threads: int | None = 1
-    #: a missing capability (a `warn` row) fails the run, as if every spec required it.
+    #: every `warn` row (gradlab.checks.policy: a warn-level capability or cause) fails the
+    #: run; information stays information.
     strict: bool = False
     #: cases on a device this machine lacks are declared skips instead of failing the run.
     skip_unavailable: bool = False

@@ -268,14 +268,16 @@ def contract_row(ctx: CaseContext, variant: str, findings: Sequence[Finding], *,
                  passing: bool, unavailable: str = "", no_custom: bool = False,
                  note: str = "", warnings: Sequence[Finding] = ()) -> None:
     """A contract row: with `findings`, the status gradlab.checks.policy gives the first's hint
-    (a failure; `warnings` follow them); else the first warning's (a warn); else, when asked
-    for, PASS (saying so when only the in-place checks applied), or SKIP saying why when
-    backward's raw return value could not be checked (never a pass)."""
+    (a failure; `warnings` follow them); else the first warning's (a warn, a failure under
+    --strict); else, when asked for, PASS (saying so when only the in-place checks applied),
+    or SKIP saying why when backward's raw return value could not be checked (never a
+    pass)."""
     if findings:
         ctx.row(variant, "contract", policy.status("contract", findings[0].hint),
                 hint=findings[0].hint, findings=[*findings, *warnings])
     elif warnings:
-        ctx.row(variant, "contract", policy.status("contract", warnings[0].hint),
+        ctx.row(variant, "contract", policy.status("contract", warnings[0].hint,
+                                                   strict=ctx.options.strict),
                 hint=warnings[0].hint, findings=list(warnings), note=note)
     elif passing and unavailable == missing_note("node_metadata"):
         # a torch older than the feature: declared, the note names the release needed

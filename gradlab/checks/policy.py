@@ -77,14 +77,15 @@ _MISSING_WORDS = {
                      "raising is the declared, safe way to lack it"),
     "forward_ad": ("no jvp where the reference has forward mode",
                    "most custom Functions have none; gradcheck skips it by default"),
-    "compile": ("torch.compile raises", "information"),
+    "compile": ("torch.compile raises", "eager is a choice; measured on request"),
     "vmap": ("no vmap rule (torch.func.vmap raises)", "needs setup_context"),
     "func_grad": ("torch.func.grad raises", "needs setup_context"),
     "batched_grad": ("no batched backward (is_grads_batched raises)",
                      "kernel-backed backwards lack it; gradcheck skips it by default"),
     "deterministic": ("backward not bitwise deterministic", "atomics are a choice"),
-    "noncontiguous": ("refuses all-non-contiguous inputs", "information"),
-    "cuda": ("does not run on CUDA", "information"),
+    "noncontiguous": ("refuses all-non-contiguous inputs",
+                      "a kernel may require contiguous memory"),
+    "cuda": ("does not run on CUDA", "a CPU-only Function is a choice"),
 }
 
 #: The table.  A cause not named here is a failure (ANY, ANY): a wrong value or gradient in any
