@@ -55,8 +55,7 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     tensors and plain values; tensors that require grad are differentiated (all floating ones
     when none does).  reference: the same math in plain autograd.  second_order: True checks
     the second-order Jacobian, False asserts that double backward raises, None lets the
-    reference decide (information, the matrix's `2nd: no`, where it supports double backward
-    and the Function raises there; a failure where the Function's double backward is wrong).
+    reference decide (where it has double backward: wrong fails, raising is information).
     dtypes default to the examples' dtype; the numerical checks run in float64.  tolerances:
     dtype -> (atol, rtol) for every comparison in that dtype (the finite-difference checks
     take the larger of it and gradcheck's per component), and "finite_differences" -> (atol,

@@ -238,7 +238,7 @@ def test_the_table_fits_a_100_column_terminal() -> None:
     lines = console.export_text().splitlines()
     assert max(len(ln.rstrip()) for ln in lines) <= 100
     # the long name goes on a line of its own (tests/test_list_devices.py); no state is cut
-    assert all(ln.split()[-11:] == ["yes", "yes", "-", "yes", "yes", "no", "no", "yes", "yes",
+    assert all(ln.split()[-11:] == ["yes", "yes", "no", "yes", "yes", "no", "no", "yes", "yes",
                                     "yes", "-"]
                for ln in lines if ln.split()[:1] == ["linear"])
     short = capability_table(matrix[:-1], 100)
