@@ -4,8 +4,9 @@ Each entry of CONFIGS has:
   name      package:function:shape
   package   pip name==version (installed by benchmarks/thirdparty/install.sh)
   make()    -> (fn, args, kwargs_for_gradlab_check); fn calls the package's Function (its .apply
-            or the public wrapper that calls it), args are float64 example inputs (integer
-            targets stay int64), kwargs are extra keyword args for gradlab.check
+            or the public wrapper that calls it), args are float64 example inputs (floating
+            tensors require grad; integer targets stay int64 without), kwargs are extra
+            keyword args for gradlab.check (only second_order=False, where noted; no tolerances)
   reference plain-autograd function with fn's signature, written here from the math (not from
             the package's code), differentiable with ordinary torch ops
   why       one line: what the Function computes (why the math is right)
@@ -92,6 +93,7 @@ class Config:
     reference: Callable
     why: str
     measured: str = ""
+    # importing this file imports torch only; make() and the references import the packages
 
 
 F64 = torch.float64
@@ -445,13 +447,18 @@ def _dwt_matrix(n, wave, mode):
 
 
 def _make_ref_dwt1d(n, J, wave, mode):
-    mats, m = [], n
-    for _ in range(J):
-        lo, hi = _dwt_matrix(m, wave, mode)
-        mats.append((lo, hi))
-        m = lo.shape[0]
+    mats = []  # built on first call: importing this file must not import pywt
+
+    def build():
+        m = n
+        for _ in range(J):
+            lo, hi = _dwt_matrix(m, wave, mode)
+            mats.append((lo, hi))
+            m = lo.shape[0]
 
     def ref(x):
+        if not mats:
+            build()
         highs = []
         for lo, hi in mats:
             lo_, hi_ = lo.to(x.dtype), hi.to(x.dtype)
@@ -463,14 +470,19 @@ def _make_ref_dwt1d(n, J, wave, mode):
 
 
 def _make_ref_dwt2d(H, W, J, wave, mode):
-    mats, h, w = [], H, W
-    for _ in range(J):
-        rlo, rhi = _dwt_matrix(h, wave, mode)  # along rows index (dim -2)
-        clo, chi = _dwt_matrix(w, wave, mode)  # along columns index (dim -1)
-        mats.append((rlo, rhi, clo, chi))
-        h, w = rlo.shape[0], clo.shape[0]
+    mats = []  # built on first call: importing this file must not import pywt
+
+    def build():
+        h, w = H, W
+        for _ in range(J):
+            rlo, rhi = _dwt_matrix(h, wave, mode)  # along rows index (dim -2)
+            clo, chi = _dwt_matrix(w, wave, mode)  # along columns index (dim -1)
+            mats.append((rlo, rhi, clo, chi))
+            h, w = rlo.shape[0], clo.shape[0]
 
     def ref(x):
+        if not mats:
+            build()
         highs = []
         for rlo, rhi, clo, chi in mats:
             rlo, rhi, clo, chi = (t.to(x.dtype) for t in (rlo, rhi, clo, chi))
@@ -515,40 +527,51 @@ def _mk_dwt2d(J, wave, mode, shape, seed):
 
 # ----------------------------------------------------------------------------------------------
 
+def _rg(make):
+    """make() with its floating-point tensor args requiring grad (integer targets stay as they are)."""
+    def wrapped():
+        fn, args, kw = make()
+        args = tuple(a.detach().clone().requires_grad_(True) if torch.is_tensor(a) and a.is_floating_point() else a
+                     for a in args)
+        return fn, args, kw
+    wrapped.__name__ = getattr(make, "__name__", "make")
+    return wrapped
+
+
 CONFIGS = [
-    Config("entmax:sparsemax:4x6", ENTMAX, _mk_entmax_sparsemax_4x6, lambda x: ref_sparsemax(x, -1),
+    Config("entmax:sparsemax:4x6", ENTMAX, _rg(_mk_entmax_sparsemax_4x6), lambda x: ref_sparsemax(x, -1),
            "sparsemax = Euclidean projection onto the simplex along the last dim; Jacobian diag(s) - s s^T/|S| on the support s"),
-    Config("entmax:sparsemax:2x9x3,dim=1,k=2", ENTMAX, _mk_entmax_sparsemax_k, lambda x: ref_sparsemax(x, 1),
+    Config("entmax:sparsemax:2x9x3,dim=1,k=2", ENTMAX, _rg(_mk_entmax_sparsemax_k), lambda x: ref_sparsemax(x, 1),
            "sparsemax along a middle dim with partial top-k sorting (k=2 < support, forcing the 2k re-solve); same projection"),
-    Config("entmax:entmax15:2x5x3,dim=1", ENTMAX, _mk_entmax15_dim1, lambda x: ref_entmax15(x, 1),
+    Config("entmax:entmax15:2x5x3,dim=1", ENTMAX, _rg(_mk_entmax15_dim1), lambda x: ref_entmax15(x, 1),
            "1.5-entmax along a middle dim: argmax_p <x,p> + Tsallis-1.5 entropy on the simplex; closed-form threshold on the sorted prefix"),
-    Config("entmax:entmax15:1x8,k=3", ENTMAX, _mk_entmax15_size1, lambda x: ref_entmax15(x, -1),
+    Config("entmax:entmax15:1x8,k=3", ENTMAX, _rg(_mk_entmax15_size1), lambda x: ref_entmax15(x, -1),
            "1.5-entmax with a size-1 batch dim and partial sorting k=3; same map"),
-    Config("entmax:entmax_bisect:3x5+alpha3x1", ENTMAX, _mk_entmax_bisect_alpha, ref_entmax_bisect,
+    Config("entmax:entmax_bisect:3x5+alpha3x1", ENTMAX, _rg(_mk_entmax_bisect_alpha), ref_entmax_bisect,
            "alpha-entmax by 60 bisection steps, per-row alpha in {1.3, 1.6, 2.2}, gradient in x and alpha (implicit function)"),
-    Config("entmax:sparsemax_loss:4x5", ENTMAX, _mk_sparsemax_loss, ref_sparsemax_loss,
+    Config("entmax:sparsemax_loss:4x5", ENTMAX, _rg(_mk_sparsemax_loss), ref_sparsemax_loss,
            "sparsemax Fenchel-Young loss per row; gradient in x is sparsemax(x) - onehot(y) (Danskin)"),
-    Config("entmax:entmax15_loss:3x6", ENTMAX, _mk_entmax15_loss, ref_entmax15_loss,
+    Config("entmax:entmax15_loss:3x6", ENTMAX, _rg(_mk_entmax15_loss), ref_entmax15_loss,
            "1.5-entmax Fenchel-Young loss per row; gradient in x is entmax15(x) - onehot(y)"),
-    Config("sparsemax:SparsemaxFunction:2x3x5,dim=1", SPARSEMAX, _mk_sparsemax_pkg_3d, lambda x: ref_sparsemax(x, 1),
+    Config("sparsemax:SparsemaxFunction:2x3x5,dim=1", SPARSEMAX, _rg(_mk_sparsemax_pkg_3d), lambda x: ref_sparsemax(x, 1),
            "sparsemax (other package) along dim 1 of a 3-d tensor: simplex projection, reshaping path"),
-    Config("sparsemax:SparsemaxFunction:6x4", SPARSEMAX, _mk_sparsemax_pkg_2d, lambda x: ref_sparsemax(x, -1),
+    Config("sparsemax:SparsemaxFunction:6x4", SPARSEMAX, _rg(_mk_sparsemax_pkg_2d), lambda x: ref_sparsemax(x, -1),
            "sparsemax (other package) on the last dim of a 2-d tensor"),
-    Config("qpth:QPFunction:b2,nz4,ineq3,eq1", QPTH, _mk_qpth_batched, ref_qp,
+    Config("qpth:QPFunction:b2,nz4,ineq3,eq1", QPTH, _rg(_mk_qpth_batched), ref_qp,
            "batched QP argmin 1/2 z'Qz + p'z s.t. Gz<=h, Az=b, Q=LL'+I/2; gradient = implicit differentiation of the KKT system (Amos & Kolter 2017)"),
-    Config("qpth:QPFunction:nz3,ineq4,eq1,unbatched", QPTH, _mk_qpth_single, ref_qp,
+    Config("qpth:QPFunction:nz3,ineq4,eq1,unbatched", QPTH, _rg(_mk_qpth_single), ref_qp,
            "the same QP layer with unbatched parameters (nBatch inferred 1; output (1, nz))"),
     Config("pytorch_wavelets:DWT1DForward(AFB1D):2x3x16,J=2,db2,zero", WAVELETS,
-           _mk_dwt1d(16, 2, "db2", "zero", (2, 3, 16), 21), _make_ref_dwt1d(16, 2, "db2", "zero"),
+           _rg(_mk_dwt1d(16, 2, "db2", "zero", (2, 3, 16), 21)), _make_ref_dwt1d(16, 2, "db2", "zero"),
            "2-level 1-d DWT, zero padding: a linear map; backward = its adjoint (transposed filter bank)"),
     Config("pytorch_wavelets:DWT1DForward(AFB1D):1x2x11,J=1,db3,zero", WAVELETS,
-           _mk_dwt1d(11, 1, "db3", "zero", (1, 2, 11), 22), _make_ref_dwt1d(11, 1, "db3", "zero"),
+           _rg(_mk_dwt1d(11, 1, "db3", "zero", (1, 2, 11), 22)), _make_ref_dwt1d(11, 1, "db3", "zero"),
            "1-level 1-d DWT of an odd-length signal (zero mode pads one sample), db3 filters"),
     Config("pytorch_wavelets:DWTForward(AFB2D):1x2x12x9,J=1,db3,zero", WAVELETS,
-           _mk_dwt2d(1, "db3", "zero", (1, 2, 12, 9), 23), _make_ref_dwt2d(12, 9, 1, "db3", "zero"),
+           _rg(_mk_dwt2d(1, "db3", "zero", (1, 2, 12, 9), 23)), _make_ref_dwt2d(12, 9, 1, "db3", "zero"),
            "1-level separable 2-d DWT of a non-square odd-width image; outputs LL and the stacked (LH, HL, HH)"),
     Config("pytorch_wavelets:DWTForward(AFB2D):2x1x8x8,J=2,haar,periodization", WAVELETS,
-           _mk_dwt2d(2, "haar", "periodization", (2, 1, 8, 8), 24), _make_ref_dwt2d(8, 8, 2, "haar", "periodization"),
+           _rg(_mk_dwt2d(2, "haar", "periodization", (2, 1, 8, 8), 24)), _make_ref_dwt2d(8, 8, 2, "haar", "periodization"),
            "2-level 2-d Haar DWT, periodization (orthogonal: inverse = adjoint), one channel"),
 ]
 
