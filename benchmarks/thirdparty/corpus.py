@@ -1,17 +1,12 @@
-"""The config format of the third-party corpus (issue 28): one correct custom autograd.Function
-from a package on the index, with a plain-autograd reference written here.
+"""The config format of the third-party corpus (issue 28), as configs_independent.py defines it:
+one correct custom autograd.Function from a package on the index, with a plain-autograd
+reference written here from the math.
 
-A config file (configs_lead.py, configs_independent.py) defines ``CONFIGS: list[Config]``.
-Importing it must not import the third-party package: each ``make()`` imports what it needs,
-so a package that is missing or broken fails that config only (run_corpus.py reports it as a
-harness error, not as a gradlab failure).
-
-``make()`` returns ``(fn, args, reference, kwargs)``:
-  fn         the callable (or Function subclass) gradlab checks, as ``gradlab.check(fn, ...)``
-  args       example args in float64; tensors to differentiate have ``requires_grad=True``
-  reference  the same math in plain autograd (no custom Function inside)
-  kwargs     extra ``gradlab.check`` keyword arguments (``{}`` for the defaults; the harness
-             sets ``dtypes`` itself and nothing here should loosen tolerances)
+A config file (configs_lead.py, configs_independent.py) defines ``CONFIGS``, a list of objects
+with these fields (configs_independent.py has its own copy of the dataclass; run_corpus.py reads
+the fields, not the type).  Importing a config file must not import the third-party package:
+each ``make()`` imports what it needs, so a package that is missing or broken fails that config
+only (run_corpus.py reports it as a harness error, not as a gradlab failure).
 """
 
 from __future__ import annotations
@@ -20,15 +15,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-Made = tuple[Callable[..., Any], Sequence[Any], Callable[..., Any], dict[str, Any]]
+#: make()'s result: (fn, args, kwargs) -- fn as ``gradlab.check(fn, ...)`` takes it (a Function
+#: subclass or a callable), float64 example args (tensors to differentiate require grad; plain
+#: values and integer tensors stay as they are), extra ``gradlab.check`` keyword arguments
+#: (``{}`` for the defaults; the harness sets ``dtypes`` itself).
+Made = tuple[Callable[..., Any], Sequence[Any], dict[str, Any]]
 
 
 @dataclass(frozen=True)
 class Config:
-    """One corpus entry: `name` is unique over all config files; `package` is its PyPI name."""
+    """One corpus entry.  name: "package:function:case", unique over all config files;
+    package: "pip-name==version" as install.sh pins it; reference: fn's math in plain autograd,
+    with fn's signature; why: one line on what the Function computes and what the case
+    exercises; measured: errors measured without gradlab, if any."""
 
     name: str
     package: str
     make: Callable[[], Made]
-    #: one line: which Function, what the case exercises (batch dims, size-1 dims, ...).
-    note: str = ""
+    reference: Callable[..., Any]
+    why: str
+    measured: str = ""

@@ -9,6 +9,11 @@ mkdir -p "$TARGET"
 pipi() { python3 -m pip install --quiet --disable-pip-version-check --target "$TARGET" --no-deps "$@"; }
 
 # lead picks
+# configs_lead.py: torchdiffeq, torchsde (+ trampoline), POT, roma, kornia (+ kornia_rs, a binary
+# wheel its io module imports at import time); torchinterp1d (an sdist: pure Python, built by
+# pip) for KNOWN_BUGS.  numpy, scipy and packaging are the system's, as torch is.
+pipi torchdiffeq==0.2.5 torchsde==0.2.6 trampoline==0.1.2 POT==0.9.7.post1 roma==1.8.0 \
+     kornia==0.9.0 kornia_rs==0.2.0 torchinterp1d==1.1
 
 # independent picks
 # configs_independent.py: entmax, sparsemax, qpth, pytorch-wavelets (+ its deps PyWavelets, six);
