@@ -66,7 +66,7 @@ CONFIGS = [
            "x^3, backward 2/3 of the true one"),
     Config("local:missing:3x4", "missing==0", missing_package, ref, "cannot be set up"),
 ]
-KNOWN_BUGS = [CONFIGS[1]]
+BUGS = [CONFIGS[1]]
 '''
 
 
@@ -95,7 +95,7 @@ def run(harness, local: Path, tmp_path: Path, *args: str) -> tuple[int, dict]:
 
 
 def test_correct_function_passes(harness, local, tmp_path, capsys):
-    code, data = run(harness, local, tmp_path, "--only", "local:cube")
+    code, data = run(harness, local, tmp_path, "--only", "local:cube", "--no-bugs")
     assert code == 0
     (o,) = data["outcomes"]
     assert o["counts"]["fail"] == 0 and o["counts"]["error"] == 0 and o["counts"]["pass"] > 0
@@ -103,7 +103,7 @@ def test_correct_function_passes(harness, local, tmp_path, capsys):
 
 
 def test_broken_twin_is_a_fail_row_and_exit_1(harness, local, tmp_path, capsys):
-    code, data = run(harness, local, tmp_path, "--only", "broken_cube")
+    code, data = run(harness, local, tmp_path, "--only", "broken_cube", "--no-bugs")
     assert code == 1
     (o,) = data["outcomes"]
     gradient = [r for r in o["rows"] if r["check"] == "gradient" and r["variant"] == "base"]
@@ -115,7 +115,7 @@ def test_broken_twin_is_a_fail_row_and_exit_1(harness, local, tmp_path, capsys):
 
 
 def test_set_up_crash_is_a_harness_error_not_a_fail(harness, local, tmp_path, capsys):
-    code, data = run(harness, local, tmp_path, "--only", "local:missing")
+    code, data = run(harness, local, tmp_path, "--only", "local:missing", "--no-bugs")
     assert code == 2
     (o,) = data["outcomes"]
     assert "ModuleNotFoundError" in o["harness_error"] and o["rows"] == []
@@ -131,10 +131,20 @@ def test_config_file_that_does_not_import_is_a_harness_error(harness, tmp_path):
     assert "broken config file" in json.loads(out.read_text())["outcomes"][0]["harness_error"]
 
 
-def test_known_bugs_must_fail(harness, local, tmp_path):
-    code, data = run(harness, local, tmp_path, "--known-bugs")
-    assert code == 0  # the broken twin, listed as a known bug, failed
+def test_a_bug_config_must_fail(harness, local, tmp_path, capsys):
+    code, data = run(harness, local, tmp_path, "--bugs-only")
+    assert code == 0  # the broken twin, listed as a bug, was caught
     assert [o["name"] for o in data["outcomes"]] == ["local:broken_cube:3x4"]
+    assert data["summary"]["bugs_caught"] == ["local:broken_cube:3x4"]
+    assert "bugs: 1 of 1 caught" in capsys.readouterr().out
+
+
+def test_a_missed_bug_is_exit_1(harness, tmp_path, capsys):
+    path = tmp_path / "configs_missed.py"
+    path.write_text(LOCAL_CONFIGS + "\nBUGS = [CONFIGS[0]]  # correct: gradlab passes it\n")
+    code, data = run(harness, path, tmp_path, "--bugs-only")
+    assert code == 1 and data["summary"]["bugs_missed"] == ["local:cube:3x4"]
+    assert "missed: local:cube:3x4" in capsys.readouterr().out
 
 
 def test_summary_counts_a_float64_row_of_a_float32_call_once(harness):

@@ -1,6 +1,8 @@
 """The lead's half of the third-party corpus (issue 28): custom autograd.Functions with a
 hand-written backward from torchdiffeq, torchsde, POT, roma, torchinterp1d and kornia, each
-against a plain-autograd reference written here from the math (format: corpus.py).
+against a plain-autograd reference written here from the math (format: corpus.py).  The
+Functions found broken (torchinterp1d, POT's emd2 and envelope, roma's SVD route, kornia's null
+space) are configs_bugs.py's, from the set-ups and references here.
 
 Every package is imported inside make(), so this module imports without them (run_corpus.py
 puts $GRADLAB_THIRDPARTY on sys.path).  The examples are float64; run_corpus.py checks each in
@@ -218,14 +220,16 @@ def _marginals() -> list[torch.Tensor]:
 
 def _lp_plan(a: torch.Tensor, b: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
     """The optimal plan of min <P, M> s.t. P 1 = a, P^T 1 = b, P >= 0, by scipy's HiGHS
-    (independent of POT), as a constant."""
+    (independent of POT), as a constant.  The costs are scaled to a largest magnitude of 1 (the
+    plan does not change): HiGHS's absolute tolerances would take costs of 1e-12 for ties."""
     import numpy as np
     from scipy.optimize import linprog
 
     n, k = m.shape
     eq = np.vstack([np.kron(np.eye(n), np.ones((1, k))), np.kron(np.ones((1, n)), np.eye(k))])
     rhs = np.concatenate([a.detach().double().numpy(), b.detach().double().numpy()])
-    res = linprog(m.detach().double().numpy().ravel(), A_eq=eq, b_eq=rhs, bounds=(0, None),
+    cost = m.detach().double().numpy().ravel()
+    res = linprog(cost / max(abs(cost).max(), 1e-300), A_eq=eq, b_eq=rhs, bounds=(0, None),
                   method="highs")
     return torch.from_numpy(res.x.reshape(n, k)).to(m.dtype)
 
@@ -333,6 +337,44 @@ def ref_unitquat_outer(m: torch.Tensor) -> torch.Tensor:
     return torch.stack([torch.stack(row) for row in rows])
 
 
+def _pot_bures() -> Made:
+    import ot
+
+    return ot.gaussian.bures_distance, [_spd((2,), 3, seed=26), _spd((3,), 3, seed=27)], {}
+
+
+def ref_bures(cs: torch.Tensor, ct: torch.Tensor) -> torch.Tensor:
+    """Bures distance of every pair: sqrt(tr(Cs + Ct - 2 (Cs^1/2 Ct Cs^1/2)^1/2)), (n, m)."""
+    cs12 = ref_sqrtm(cs)
+    inner = ref_sqrtm(cs12[:, None] @ ct[None] @ cs12[:, None])
+    bw2 = (cs[:, None] + ct[None] - 2 * inner).diagonal(dim1=-2, dim2=-1).sum(-1)
+    return bw2.clamp_min(0).sqrt()
+
+
+def _roma_symmatrixvec() -> Made:
+    import roma
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        q = roma.symmatrixvec_to_unitquat(x)
+        return q[..., :, None] * q[..., None, :]
+
+    return fn, [_randn(2, 3, 10, seed=28)], {}
+
+
+def ref_symmatrixvec_outer(x: torch.Tensor) -> torch.Tensor:
+    """v v^T for v the eigenvector of the smallest eigenvalue of the symmetric 4x4 matrix whose
+    lower triangle, column by column, is x (x00, x10, x20, x30, x11, x21, ...)."""
+    entries: dict[tuple[int, int], torch.Tensor] = {}
+    k = 0
+    for col in range(4):
+        for row in range(col, 4):
+            entries[row, col] = entries[col, row] = x[..., k]
+            k += 1
+    a = torch.stack([torch.stack([entries[r, c] for c in range(4)], -1) for r in range(4)], -2)
+    v = torch.linalg.eigh(a)[1][..., 0]
+    return v[..., :, None] * v[..., None, :]
+
+
 # ---- torchinterp1d: Interp1d (a backward through a graph kept from forward) ----------------
 
 def ref_interp1d(x: torch.Tensor, y: torch.Tensor, xnew: torch.Tensor) -> torch.Tensor:
@@ -394,8 +436,12 @@ def _kornia_null_space() -> Made:
 
 
 def ref_null_space_projector(x: torch.Tensor) -> torch.Tensor:
-    """The projector onto the null space of X (B, 5, 9): I - X^T (X X^T)^-1 X."""
-    return torch.eye(9, dtype=x.dtype) - x.mT @ torch.linalg.solve(x @ x.mT, x)
+    """The projector onto the 4 smallest right singular vectors of X (B, N, 9), N >= 5:
+    I - V5 V5^T with V5 the 5 largest, from the reduced SVD (which has them all)."""
+    if x.shape[-1] != 9 or x.shape[-2] < 5:
+        raise ValueError("the subspace is unique for (B, N>=5, 9) only")
+    v5 = torch.linalg.svd(x, full_matrices=False)[2][..., :5, :]
+    return torch.eye(9, dtype=x.dtype) - v5.mT @ v5
 
 
 CONFIGS: list[Config] = [
@@ -419,39 +465,23 @@ CONFIGS: list[Config] = [
            "SPD matrix square root with a closed-form (Sylvester) VJP, once_differentiable"),
     Config("POT:TorchBackend.sqrtm:1x3x3", POT, _pot_sqrtm_method, ref_sqrtm,
            "the same through the backend method, size-1 batch dim"),
-    Config("POT:emd2:3x4", POT, _pot_emd2, ref_emd2,
-           "exact OT cost through ValFunction (set_gradients: d/dM = the optimal plan), "
-           "fixed marginals; reference: <P*, M> with P* from scipy's LP"),
-    Config("POT:solve(grad=envelope):sinkhorn,3x4", POT, _pot_sinkhorn_envelope, ref_sinkhorn,
-           "entropic OT value with envelope-theorem gradients; reference: unrolled Sinkhorn"),
+    Config("POT:bures_distance:2x3x3,3x3x3", POT, _pot_bures, ref_bures,
+           "Bures distances of every pair (2, 3): MatrixSqrtFunction twice, on 3-D and 4-D "
+           "batches, inside a composite; reference: eigh square roots"),
     Config("roma:special_procrustes:horn,2x3x3", ROMA, _roma_special_procrustes, ref_rotation,
            "nearest rotation by Horn's closed-form eigenvector Function (damped derivative); "
            "reference: SVD"),
-    Config("roma:procrustes:svd,2x2x4x4", ROMA, _roma_procrustes_svd, ref_orthonormal,
-           "nearest orthonormal matrix, SVD Function with damped pseudo-inverse backward, "
-           "two batch dims"),
-    Config("roma:special_procrustes:svd,3x3x3", ROMA, _roma_special_procrustes_svd,
-           ref_rotation, "nearest rotation by the SVD Function with the sign flip, method a "
-           "non-tensor argument"),
     Config("roma:special_procrustes_unitquat:qq^T,3x3", ROMA, _roma_unitquat_outer,
            ref_unitquat_outer, "Horn quaternion (arbitrary sign) seen through q q^T, no batch "
            "dim"),
+    Config("roma:symmatrixvec_to_unitquat:qq^T,2x3x10", ROMA, _roma_symmatrixvec,
+           ref_symmatrixvec_outer, "bottom eigenvector of a symmetric 4x4 from its 10 entries "
+           "(Horn's closed form, damped derivative), seen through q q^T, two batch dims; "
+           "reference: eigh"),
     Config("kornia:_TargetLogSoftmax:2x5x3x4", KORNIA, _kornia_target_log_softmax,
            ref_target_log_softmax, "focal loss's chunked in-place CPU log-softmax at the "
            "target; claims double backward; int64 target and None as args"),
     Config("kornia:_TargetLogSoftmax:masked,3x4x1x5", KORNIA, _kornia_target_log_softmax_masked,
            ref_target_log_softmax, "the same with an ignore mask (zero gradient there), a "
            "size-1 spatial dim"),
-    Config("kornia:_NullSpaceBasis:projector,2x5x9", KORNIA, _kornia_null_space,
-           ref_null_space_projector, "4 smallest right singular vectors with a hand-written "
-           "subspace backward, seen through the projector V V^T"),
-]
-
-#: Functions found broken (see RESULTS-before.md), checked apart from the correct corpus:
-#: run_corpus.py --known-bugs expects each to fail (a fail row, an error row or a hang).
-KNOWN_BUGS: list[Config] = [
-    Config("torchinterp1d:interp1d:y,3x6->3x8", TORCHINTERP1D, _interp_values, ref_interp1d,
-           "batched linear interpolation, grads for y only.  BUG under torch 2.x: backward "
-           "differentiates the saved output, whose grad_fn is Interp1d itself, so it re-enters "
-           "its own backward without end (demos/torchinterp1d_recursion.py)"),
 ]

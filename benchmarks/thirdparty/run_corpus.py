@@ -3,20 +3,23 @@ float32, and print one line per config and dtype.
 
     python benchmarks/thirdparty/run_corpus.py                  # every config, both dtypes
     python benchmarks/thirdparty/run_corpus.py --only roma --dtype float64 --json out.json
-    python benchmarks/thirdparty/run_corpus.py --known-bugs     # the Functions found broken
+    python benchmarks/thirdparty/run_corpus.py --bugs-only      # the Functions found broken
 
 The packages live in $GRADLAB_THIRDPARTY (default ~/.cache/gradlab-thirdparty), outside the
-repository; install.sh fills it when it is missing.  The configs come from configs_lead.py and
-configs_independent.py (format: corpus.py), or from the files given with --configs.
+repository; install.sh fills it when it is missing.  The configs come from configs_lead.py,
+configs_independent.py and configs_bugs.py (format: corpus.py), or from the files given with
+--configs: each file's CONFIGS are correct Functions, which should give no fail row; its BUGS
+are Functions with a real bug (each shown without gradlab in demos/), which gradlab must fail.
 
 Each line counts the call's rows by status (pass/fail/error/skip/warn) and lists every fail,
 error and warn row (and "skip!" for a skip nobody declared, which gradlab counts as unverified):
 check, variant, the row's dtype, hint, reason and max errors.  A float32
 call also runs the float64 numerical checks (jacobian, second order, ...); the summary counts
 such a row once.  A config that cannot be imported or set up, or that gradlab refuses, is a
-harness error, not a gradlab failure.  Exit code: 1 when a row failed (fail, error, or a time
-limit hit), else 2 when there was a harness error, else 0.  With --known-bugs the configs are
-the KNOWN_BUGS lists and every one of them must fail: exit 0 when each did, 1 otherwise.
+harness error, not a gradlab failure.  A bug is "caught" when a call of it has a fail or error
+row or hits gradlab's time limit, "missed" otherwise.  Exit code: 1 when a correct config has a
+failed row (fail, error, or a time limit hit) or a bug is missed, else 2 when there was a
+harness error, else 0.
 """
 
 from __future__ import annotations
@@ -36,10 +39,13 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-DEFAULT_FILES = (HERE / "configs_lead.py", HERE / "configs_independent.py")
+DEFAULT_FILES = (HERE / "configs_lead.py", HERE / "configs_independent.py",
+                 HERE / "configs_bugs.py")
 DTYPES = ("float64", "float32")
 #: gradlab.check's own default per call (gradlab.guard.DEFAULT_TIMEOUT_S): a hang is a verdict.
 TIMEOUT_S = 300.0
+#: seconds a child running one BUGS config gets past gradlab's limits before it is killed.
+HARD_TIMEOUT_S = 60.0
 #: row statuses gradlab counts as failed, and the ones this report lists row by row.
 FAILED = ("fail", "error")
 LISTED = ("fail", "error", "warn")
@@ -68,18 +74,18 @@ def setup_path(target: Path) -> None:
             sys.path.insert(0, p)
 
 
-def load_configs(path: Path, attr: str) -> tuple[list[Any], str]:
-    """(configs, "") from `path`'s list `attr`, or ([], the error) when it does not import."""
+def load_configs(path: Path) -> tuple[list[Any], list[Any], str]:
+    """(CONFIGS, BUGS, "") of `path`, or ([], [], the error) when it does not import."""
     try:
         spec = importlib.util.spec_from_file_location(f"corpus_{path.stem}", path)
         if spec is None or spec.loader is None:
-            return [], f"{path.name}: not a Python file"
+            return [], [], f"{path.name}: not a Python file"
         module: ModuleType = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module  # dataclasses look their module up there
         spec.loader.exec_module(module)
-        return list(getattr(module, attr, [])), ""
+        return list(getattr(module, "CONFIGS", [])), list(getattr(module, "BUGS", [])), ""
     except Exception as exc:  # a broken config file is the harness's error, reported
-        return [], f"{path.name}: {type(exc).__name__}: {exc}"
+        return [], [], f"{path.name}: {type(exc).__name__}: {exc}"
 
 
 @dataclass
@@ -89,6 +95,8 @@ class Outcome:
     name: str
     package: str
     dtype: str
+    #: a BUGS config: gradlab must fail it.
+    bug: bool = False
     seconds: float = 0.0
     rows: list[Any] = field(default_factory=list)
     harness_error: str = ""
@@ -106,17 +114,70 @@ class Outcome:
         return bool(self.limit) or any(r.status in FAILED for r in self.rows)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "package": self.package, "dtype": self.dtype,
+        return {"name": self.name, "package": self.package, "dtype": self.dtype, "bug": self.bug,
                 "seconds": round(self.seconds, 3), "harness_error": self.harness_error,
                 "limit": self.limit, "counts": self.counts(),
                 "rows": [_row_summary(r) for r in self.rows]}
 
 
 def _row_summary(r: Any) -> dict[str, Any]:
-    return {"check": r.check, "variant": r.variant, "dtype": r.dtype, "status": r.status,
-            "declared": r.declared, "hint": r.hint, "reason": r.reason,
+    return {"check": r.check, "variant": r.variant, "dtype": r.dtype, "device": r.device,
+            "status": r.status, "declared": r.declared, "unverified": r.unverified,
+            "hint": r.hint, "reason": r.reason,
             "max_abs_err": r.max_abs_err,
             "max_rel_err": r.max_rel_err, "note": r.note.splitlines()[0] if r.note else ""}
+
+
+@dataclass
+class RowView:
+    """A row read back from a child's JSON (the fields this report uses)."""
+
+    check: str
+    variant: str
+    dtype: str
+    device: str
+    status: str
+    declared: bool
+    unverified: bool
+    hint: str
+    reason: str
+    max_abs_err: float | None
+    max_rel_err: float | None
+    note: str
+
+
+def run_isolated(path: Path, cfg: Any, dtypes: tuple[str, ...], timeout: float,
+                 bug: bool) -> list[Outcome]:
+    """run_config in a child process, killed after HARD_TIMEOUT_S past gradlab's own limits:
+    a backward that never returns (torchinterp1d's recursion) is out of gradlab's reach, as it
+    blocks inside the autograd engine and spawns threads without end."""
+    import tempfile
+
+    hard = len(dtypes) * (timeout + 30) + HARD_TIMEOUT_S
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "child.json"
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--configs", str(path),
+               "--name", cfg.name, "--bugs-only", "--timeout", str(timeout), "--no-install",
+               "--json", str(out),
+               *(f"--dtype={d}" for d in dtypes)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+        try:
+            _, err = proc.communicate(timeout=hard)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.communicate()
+            return [Outcome(cfg.name, cfg.package, d, bug=bug, seconds=hard,
+                            limit=f"hung: the child did not return in {hard:g} s and was killed")
+                    for d in dtypes]
+        if not out.exists():
+            return [Outcome(cfg.name, cfg.package, d, bug=bug,
+                            harness_error=f"child exited {proc.returncode}: {err.strip()[-300:]}")
+                    for d in dtypes]
+        data = json.loads(out.read_text())["outcomes"]
+    return [Outcome(o["name"], o["package"], o["dtype"], bug=bug, seconds=o["seconds"],
+                    rows=[RowView(**r) for r in o["rows"]], harness_error=o["harness_error"],
+                    limit=o["limit"]) for o in data]
 
 
 def package_name(package: str) -> str:
@@ -124,11 +185,12 @@ def package_name(package: str) -> str:
     return package.split("==")[0].strip().lower().replace("_", "-")
 
 
-def run_config(cfg: Any, dtypes: tuple[str, ...], timeout: float) -> list[Outcome]:
+def run_config(cfg: Any, dtypes: tuple[str, ...], timeout: float,
+               bug: bool = False) -> list[Outcome]:
     """gradlab.check of one config in each dtype, at the defaults."""
     import gradlab
 
-    outs = [Outcome(cfg.name, cfg.package, d) for d in dtypes]
+    outs = [Outcome(cfg.name, cfg.package, d, bug=bug) for d in dtypes]
     try:
         fn, args, kwargs = cfg.make()
     except Exception as exc:
@@ -156,7 +218,7 @@ def _fmt(x: float | None) -> str:
 
 
 def render(o: Outcome) -> list[str]:
-    head = f"{o.name}  [{o.dtype}]"
+    head = f"{'BUG ' if o.bug else ''}{o.name}  [{o.dtype}]"
     if o.harness_error:
         return [f"{head}  HARNESS ERROR  {o.harness_error}"]
     c = o.counts()
@@ -173,9 +235,15 @@ def render(o: Outcome) -> list[str]:
     return lines
 
 
-def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
-    """Totals over distinct rows: a float32 call's float64 rows count once with the float64
-    call's (same config, row dtype, device, check and variant)."""
+def summarize(all_outcomes: list[Outcome]) -> dict[str, Any]:
+    """Totals over the correct configs' distinct rows (a float32 call's float64 rows count once
+    with the float64 call's: same config, row dtype, device, check and variant), and which bugs
+    were caught."""
+    outcomes = [o for o in all_outcomes if not o.bug]
+    bugs: dict[str, bool] = {}
+    for o in all_outcomes:
+        if o.bug and not o.harness_error:
+            bugs[o.name] = bugs.get(o.name, False) or o.failed
     seen: dict[tuple[str, ...], str] = {}
     for o in outcomes:
         for r in o.rows:
@@ -187,8 +255,10 @@ def summarize(outcomes: list[Outcome]) -> dict[str, Any]:
             "fail": statuses.count("fail"), "error": statuses.count("error"),
             "warn": statuses.count("warn"), "undeclared_skips": statuses.count("skip!"),
             "limits": sum(1 for o in outcomes if o.limit),
-            "harness_errors": sum(1 for o in outcomes if o.harness_error),
-            "failed_configs": sorted({o.name for o in outcomes if o.failed})}
+            "harness_errors": sum(1 for o in all_outcomes if o.harness_error),
+            "failed_configs": sorted({o.name for o in outcomes if o.failed}),
+            "bugs_caught": sorted(n for n, c in bugs.items() if c),
+            "bugs_missed": sorted(n for n, c in bugs.items() if not c)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -200,11 +270,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="write every outcome and the summary here")
     ap.add_argument("--configs", type=Path, nargs="+", default=list(DEFAULT_FILES),
                     help="config files (default: configs_lead.py configs_independent.py)")
-    ap.add_argument("--known-bugs", action="store_true",
-                    help="run the files' KNOWN_BUGS instead; each must fail")
+    group = ap.add_mutually_exclusive_group()
+    group.add_argument("--bugs-only", action="store_true", help="run the files' BUGS only")
+    group.add_argument("--no-bugs", action="store_true", help="run the files' CONFIGS only")
     ap.add_argument("--timeout", type=float, default=TIMEOUT_S,
                     help=f"seconds per gradlab.check call (default {TIMEOUT_S:g})")
     ap.add_argument("--no-install", action="store_true", help="never run install.sh")
+    ap.add_argument("--name", help=argparse.SUPPRESS)  # one config, by its exact name (a child)
     ns = ap.parse_args(argv)
     dtypes = tuple(ns.dtype or DTYPES)
 
@@ -216,17 +288,23 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)  # a shared machine; the corpus's tensors are tiny
 
     outcomes: list[Outcome] = []
-    attr = "KNOWN_BUGS" if ns.known_bugs else "CONFIGS"
     for path in ns.configs:
-        configs, error = load_configs(path, attr)
+        configs, bugs, error = load_configs(path)
         if error:
             outcomes.append(Outcome(path.name, path.name, "-", harness_error=error))
             print(f"{path.name}  HARNESS ERROR  {error}", flush=True)
             continue
-        for cfg in configs:
+        todo = [(c, False) for c in ([] if ns.bugs_only else configs)]
+        todo += [(c, True) for c in ([] if ns.no_bugs else bugs)]
+        for cfg, bug in todo:
             if ns.only and not any(s in cfg.name for s in ns.only):
                 continue
-            for o in run_config(cfg, dtypes, ns.timeout):
+            if ns.name is not None and cfg.name != ns.name:
+                continue
+            # a bug may hang past gradlab's reach: each runs in a child process of its own
+            isolate = bug and ns.name is None
+            for o in (run_isolated(path, cfg, dtypes, ns.timeout, bug) if isolate
+                      else run_config(cfg, dtypes, ns.timeout, bug)):
                 if install_error and o.harness_error:
                     o.harness_error += f" (and {install_error})"
                 outcomes.append(o)
@@ -237,17 +315,20 @@ def main(argv: list[str] | None = None) -> int:
           f"{s['warn']} warn rows ({s['error']} error rows, {s['undeclared_skips']} undeclared "
           f"skips, {s['limits']} limits hit, "
           f"{s['harness_errors']} harness errors)")
+    n_bugs = len(s["bugs_caught"]) + len(s["bugs_missed"])
+    if n_bugs:
+        print(f"bugs: {len(s['bugs_caught'])} of {n_bugs} caught"
+              + "".join(f"\n  missed: {name}" for name in s["bugs_missed"]))
     if ns.json:
         ns.json.write_text(json.dumps({"summary": s, "outcomes": [o.as_dict() for o in outcomes]},
                                       indent=1, default=str))
-    if ns.known_bugs:
-        missed = sorted({o.name for o in outcomes if not o.failed and not o.harness_error})
-        for name in missed:
-            print(f"NOT CAUGHT: {name}")
-        return 1 if missed or s["harness_errors"] else 0
-    if s["fail"] or s["error"] or s["limits"]:
-        return 1
-    return 2 if s["harness_errors"] else 0
+    code = 1 if s["fail"] or s["error"] or s["limits"] or s["bugs_missed"] else (
+        2 if s["harness_errors"] else 0)
+    if ns.name is not None and any(o.limit for o in outcomes):
+        # a child whose Function hung: its runaway backward threads would keep it alive
+        sys.stdout.flush()
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":
