@@ -261,6 +261,26 @@ def summarize(all_outcomes: list[Outcome]) -> dict[str, Any]:
             "bugs_missed": sorted(n for n, c in bugs.items() if not c)}
 
 
+def markdown(outcomes: list[Outcome]) -> str:
+    """Every fail, error, warn and undeclared-skip row as a Markdown table (RESULTS-*.md)."""
+    lines = ["| config | call | row | status | hint | max abs | max rel | note |",
+             "|---|---|---|---|---|---|---|---|"]
+    for o in outcomes:
+        call = f"{'BUG ' if o.bug else ''}{o.dtype}"
+        if o.harness_error or o.limit:
+            what = "harness error" if o.harness_error else "limit"
+            lines.append(f"| {o.name} | {call} | - | {what} | - | - | - | "
+                         f"{(o.harness_error or o.limit)[:120]} |")
+        for r in o.rows:
+            if r.status in LISTED or r.unverified:
+                note = (r.note.splitlines()[0][:80] if r.note else r.reason).replace("|", "/")
+                status = "skip!" if r.unverified else r.status
+                lines.append(f"| {o.name} | {call} | {r.check}/{r.variant} ({r.dtype}) | "
+                             f"{status} | {r.hint or '-'} | {_fmt(r.max_abs_err)} | "
+                             f"{_fmt(r.max_rel_err)} | {note} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", action="append", default=[],
@@ -268,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtype", action="append", choices=DTYPES,
                     help="float64 and/or float32 (default: both)")
     ap.add_argument("--json", type=Path, help="write every outcome and the summary here")
+    ap.add_argument("--markdown", type=Path, help="write the listed rows as a Markdown table")
     ap.add_argument("--configs", type=Path, nargs="+", default=list(DEFAULT_FILES),
                     help="config files (default: configs_lead.py configs_independent.py)")
     group = ap.add_mutually_exclusive_group()
@@ -319,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
     if n_bugs:
         print(f"bugs: {len(s['bugs_caught'])} of {n_bugs} caught"
               + "".join(f"\n  missed: {name}" for name in s["bugs_missed"]))
+    if ns.markdown:
+        ns.markdown.write_text(markdown(outcomes))
     if ns.json:
         ns.json.write_text(json.dumps({"summary": s, "outcomes": [o.as_dict() for o in outcomes]},
                                       indent=1, default=str))
