@@ -297,22 +297,16 @@ def ref_orthonormal(m: torch.Tensor) -> torch.Tensor:
 def _roma_special_procrustes() -> Made:
     import roma
 
-    return roma.special_procrustes, [_randn(2, 3, 3, seed=10)], {}
+    def fn(m: torch.Tensor, method: str) -> torch.Tensor:
+        return roma.special_procrustes(m, method=method)
+
+    return fn, [_randn(2, 3, 3, seed=10), "horn"], {}
 
 
 def _roma_procrustes_svd() -> Made:
     import roma
 
     return roma.procrustes, [_randn(2, 2, 4, 4, seed=11)], {}
-
-
-def _roma_special_procrustes_svd() -> Made:
-    import roma
-
-    def fn(m: torch.Tensor, method: str) -> torch.Tensor:
-        return roma.special_procrustes(m, method=method)
-
-    return fn, [_randn(3, 3, 3, seed=12), "svd"], {}
 
 
 def _roma_unitquat_outer() -> Made:
@@ -469,8 +463,8 @@ CONFIGS: list[Config] = [
            "Bures distances of every pair (2, 3): MatrixSqrtFunction twice, on 3-D and 4-D "
            "batches, inside a composite; reference: eigh square roots"),
     Config("roma:special_procrustes:horn,2x3x3", ROMA, _roma_special_procrustes, ref_rotation,
-           "nearest rotation by Horn's closed-form eigenvector Function (damped derivative); "
-           "reference: SVD"),
+           "nearest rotation by Horn's closed-form eigenvector Function (damped derivative), "
+           "method='horn' a non-tensor argument; reference: SVD"),
     Config("roma:special_procrustes_unitquat:qq^T,3x3", ROMA, _roma_unitquat_outer,
            ref_unitquat_outer, "Horn quaternion (arbitrary sign) seen through q q^T, no batch "
            "dim"),
