@@ -170,7 +170,7 @@ def _corpus_installed() -> str:
         return f"the third-party packages are not installed ({target} is missing; " \
                "bash benchmarks/thirdparty/install.sh)"
     missing = [m for m in ("torchdiffeq", "torchsde", "ot", "roma", "kornia", "entmax",
-                           "sparsemax", "qpth", "pytorch_wavelets")
+                           "sparsemax", "qpth", "pytorch_wavelets", "torchinterp1d", "torch_struct")
                if not (target / m).is_dir()]
     return f"not installed in {target}: {', '.join(missing)}" if missing else ""
 
@@ -185,5 +185,6 @@ def test_corpus_has_no_fail_rows(harness, tmp_path):
     code = harness.main(["--no-install", "--json", str(out)])
     s = json.loads(out.read_text())["summary"]
     assert s["configs"] >= 25 and s["packages"] >= 6, s
+    assert not s["bugs_missed"], f"bugs gradlab passed: {s['bugs_missed']}"
     assert code == 0, f"fail rows in {s['failed_configs']}"
     sys.stdout.write(f"{s}\n")

@@ -2,9 +2,11 @@
 one correct custom autograd.Function from a package on the index, with a plain-autograd
 reference written here from the math.
 
-A config file (configs_lead.py, configs_independent.py) defines ``CONFIGS``, a list of objects
-with these fields (configs_independent.py has its own copy of the dataclass; run_corpus.py reads
-the fields, not the type).  Importing a config file must not import the third-party package:
+A config file (configs_lead.py, configs_independent.py, configs_bugs.py) defines ``CONFIGS``
+(correct Functions: gradlab should pass them) and/or ``BUGS`` (Functions with a real bug, each
+shown without gradlab in demos/: gradlab must fail them), lists of objects with these fields
+(configs_independent.py has its own copy of the dataclass; run_corpus.py reads the fields, not
+the type).  Importing a config file must not import the third-party package:
 each ``make()`` imports what it needs, so a package that is missing or broken fails that config
 only (run_corpus.py reports it as a harness error, not as a gradlab failure).
 """
