@@ -188,3 +188,20 @@ def test_corpus_has_no_fail_rows(harness, tmp_path):
     assert not s["bugs_missed"], f"bugs gradlab passed: {s['bugs_missed']}"
     assert code == 0, f"fail rows in {s['failed_configs']}"
     sys.stdout.write(f"{s}\n")
+
+
+def test_config_files_import_without_the_packages(harness):
+    """The corpus's shape, checked in CI (the packages are imported in make() only)."""
+    configs, bugs = [], []
+    for path in harness.DEFAULT_FILES:
+        c, b, error = harness.load_configs(path)
+        assert not error, error
+        configs += c
+        bugs += b
+    names = [c.name for c in configs + bugs]
+    assert len(names) == len(set(names)), "config names must be unique over the files"
+    packages = {harness.package_name(c.package) for c in configs}
+    assert len(configs) >= 25 and len(packages) >= 6, (len(configs), packages)
+    assert all("==" in c.package and callable(c.make) and callable(c.reference)
+               for c in configs + bugs)
+    assert len(bugs) >= 10

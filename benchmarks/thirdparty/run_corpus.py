@@ -76,6 +76,8 @@ def setup_path(target: Path) -> None:
 
 def load_configs(path: Path) -> tuple[list[Any], list[Any], str]:
     """(CONFIGS, BUGS, "") of `path`, or ([], [], the error) when it does not import."""
+    if str(HERE) not in sys.path:  # corpus.py, and the config files importing each other
+        sys.path.insert(0, str(HERE))
     try:
         spec = importlib.util.spec_from_file_location(f"corpus_{path.stem}", path)
         if spec is None or spec.loader is None:
