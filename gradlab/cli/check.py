@@ -32,6 +32,7 @@ from gradlab.cli.app import (
     app,
     err,
     fail,
+    import_targets,
     load_targets,
     out,
     parse_devices,
@@ -136,8 +137,9 @@ def auto_jobs(devices: list[str] | None) -> int:
 
 def _start_workers(jobs: int, device: list[str] | None, isolate: bool,
                    fail_fast: bool) -> int:
-    """The number of workers --jobs asks for; isolated, they are spawned now, first thing,
-    so that their start (torch's import) overlaps all of this process's own.
+    """The number of workers --jobs asks for; isolated, they are spawned now, once every spec
+    is valid (a spec error starts none), so that their start (torch's import) overlaps the
+    rest of this process's work: importing the spec's modules, rendering, writing.
 
     --fail-fast gets one: it stops at the first failing case, and with cases side by side a
     later one could be under way by then (its rows would come and go between runs)."""
@@ -213,20 +215,16 @@ def check(
     autocast; measure capabilities (torch.compile, torch.func, determinism, ...)."""
     # every output first: an unwritable one is exit 2 before any work, not a lost run
     check_outputs(report_dir, junit=junit, summary_md=summary_md, plots=plots)
-    workers = _start_workers(jobs, device, isolate, fail_fast)
     options = replace(_check_options(what, dtype, device, report_dir, seed, variants, variant,
                                      only, mode, budget, strict, skip_unavailable, isolate,
                                      timeout, path, capabilities),
-                      error_maps=plots, fail_fast=fail_fast, jobs=workers)
-    from gradlab.select import pick
-
-    try:
-        targets = pick(load_targets(what, None, parse_max_memory(max_memory), path), op or (),
-                       case or ())
-    except GradlabError as exc:
-        raise fail(str(exc), exc.exit_code) from None
+                      error_maps=plots, fail_fast=fail_fast)
+    targets = _load(what, max_memory, path, op, case)
     targets = pick_targets(targets, match, shard, plots)
     require_devices(targets, options.devices, skip_unavailable)
+    # the workers start (importing torch) once every spec is valid, beside the user's imports
+    options = replace(options, jobs=_start_workers(jobs, device, isolate, fail_fast))
+    targets = import_targets(targets)
     from gradlab.render.files import CheckReportWriter
 
     writer = CheckReportWriter(report_dir)
@@ -236,6 +234,19 @@ def check(
                         _check_names("--show", show))
     _finish_check(report, writer, Finish(wide, quiet, shard is not None, junit, summary_md,
                                          plots))
+
+
+def _load(what: list[str], max_memory: str | None, path: list[Path] | None,
+          op: list[str] | None, case: list[str] | None) -> list[Any]:
+    """The targets picked by --op and --case, every spec validated and nothing it names
+    imported yet (no torch: a spec error comes at once)."""
+    from gradlab.select import pick
+
+    try:
+        return pick(load_targets(what, None, parse_max_memory(max_memory), path, imports=False),
+                    op or (), case or ())
+    except GradlabError as exc:
+        raise fail(str(exc), exc.exit_code) from None
 
 
 @dataclass(frozen=True)
