@@ -201,6 +201,16 @@ What = Annotated[list[str], typer.Argument(help="bundled op name(s), SPEC.yaml o
 ReportDir = Annotated[Path, typer.Option("--report-dir", help="where the report files go")]
 Seed = Annotated[int, typer.Option("--seed", help="seed of the random inputs")]
 Wide = Annotated[bool, typer.Option("--wide", help="every column, whatever the width")]
+TableMode = Annotated[str, typer.Option("--table", help="compact: a line per passing case "
+                                        "(dtypes, variants, worst error), every line of the "
+                                        "others; full: a line per check of every case")]
+
+
+def full_table(mode: str) -> bool:
+    """--table: True for full (a line per check of every case), False for compact."""
+    if mode not in ("compact", "full"):
+        raise fail(f"--table: expected compact or full, got {mode!r}")
+    return mode == "full"
 #: CI options (docs/ci.md); the files they write are gradlab.render's.
 # (a folder given is refused by gradlab.cli.ci.check_outputs, in one line naming the option)
 Junit = Annotated[Path | None, typer.Option("--junit", help="also write JUnit XML to this file")]

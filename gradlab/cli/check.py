@@ -27,11 +27,13 @@ from gradlab.cli.app import (
     Seed,
     Shard,
     SummaryMd,
+    TableMode,
     What,
     Wide,
     app,
     err,
     fail,
+    full_table,
     import_targets,
     load_targets,
     out,
@@ -209,10 +211,11 @@ def check(
     wide: Wide = False, max_memory: MaxMemory = None, path: ImportPaths = None,
     match: Match = None, shard: Shard = None, fail_fast: FailFast = False, quiet: Quiet = False,
     junit: Junit = None, summary_md: SummaryMd = None, plots: Plots = False, op: OpNames = None,
-    show: ShowChecks = None,
+    show: ShowChecks = None, table: TableMode = "compact",
 ) -> None:
     """Check gradients: reference comparison, contract, variants, Jacobians, second order,
     autocast; measure capabilities (torch.compile, torch.func, determinism, ...)."""
+    how = Finish(wide, quiet, shard is not None, junit, summary_md, plots, full_table(table))
     # every output first: an unwritable one is exit 2 before any work, not a lost run
     check_outputs(report_dir, junit=junit, summary_md=summary_md, plots=plots)
     options = replace(_check_options(what, dtype, device, report_dir, seed, variants, variant,
@@ -232,8 +235,7 @@ def check(
     report = _run_check(targets, options, writer, quiet,
                         frozenset(variant or ()) if variants else frozenset(),
                         _check_names("--show", show))
-    _finish_check(report, writer, Finish(wide, quiet, shard is not None, junit, summary_md,
-                                         plots))
+    _finish_check(report, writer, how)
 
 
 def _load(what: list[str], max_memory: str | None, path: list[Path] | None,
@@ -260,6 +262,8 @@ class Finish:
     junit: Path | None = None
     summary_md: Path | None = None
     plots: bool = False
+    #: --table full: a line per check of every case
+    full: bool = False
 
 
 def _finish_check(report: Any, writer: Any, how: Finish) -> None:
@@ -268,7 +272,7 @@ def _finish_check(report: Any, writer: Any, how: Finish) -> None:
     from gradlab.render.check import render_check, render_verdict
     from gradlab.results import exit_code
 
-    render_check(report, out, verdict=False, wide=how.wide, quiet=how.quiet)
+    render_check(report, out, verdict=False, wide=how.wide, quiet=how.quiet, full=how.full)
     failed: list[str] = []
     try:
         paths = writer.write(report, final=True)
@@ -308,7 +312,7 @@ def _run_check(targets: list[Any], options: Any, writer: Any, quiet: bool = Fals
     keep = picked if chosen or shown else None
     from gradlab.checks.driver import plan, run
     from gradlab.checks.isolate import picklable
-    from gradlab.render.progress import LogProgress, progress
+    from gradlab.render.progress import LogProgress, log_width, progress
 
     if options.isolate:
         why = picklable(targets, options)
@@ -321,7 +325,7 @@ def _run_check(targets: list[Any], options: Any, writer: Any, quiet: bool = Fals
     # its environment record comes from the run (isolated: the first worker's, so that this
     # process need not import torch)
     partial = Report()
-    log = None if err.is_terminal or quiet else LogProgress(err)
+    log = None if err.is_terminal or quiet else LogProgress(err, width=log_width())
     total = sum(1 for _ in plan(targets, options))
     with sigterm_as_interrupt(), progress("checking", total, err, show=not quiet) as step:
         def write_partial() -> None:
