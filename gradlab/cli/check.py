@@ -245,7 +245,8 @@ def _load(what: list[str], max_memory: str | None, path: list[Path] | None,
     from gradlab.select import pick
 
     try:
-        return pick(load_targets(what, None, parse_max_memory(max_memory), path, imports=False),
+        # imports False: import_targets imports the modules once the workers are started
+        return pick(load_targets(what, None, parse_max_memory(max_memory), path, False),
                     op or (), case or ())
     except GradlabError as exc:
         raise fail(str(exc), exc.exit_code) from None
