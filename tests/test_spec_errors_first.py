@@ -11,13 +11,15 @@ that refusal, or a worker's traceback, instead of one line naming file and key.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, TESTS, run_cli
+from conftest import DATA, ROOT, TESTS, run_cli
 
+from gradlab.errors import SpecError
 from gradlab.spec import import_callables, resolve
 from gradlab.spec.imports import Pending, function_name
 
@@ -33,6 +35,10 @@ BAD = {
     "shape.yaml": (USER_OP + "args: [{shape: [3, -4]}]\n",
                    "args[0].shape: expected a list of positive ints"),
     # the first op is valid and would import torch; the second's case is wrong
+    # a tensor read from a file (loading one imports torch) before the misspelt key
+    "file_first.yaml": (USER_OP + "args: [{file: taps.pt, key: db2, const: true}, "
+                                  "{shape: [3], dtpye: float32}]\n",
+                        "args[1].dtpye: unknown key (did you mean dtype?"),
     "second_op.yaml": ("ops:\n  - function: user_functions:Square\n    args: [{shape: [3]}]\n"
                        "  - function: user_functions:Square\n    args: [{shape: [3]}]\n"
                        "    cases: [{name: a, set: {0: {shape: [2], layout: diagonal}}}]\n",
@@ -64,6 +70,7 @@ def test_a_spec_error_inside_args_comes_before_torch_is_imported(name: str,
     text, expected = BAD[name]
     spec = tmp_path / name
     spec.write_text(text)
+    shutil.copy(DATA / "specs_features" / "taps.pt", tmp_path / "taps.pt")
     proc = _gradlab([str(spec)], tmp_path)
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
@@ -126,3 +133,15 @@ def test_an_import_error_stops_the_warm_workers() -> None:
     warm.cool_down()
     assert warm.WARM == []
     assert proc.poll() is not None
+
+
+def test_a_file_tensor_is_still_read_and_checked(tmp_path: Path) -> None:
+    # the second pass reads the file: its shape is checked against the spec's
+    shutil.copy(DATA / "specs_features" / "taps.pt", tmp_path / "taps.pt")
+    spec = tmp_path / "taps.yaml"
+    spec.write_text(USER_OP + "args: [{file: taps.pt, key: db2, const: true, shape: [99]}]\n")
+    with pytest.raises(SpecError, match=r"args\[0\]\.shape: shape \[99\] does not match"):
+        resolve(str(spec))
+    spec.write_text(USER_OP + "args: [{file: taps.pt, key: db2, const: true}]\n")
+    (target,) = resolve(str(spec))
+    assert target.op.cases[0].args[0].values is not None

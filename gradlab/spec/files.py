@@ -21,6 +21,7 @@ from gradlab.spec.arguments import parse_base
 from gradlab.spec.document import OpLookup, Start, check_memory, module_start, parse_targets
 from gradlab.spec.imports import Pending
 from gradlab.spec.reader import read_document, read_yaml
+from gradlab.spec.tensorfile import files_unread
 
 
 def bundled_source(name: str) -> str:
@@ -33,11 +34,16 @@ def parse_spec(doc: Any, source: str, lookup: OpLookup, max_memory: int | None =
     """Validate the YAML document read from `source` (errors and targets name it); a case
     whose tensors need more than `max_memory` bytes (default: gradlab.guard.default_limit())
     is an error too.  `folder`: the spec file's (modules and tensor files are looked for there
-    first).  The modules `function:` and `reference:` name are imported only once the whole
-    document is valid; with `imports=False` not at all (import_callables does it later)."""
+    first).  Nothing imports torch until the whole document is valid: tensor files are read
+    on a second pass (gradlab.spec.tensorfile.files_unread), and the modules `function:` and
+    `reference:` name are imported last; with `imports=False` not at all (import_callables
+    does it later)."""
     try:
-        targets = parse_targets(doc, lookup, folder)
+        with files_unread() as unread:  # no torch until the whole document is valid
+            targets = parse_targets(doc, lookup, folder)
         check_memory(doc, default_limit() if max_memory is None else max_memory)
+        if unread:  # again, with the tensors read from files (their shapes checked)
+            targets = parse_targets(doc, lookup, folder)
     except SpecError as exc:
         # An error in an inherited bundled spec already names its own file.
         raise (exc if exc.source else exc.at(source=source)) from None
