@@ -39,6 +39,9 @@ PLACEHOLDER_FILES = ("my_spec.yaml",)
 QUICK_START_RUN = "gradlab check specs/"
 #: Seconds `bash scripts/dev.sh check` may take (about 10 s on the 2-core project machine).
 DEV_CHECK_TIMEOUT_S = 120
+#: Lines the quick start's passing run prints at 100 columns (issue 30: about 50; 60 measured:
+#: a line per case of the 32 bundled ones, the capability matrix with its legend, the verdict).
+QUICK_START_MAX_LINES = 65
 
 
 def fenced_blocks(text: str, lang: str) -> list[str]:
@@ -155,7 +158,7 @@ def test_readme_quick_start_check_passes() -> None:
     if venv is None:
         pytest.skip("no set-up venv for scripts/dev.sh (run it once to make .venv)")
     env = {**{k: v for k, v in os.environ.items() if k != "GRADLAB_ISOLATE"},  # the default
-           "GRADLAB_VENV": str(venv),
+           "GRADLAB_VENV": str(venv), "COLUMNS": "100",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     reports = ROOT / "reports"
     before = set(reports.iterdir()) if reports.exists() else set()
@@ -171,3 +174,82 @@ def test_readme_quick_start_check_passes() -> None:
                 new.unlink()
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
     assert "PASSED" in proc.stdout
+    lines = proc.stdout.splitlines()
+    assert len(lines) <= QUICK_START_MAX_LINES, proc.stdout
+    assert max(len(ln.rstrip()) for ln in lines if not ln.startswith("report: ")) <= 100
+    logged = [ln for ln in proc.stderr.splitlines() if ln.startswith("checked ")]
+    assert len(logged) == 8 and max(map(len, logged)) <= 100, logged  # a line per op, fitting
+
+
+# --- the README as a newcomer reads it (issue 30): short, set-up and a first check up front ----
+
+#: The README's length, and how far a newcomer reads to set up and check a Function of their own.
+README_MAX_LINES = 300
+FIRST_STEPS_WITHIN = 60
+
+
+def test_the_readme_is_short_with_set_up_and_a_first_check_up_front() -> None:
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= README_MAX_LINES
+    head = "\n".join(lines[:FIRST_STEPS_WITHIN])
+    for needed in ("bash scripts/dev.sh check", "bash scripts/dev.sh test",  # set-up commands
+                   "gradlab.check(", "function: mypkg.",                     # API, and a spec
+                   "gradlab check my_spec.yaml"):                            # naming module:attr
+        assert needed in head, needed
+
+
+def test_the_readme_set_up_commands_are_the_ones_ci_and_dev_sh_run() -> None:
+    quick = fenced_blocks(README.read_text(encoding="utf-8").split("## Quick start", 1)[1],
+                          "bash")[0]
+    assert [ln.split("#")[0].strip() for ln in quick.splitlines()] == [
+        "bash scripts/dev.sh check", "bash scripts/dev.sh test"]
+    assert "bash scripts/dev.sh test" in (ROOT / ".ci" / "run").read_text()
+    dev = (ROOT / "scripts" / "dev.sh").read_text()
+    assert '[ $# -eq 0 ] && set -- specs/; exec "$VENV/bin/gradlab" check' in dev
+
+
+def test_the_readme_first_spec_loads(tmp_path: Path) -> None:
+    (block, *_) = fenced_blocks(README.read_text(encoding="utf-8"), "yaml")
+    path = tmp_path / "my_spec.yaml"
+    path.write_text(PLACEHOLDER.sub(STAND_IN, block), encoding="utf-8")
+    targets = load_file(path)
+    assert [c.name for t in targets for c in t.op.cases] == ["base", "wide"]
+
+
+def test_the_readme_first_python_check_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    (block, *_) = fenced_blocks(README.read_text(encoding="utf-8"), "python")
+    code = block.replace("from mypkg.ops import MyLinear",
+                         "from gradlab.ops.linear import LinearFunction as MyLinear")
+    assert code != block
+    exec(compile(code, "README.md", "exec"), {})  # its assert report.passed must hold
+    assert capsys.readouterr().out.startswith("PASSED: ")
+
+
+def test_every_link_in_the_readme_and_docs_reaches_a_file_and_heading() -> None:
+    pages = [README, *sorted((ROOT / "docs").glob("*.md"))]
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
+            if target.startswith(("http://", "https://")):
+                continue
+            file, _, anchor = target.partition("#")
+            path = (page.parent / file).resolve() if file else page
+            if not path.exists():
+                broken.append(f"{page.name}: {target}")
+            elif anchor and path.suffix == ".md" and anchor not in _anchors(path):
+                broken.append(f"{page.name}: {target} (no such heading)")
+    assert not broken, broken
+
+
+def _anchors(page: Path) -> set[str]:
+    """GitHub's anchors of a Markdown page's headings."""
+    heads = re.findall(r"^#+ (.*)$", page.read_text(encoding="utf-8"), flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in heads}
+
+
+def test_the_generated_sections_have_their_markers() -> None:
+    text = README.read_text(encoding="utf-8")
+    for name in ("tolerances", "policy"):
+        begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+        assert text.count(begin) == text.count(end) == 1
+        assert text.index(begin) < text.index(end)

@@ -107,8 +107,9 @@ def test_without_reference_a_jvp_is_judged_by_finite_differences() -> None:
 
 
 def run_spec(name: str, tmp: Path) -> tuple[int, str]:
+    # --table full: every check's line, forward_ad's included, for a passing case too
     result = CliRunner().invoke(app, ["check", str(FAD / name), "--no-isolate",
-                                      "--report-dir", str(tmp)])
+                                      "--report-dir", str(tmp), "--table", "full"])
     return result.exit_code, result.output
 
 

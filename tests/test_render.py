@@ -140,7 +140,6 @@ def test_log_progress_says_an_op_is_done_when_the_next_one_starts() -> None:
     log.waiting("quick/other float64 cpu", 1.0)  # the same op goes on: nothing yet
     assert console.file.getvalue() == ""  # type: ignore[attr-defined]
     log.waiting("hangs/base float64 cpu", 1.0)  # the next op runs (and may never end)
+    # (the whole count sentence does not fit 100 columns: the counts that are not zero)
     assert console.file.getvalue().splitlines() == [  # type: ignore[attr-defined]
-        "checked quick: 1 op, 1 case, 1 check: 1 passed, 0 failed, 0 errors, 0 skipped, "
-        "0 warnings; 0 findings in 0 of 3 variants; 3 rows: 3 passed, 0 failed, 0 errors, "
-        "0 skipped, 0 warnings (1.0 s)"]
+        "checked quick: 1 case, 1 check passed, 3 rows (1.0 s)"]

@@ -36,3 +36,14 @@ def warm_up(n: int = 1) -> None:
     """Have `n` workers spawned now, each taken by a gradlab.checks.isolate.Worker.start."""
     while len(WARM) < n:
         WARM.append(spawn())
+
+
+def cool_down() -> None:
+    """Stop the warm workers no run took (the run ended before it began: a spec's module
+    failed to import), so they do not go on importing torch for nothing."""
+    while WARM:
+        proc, inbox, outbox = WARM.pop()
+        proc.kill()
+        proc.wait(5.0)
+        inbox.close()
+        outbox.close()

@@ -91,23 +91,40 @@ def parse_max_memory(value: str | None) -> int | None:
 
 
 def load_targets(what: list[str], cases: list[str] | None, max_memory: int | None = None,
-                 paths: list[Path] | None = None) -> list[Any]:
+                 paths: list[Path] | None = None, imports: bool = True) -> list[Any]:
     """The targets of the ops, spec files and folders named (`paths`: --path folders to import
-    from), narrowed to the `cases` named (check cases; bench picks its own)."""
+    from), narrowed to the `cases` named (check cases; bench picks its own).  Every spec is
+    validated before any module it names is imported; `imports=False` leaves that to
+    gradlab.spec.import_callables."""
     from dataclasses import replace
 
-    from gradlab.spec import add_import_paths, resolve
+    from gradlab.spec import add_import_paths, import_callables, resolve
 
     for folder in paths or ():
         if not folder.is_dir():
             raise GradlabError(f"--path: {folder}: no such folder")
     add_import_paths(paths or ())
-    targets = [t for w in what for t in resolve(w, max_memory)]
+    targets = [t for w in what for t in resolve(w, max_memory, imports=False)]
+    if imports:
+        targets = import_callables(targets)
     if cases:
         require_cases(cases, [c.name for t in targets for c in t.op.cases])
         targets = [replace(t, op=replace(t.op, cases=keep)) for t in targets
                    if (keep := tuple(c for c in t.op.cases if c.name in cases))]
     return targets
+
+
+def import_targets(targets: list[Any]) -> list[Any]:
+    """`targets` (loaded with imports=False) with the modules their specs name imported; an
+    import error is exit 2 naming file and key, and stops the warm workers no run will take."""
+    from gradlab.checks.warm import cool_down
+    from gradlab.spec import import_callables
+
+    try:
+        return import_callables(targets)
+    except GradlabError as exc:
+        cool_down()
+        raise fail(str(exc), exc.exit_code) from None
 
 
 def require_cases(asked: list[str], known: list[str], what: str = "case") -> None:
@@ -185,6 +202,16 @@ What = Annotated[list[str], typer.Argument(help="bundled op name(s), SPEC.yaml o
 ReportDir = Annotated[Path, typer.Option("--report-dir", help="where the report files go")]
 Seed = Annotated[int, typer.Option("--seed", help="seed of the random inputs")]
 Wide = Annotated[bool, typer.Option("--wide", help="every column, whatever the width")]
+TableMode = Annotated[str, typer.Option("--table", help="compact: a line per passing case "
+                                        "(dtypes, variants, worst error), every line of the "
+                                        "others; full: a line per check of every case")]
+
+
+def full_table(mode: str) -> bool:
+    """--table: True for full (a line per check of every case), False for compact."""
+    if mode not in ("compact", "full"):
+        raise fail(f"--table: expected compact or full, got {mode!r}")
+    return mode == "full"
 #: CI options (docs/ci.md); the files they write are gradlab.render's.
 # (a folder given is refused by gradlab.cli.ci.check_outputs, in one line naming the option)
 Junit = Annotated[Path | None, typer.Option("--junit", help="also write JUnit XML to this file")]

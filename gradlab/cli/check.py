@@ -27,11 +27,14 @@ from gradlab.cli.app import (
     Seed,
     Shard,
     SummaryMd,
+    TableMode,
     What,
     Wide,
     app,
     err,
     fail,
+    full_table,
+    import_targets,
     load_targets,
     out,
     parse_devices,
@@ -136,8 +139,9 @@ def auto_jobs(devices: list[str] | None) -> int:
 
 def _start_workers(jobs: int, device: list[str] | None, isolate: bool,
                    fail_fast: bool) -> int:
-    """The number of workers --jobs asks for; isolated, they are spawned now, first thing,
-    so that their start (torch's import) overlaps all of this process's own.
+    """The number of workers --jobs asks for; isolated, they are spawned now, once every spec
+    is valid (a spec error starts none), so that their start (torch's import) overlaps the
+    rest of this process's work: importing the spec's modules, rendering, writing.
 
     --fail-fast gets one: it stops at the first failing case, and with cases side by side a
     later one could be under way by then (its rows would come and go between runs)."""
@@ -207,26 +211,23 @@ def check(
     wide: Wide = False, max_memory: MaxMemory = None, path: ImportPaths = None,
     match: Match = None, shard: Shard = None, fail_fast: FailFast = False, quiet: Quiet = False,
     junit: Junit = None, summary_md: SummaryMd = None, plots: Plots = False, op: OpNames = None,
-    show: ShowChecks = None,
+    show: ShowChecks = None, table: TableMode = "compact",
 ) -> None:
     """Check gradients: reference comparison, contract, variants, Jacobians, second order,
     autocast; measure capabilities (torch.compile, torch.func, determinism, ...)."""
+    how = Finish(wide, quiet, shard is not None, junit, summary_md, plots, full_table(table))
     # every output first: an unwritable one is exit 2 before any work, not a lost run
     check_outputs(report_dir, junit=junit, summary_md=summary_md, plots=plots)
-    workers = _start_workers(jobs, device, isolate, fail_fast)
     options = replace(_check_options(what, dtype, device, report_dir, seed, variants, variant,
                                      only, mode, budget, strict, skip_unavailable, isolate,
                                      timeout, path, capabilities),
-                      error_maps=plots, fail_fast=fail_fast, jobs=workers)
-    from gradlab.select import pick
-
-    try:
-        targets = pick(load_targets(what, None, parse_max_memory(max_memory), path), op or (),
-                       case or ())
-    except GradlabError as exc:
-        raise fail(str(exc), exc.exit_code) from None
+                      error_maps=plots, fail_fast=fail_fast)
+    targets = _load(what, max_memory, path, op, case)
     targets = pick_targets(targets, match, shard, plots)
     require_devices(targets, options.devices, skip_unavailable)
+    # the workers start (importing torch) once every spec is valid, beside the user's imports
+    options = replace(options, jobs=_start_workers(jobs, device, isolate, fail_fast))
+    targets = import_targets(targets)
     from gradlab.render.files import CheckReportWriter
 
     writer = CheckReportWriter(report_dir)
@@ -234,8 +235,21 @@ def check(
     report = _run_check(targets, options, writer, quiet,
                         frozenset(variant or ()) if variants else frozenset(),
                         _check_names("--show", show))
-    _finish_check(report, writer, Finish(wide, quiet, shard is not None, junit, summary_md,
-                                         plots))
+    _finish_check(report, writer, how)
+
+
+def _load(what: list[str], max_memory: str | None, path: list[Path] | None,
+          op: list[str] | None, case: list[str] | None) -> list[Any]:
+    """The targets picked by --op and --case, every spec validated and nothing it names
+    imported yet (no torch: a spec error comes at once)."""
+    from gradlab.select import pick
+
+    try:
+        # imports False: import_targets imports the modules once the workers are started
+        return pick(load_targets(what, None, parse_max_memory(max_memory), path, False),
+                    op or (), case or ())
+    except GradlabError as exc:
+        raise fail(str(exc), exc.exit_code) from None
 
 
 @dataclass(frozen=True)
@@ -249,6 +263,8 @@ class Finish:
     junit: Path | None = None
     summary_md: Path | None = None
     plots: bool = False
+    #: --table full: a line per check of every case
+    full: bool = False
 
 
 def _finish_check(report: Any, writer: Any, how: Finish) -> None:
@@ -257,7 +273,7 @@ def _finish_check(report: Any, writer: Any, how: Finish) -> None:
     from gradlab.render.check import render_check, render_verdict
     from gradlab.results import exit_code
 
-    render_check(report, out, verdict=False, wide=how.wide, quiet=how.quiet)
+    render_check(report, out, verdict=False, wide=how.wide, quiet=how.quiet, full=how.full)
     failed: list[str] = []
     try:
         paths = writer.write(report, final=True)
@@ -297,7 +313,7 @@ def _run_check(targets: list[Any], options: Any, writer: Any, quiet: bool = Fals
     keep = picked if chosen or shown else None
     from gradlab.checks.driver import plan, run
     from gradlab.checks.isolate import picklable
-    from gradlab.render.progress import LogProgress, progress
+    from gradlab.render.progress import LogProgress, log_width, progress
 
     if options.isolate:
         why = picklable(targets, options)
@@ -310,7 +326,7 @@ def _run_check(targets: list[Any], options: Any, writer: Any, quiet: bool = Fals
     # its environment record comes from the run (isolated: the first worker's, so that this
     # process need not import torch)
     partial = Report()
-    log = None if err.is_terminal or quiet else LogProgress(err)
+    log = None if err.is_terminal or quiet else LogProgress(err, width=log_width())
     total = sum(1 for _ in plan(targets, options))
     with sigterm_as_interrupt(), progress("checking", total, err, show=not quiet) as step:
         def write_partial() -> None:

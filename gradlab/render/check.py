@@ -113,6 +113,67 @@ def check_table(report: Report, width: int | None = None) -> Table:
                identity=("dtype", "device"))
 
 
+def _passed(g: dict[str, Any]) -> bool:
+    """A line that needs no attention: passed, or skipped as declared."""
+    return bool(g["status"] == PASS or (g["status"] == SKIP and g["declared"]))
+
+
+def case_lines(report: Report) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(one line per op and case whose every line passed, every line of the other cases).
+
+    A passing case's line: the dtypes and devices it covered, its checks, the variants counted
+    (every variant name that has a row; declared skips apart, as on a check's line), the
+    largest errors measured and its seconds."""
+    cases: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for g in group_rows(report.rows):
+        cases.setdefault((g["op"], g["case"]), []).append(g)
+    variants = summarize(report.rows).case_variants
+    passing: list[dict[str, Any]] = []
+    others: list[dict[str, Any]] = []
+    for (op, case), lines in cases.items():
+        if not all(_passed(g) for g in lines):
+            others += lines
+            continue
+        abs_errs = [g["max_abs_err"] for g in lines if g["max_abs_err"] is not None]
+        rel_errs = [g["max_rel_err"] for g in lines if g["max_rel_err"] is not None]
+        passing.append({
+            "op": op, "case": case, "status": PASS,
+            "dtypes": ", ".join(dict.fromkeys(g["dtype"] for g in lines)),
+            "device": ", ".join(dict.fromkeys(g["device"] for g in lines)),
+            "checks": len({g["check"] for g in lines}),
+            "variants": len(variants[f"{op}/{case}"]), "failed_variants": 0,
+            "skipped_variants": sum(g["skipped_variants"] for g in lines),
+            "max_abs_err": max(abs_errs, default=None), "max_rel_err": max(rel_errs, default=None),
+            "seconds": sum(g["seconds"] for g in lines)})
+    return passing, others
+
+
+#: One line per passing op and case (the default table: `--table full` prints TABLE); no
+#: status column: the title says they passed.
+CASE_TABLE = (Column("op", _key("op")), Column("case", _key("case")),
+              Column("dtypes", _key("dtypes")), Column("device", _key("device")),
+              Column("checks", _key("checks"), right=True), *TABLE[6:])
+#: CASE_TABLE's columns, dropped in this order when it does not fit: the dtypes, the
+#: variants counted and the worst error stay longest.
+CASE_DROP_ORDER = ("seconds", "device", "checks", "max rel err", "variants")
+
+
+def check_tables(report: Report, width: int | None = None, full: bool = False) -> list[Table]:
+    """The check tables: a line per passing case, then every line of the cases that did not
+    pass (as check_table); `full`: check_table alone, a line per check of every case."""
+    if full:
+        return [check_table(report, width)]
+    passing, others = case_lines(report)
+    tables = []
+    if passing:
+        tables.append(fit(CASE_TABLE, passing, width, "gradlab check: cases that passed",
+                          CASE_DROP_ORDER, identity=("device",)))
+    if others:
+        tables.append(fit(TABLE, others, width, "gradlab check: cases that did not pass",
+                          DROP_ORDER, identity=("dtype", "device")))
+    return tables
+
+
 #: The terminal style of each kind of line of a finding (gradlab.render.findings.finding_parts).
 _PART_STYLE = {"cause": "cyan", "where": "dim", "worst": "dim", "repro": "dim"}
 
@@ -166,15 +227,18 @@ def warning_lines(report: Report) -> list[Text]:
 
 
 def render_check(report: Report, console: Console, *, verdict: bool = True,
-                 wide: bool = False, quiet: bool = False, empty_ok: bool = False) -> None:
-    """Print the summary table, the capability matrix and the warnings (not when quiet), the
-    findings and (unless the caller prints it later, once the report is on disk) the one-line
-    verdict.
+                 wide: bool = False, quiet: bool = False, empty_ok: bool = False,
+                 full: bool = False) -> None:
+    """Print the check tables (a line per passing case, every line of the others; `full`: a
+    line per check of every case), the capability matrix and the warnings (not when quiet),
+    the findings and (unless the caller prints it later, once the report is on disk) the
+    one-line verdict.
 
     empty_ok: a run without cases (an empty shard) passes."""
     if not quiet:
         width = None if wide else console.width
-        console.print(check_table(report, width))
+        for table in check_tables(report, width, full):
+            console.print(table)
         matrix = capability_matrix(report.rows)
         if matrix:
             console.print(capability_table(matrix, width))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from gradlab.spec.files import (
     bundled_op,
+    import_callables,
     load_bundled,
     load_file,
     parse_document,
@@ -18,5 +19,5 @@ from gradlab.spec.files import (
 )
 from gradlab.spec.imports import add_import_paths, as_callable, load_object
 
-__all__ = ["add_import_paths", "as_callable", "bundled_op", "load_bundled", "load_file",
-           "load_object", "parse_document", "resolve"]
+__all__ = ["add_import_paths", "as_callable", "bundled_op", "import_callables", "load_bundled",
+           "load_file", "load_object", "parse_document", "resolve"]

@@ -26,7 +26,7 @@ from gradlab.model import (
     canonical_check,
 )
 from gradlab.spec.arguments import parse_base, parse_cases
-from gradlab.spec.imports import load_callable
+from gradlab.spec.imports import pending
 from gradlab.spec.tensors import is_tensor_spec, parse_tensor
 from gradlab.spec.values import (
     aliased,
@@ -74,15 +74,15 @@ def _bundled_op(entry: Mapping[str, Any], key: str, lookup: OpLookup,
     except UnknownOpError as exc:
         raise fail(join(key, "op"), str(exc)) from None
     if "reference" in entry:
-        op = replace(op, reference=load_callable(entry["reference"], join(key, "reference"),
-                                                 folder))
+        op = replace(op, reference=pending(entry["reference"], join(key, "reference"), folder))
     return Start(op, base)
 
 
 def _user_op(entry: Mapping[str, Any], key: str, folder: Path | None) -> OpDef:
-    """`function: package.module:Attr`: a new op, named after Attr unless `name` says otherwise."""
-    fn = load_callable(entry["function"], join(key, "function"), folder)
-    ref = (load_callable(entry["reference"], join(key, "reference"), folder)
+    """`function: package.module:Attr`: a new op, named after Attr unless `name` says otherwise
+    (its callables imported once the whole spec is valid: gradlab.spec.files.import_callables)."""
+    fn = pending(entry["function"], join(key, "function"), folder)
+    ref = (pending(entry["reference"], join(key, "reference"), folder)
            if "reference" in entry else None)
     name = str(entry.get("name", str(entry["function"]).rpartition(":")[2]))
     if "args" not in entry and "cases" not in entry:

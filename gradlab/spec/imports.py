@@ -16,7 +16,7 @@ from importlib.machinery import PathFinder
 from pathlib import Path
 from typing import Any
 
-from gradlab.errors import LoadError, one_line, shown
+from gradlab.errors import LoadError, SpecError, one_line, shown, unknown_name
 from gradlab.spec.values import fail
 
 
@@ -68,9 +68,17 @@ def load_object(ref: str, key: str, folder: Path | None = None) -> Any:
                         f"{one_line(str(exc), 200)}") from None
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise fail(key, f"module {shown(module_name)} has no attribute {shown(attr)}")
+            raise fail(key, f"module {shown(module_name)} has no attribute {shown(attr)} "
+                            + unknown_name("", part, public_names(obj), "its names"))
         obj = getattr(obj, part)
     return obj
+
+
+def public_names(obj: Any) -> list[str]:
+    """What `module:attr` could have meant: `obj`'s public attributes, classes and callables
+    first (a Function or a reference is what a spec names), sorted."""
+    names = sorted(n for n in dir(obj) if not n.startswith("_"))
+    return sorted(names, key=lambda n: not callable(getattr(obj, n, None)))
 
 
 def as_callable(obj: Any) -> Callable[..., Any]:
@@ -104,3 +112,36 @@ def function_name(fn: Any) -> str:
 def load_callable(ref: Any, key: str, folder: Path | None = None) -> Callable[..., Any]:
     """`package.module:attr` imported and made callable (a Function becomes its apply)."""
     return as_callable(load_object(ref, key, folder))
+
+
+class Pending:
+    """A spec's `package.module:attr`, its form checked but not imported yet: a whole spec is
+    validated before any user module (and the torch it imports) is, so that a spec error comes
+    at once (gradlab.spec.files.import_callables imports them; calling one first is a bug)."""
+
+    __slots__ = ("folder", "key", "ref", "source")
+
+    def __init__(self, ref: str, key: str, folder: Path | None, source: str | None = None):
+        self.ref, self.key, self.folder, self.source = ref, key, folder, source
+
+    def load(self) -> Callable[..., Any]:
+        """The callable, imported; an error names the spec file (source) and key."""
+        try:
+            return load_callable(self.ref, self.key, self.folder)
+        except SpecError as exc:
+            raise (exc.at(source=self.source) if self.source else exc) from None
+        except LoadError as exc:  # not callable
+            raise SpecError(str(exc), source=self.source, key=self.key) from None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise LoadError(f"{self.key}: {self.ref} was not imported (import_callables)")
+
+    def __repr__(self) -> str:
+        return f"Pending({self.ref!r})"
+
+
+def pending(ref: Any, key: str, folder: Path | None = None) -> Pending:
+    """`package.module:attr` checked in form (no import): see Pending."""
+    if not isinstance(ref, str) or ":" not in ref:
+        raise fail(key, f"expected 'package.module:attr', got {shown(ref)}")
+    return Pending(ref, key, folder)

@@ -9,7 +9,9 @@ is read whole, within MAX_TENSOR_FILE_BYTES, through gradlab.fileio (regular fil
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -35,6 +37,25 @@ class Fixed(NamedTuple):
     dtype: str | None
 
 
+#: A file's values left unread (see files_unread): its shape and values are not known yet.
+UNREAD = Fixed((), FixedValues("float64", b""), None)
+#: The key paths of the files left unread while files_unread is on; None when it is off.
+_UNREAD: ContextVar[list[str] | None] = ContextVar("gradlab_unread_files", default=None)
+
+
+@contextmanager
+def files_unread() -> Iterator[list[str]]:
+    """While on, a `file:` is checked (its name, suffix, `key:`, and that it can be read) but
+    not loaded, since loading one imports torch: a spec is validated whole first (gradlab.spec
+    .files.parse_spec), then parsed again with its files.  Yields the key paths left unread."""
+    unread: list[str] = []
+    token = _UNREAD.set(unread)
+    try:
+        yield unread
+    finally:
+        _UNREAD.reset(token)
+
+
 def read_tensor_file(name: Any, pick: Any, key: str, folder: Path | None,
                      dtype: str | None) -> Fixed:
     """The tensor in file `name` (relative to `folder`), `pick` choosing from a dict; `dtype`
@@ -55,6 +76,10 @@ def read_tensor_file(name: Any, pick: Any, key: str, folder: Path | None,
         data = read_limited(path, MAX_TENSOR_FILE_BYTES)
     except InputFileError as exc:
         raise fail(fkey, f"{path}: {exc}") from None
+    unread = _UNREAD.get()
+    if unread is not None:
+        unread.append(fkey)
+        return UNREAD
     tensor = (_load_npy(data, pick, key) if suffix == NPY_SUFFIX
               else _load_pt(data, pick, key))
     return _checked(tensor, fkey, dtype)

@@ -23,7 +23,7 @@ from gradlab.model import (
     is_integer_dtype,
     non_overlapping,
 )
-from gradlab.spec.tensorfile import Fixed, read_tensor_file
+from gradlab.spec.tensorfile import UNREAD, Fixed, read_tensor_file
 from gradlab.spec.values import (
     fail,
     first_unknown,
@@ -217,6 +217,8 @@ def parse_tensor(v: Mapping[str, Any], key: str, folder: Path | None = None) -> 
                                                  "tensor keys"))
     dtype = parse_dtype(v["dtype"], join(key, "dtype"), TENSOR_DTYPES) if "dtype" in v else None
     fixed = _fixed(v, key, dtype, folder)
+    if fixed is UNREAD:
+        return _unread(v, key, dtype)
     if "shape" in v:
         shape = parse_shape(v["shape"], join(key, "shape"), positive=True)
         if fixed is not None and fixed.shape != shape:
@@ -240,6 +242,18 @@ def parse_tensor(v: Mapping[str, Any], key: str, folder: Path | None = None) -> 
     if "special" in v:
         kw["special"] = _special(v["special"], join(key, "special"), dtype, fixed is not None)
     return TensorArg(**kw)
+
+
+def _unread(v: Mapping[str, Any], key: str, dtype: str | None) -> TensorArg:
+    """A tensor whose file is left unread (gradlab.spec.tensorfile.files_unread): what can be
+    checked without its values; the shape checks wait for them."""
+    shape = parse_shape(v["shape"], join(key, "shape"), positive=True) if "shape" in v else (1,)
+    layout = v.get("layout", "strided" if "strides" in v else "contiguous")
+    if layout not in LAYOUTS:
+        raise fail(join(key, "layout"), unknown_name("layout", layout, LAYOUTS))
+    if "special" in v:
+        _special(v["special"], join(key, "special"), dtype, True)
+    return TensorArg(shape=shape, dtype=dtype, requires_grad=_grad_flag(v, key, dtype))
 
 
 def _special(v: Any, key: str, dtype: str | None, fixed: bool) -> tuple[float, ...]:
