@@ -108,7 +108,8 @@ def tuning_candidates(n_pixels: int) -> list[tuple[int, int]]:
 
 @dataclass(frozen=True)
 class LaunchConfig:
-    """One launch: the grid (pixel blocks, batch x group x channel blocks, 1) and tile."""
+    """One launch: a 1-D grid of (batch x group x channel block) x pixel block programs, the
+    pixel block fastest (neighbouring pixel blocks, which share a halo, run side by side)."""
 
     grid: tuple[int, int, int]
     block_c: int
@@ -122,7 +123,7 @@ def launch_config(kernel: str, n_pixels: int, batch: int, groups: int, cpg: int,
     reduces over them inside one program.  Plain Python (checked without triton)."""
     bc = block_c(cpg)
     n_cb = 1 if kernel == "grad_weight" else -(-cpg // bc)
-    return LaunchConfig((-(-n_pixels // block_p), batch * groups * n_cb, 1), bc, block_p)
+    return LaunchConfig((-(-n_pixels // block_p) * batch * groups * n_cb, 1, 1), bc, block_p)
 
 
 def _acc_dtype(dtype: torch.dtype) -> Any:
@@ -169,13 +170,14 @@ if HAVE_TRITON:
     ):
         """out[b, c, p] = sum_k w[b, g, k, p] * x[b, c, tap k of output pixel p]."""
         n_cb = tl.cdiv(CPG, BLOCK_C)
-        pid_bgc = tl.program_id(1)
+        n_pb = tl.cdiv(N_PIX, BLOCK_P)
+        pid_bgc = tl.program_id(0) // n_pb
         bg = pid_bgc // n_cb
         b = bg // G
         g = bg % G
         c = (pid_bgc % n_cb) * BLOCK_C + tl.arange(0, BLOCK_C)
         c_ok = c < CPG
-        p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
+        p = (tl.program_id(0) % n_pb) * BLOCK_P + tl.arange(0, BLOCK_P)
         p_ok = p < N_PIX
         ho = p // Wo
         wo = p % Wo
@@ -210,13 +212,14 @@ if HAVE_TRITON:
         that reads q through tap k: q + padding - k*dilation = o*stride (rows and columns)."""
         n_out = Ho * Wo
         n_cb = tl.cdiv(CPG, BLOCK_C)
-        pid_bgc = tl.program_id(1)
+        n_pb = tl.cdiv(N_PIX, BLOCK_P)
+        pid_bgc = tl.program_id(0) // n_pb
         bg = pid_bgc // n_cb
         b = bg // G
         g = bg % G
         c = (pid_bgc % n_cb) * BLOCK_C + tl.arange(0, BLOCK_C)
         c_ok = c < CPG
-        q = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
+        q = (tl.program_id(0) % n_pb) * BLOCK_P + tl.arange(0, BLOCK_P)
         q_ok = q < N_PIX
         hq = q // W + ph
         wq = q % W + pw
@@ -252,12 +255,13 @@ if HAVE_TRITON:
         ACC: tl.constexpr,
     ):
         """grad_w[b, g, k, p] = sum over channels c of group g of go[b, c, p] * x[b, c, tap k]."""
-        bg = tl.program_id(1)
+        n_pb = tl.cdiv(N_PIX, BLOCK_P)
+        bg = tl.program_id(0) // n_pb
         b = bg // G
         g = bg % G
         c = tl.arange(0, BLOCK_C)
         c_ok = c < CPG
-        p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
+        p = (tl.program_id(0) % n_pb) * BLOCK_P + tl.arange(0, BLOCK_P)
         p_ok = p < N_PIX
         ho = p // Wo
         wo = p % Wo
