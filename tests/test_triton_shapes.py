@@ -86,17 +86,20 @@ def test_a_launch_beyond_the_limits_is_reported() -> None:
 
 
 def test_block_sizes_are_powers_of_two_and_keep_channels_in_a_thread() -> None:
-    assert default_config(49) == (64, 2)  # stage 4: 7x7 in one block
-    assert default_config(3136) == (128, 4)
-    assert tuning_candidates(49) == [(64, 2)]  # one candidate: nothing to time
-    assert tuning_candidates(3136) == list(CONFIGS)
-    for bp, warps in (*CONFIGS, default_config(1), default_config(10**6)):
-        assert bp & (bp - 1) == 0 and bp >= 32 * warps, (bp, warps)
+    assert default_config(7, 7) == (64, 2, 0)  # stage 4: 7x7 in one block
+    assert default_config(56, 56) == (128, 4, 0)
+    assert tuning_candidates(7, 7) == [(64, 2, 0)]  # one candidate: nothing to time
+    assert tuning_candidates(56, 56) == list(CONFIGS)
+    assert all(tw <= 16 for _, _, tw in tuning_candidates(14, 14))  # no 32-wide tile on 14
+    for bp, warps, tw in (*CONFIGS, default_config(1, 1), default_config(1000, 1000)):
+        assert bp & (bp - 1) == 0 and bp >= 32 * warps and bp % max(tw, 1) == 0, (bp, warps)
     # RedNet's 16 channels a group: one channel block; grad_weight never splits a group
-    assert launch_config("forward", 100, 2, 3, 16, 64).grid == (2 * 2 * 3, 1, 1)
-    assert launch_config("forward", 100, 2, 3, 48, 64).grid == (2 * 2 * 3 * 2, 1, 1)
-    assert launch_config("grad_weight", 100, 2, 3, 48, 64).grid == (2 * 2 * 3, 1, 1)
-    assert launch_config("forward", 100, 2, 3, 5, 64).block_c == 8
+    assert launch_config("forward", 10, 10, 2, 3, 16, 64).grid == (2 * 2 * 3, 1, 1)
+    assert launch_config("forward", 10, 10, 2, 3, 48, 64).grid == (2 * 2 * 3 * 2, 1, 1)
+    assert launch_config("grad_weight", 10, 10, 2, 3, 48, 64).grid == (2 * 2 * 3, 1, 1)
+    assert launch_config("forward", 10, 10, 2, 3, 5, 64).block_c == 8
+    # 2-D tiles: 4 x 32 on 56 x 56 is 14 tile rows x 2 tile columns
+    assert launch_config("forward", 56, 56, 1, 1, 16, 128, 32).n_pb == 14 * 2
 
 
 def test_the_gpu_list_covers_the_rednet_grid() -> None:
@@ -112,8 +115,8 @@ def test_reduced_shapes_exercise_the_masks() -> None:
     default block size; channels_last, float16, bfloat16 and stride 2 occur."""
     for k in KERNELS:
         mine = [(s, d, lay) for s, d, lay in REDUCED if s.kernel == k]
-        blocks = [(n, default_config(n)[0]) for s, _, _ in mine
-                  for n in (s.out_size ** 2, s.size ** 2)]
+        blocks = [(n * n, default_config(n, n)[0]) for s, _, _ in mine
+                  for n in (s.out_size, s.size)]
         assert any(n % b for n, b in blocks), k
         assert any(n > b for n, b in blocks), k
         assert {lay for _, _, lay in mine} == set(LAYOUTS), k
@@ -144,7 +147,7 @@ def make_case(shape: InvolutionShape, dtype: str, layout: str, device: str
 
 
 def check_shape(shape: InvolutionShape, dtype: str, layout: str, device: str,
-                config: tuple[int, int] | None = None) -> None:
+                config: tuple[int, int, int] | None = None) -> None:
     """The three kernels on one shape against the unfold reference in float64 (on the same
     rounded inputs), compared on the first, middle and last batch element: the last has the
     largest offsets, and a float64 unfold of a whole batch of 64 would need tens of GB.
@@ -175,8 +178,8 @@ def check_shape(shape: InvolutionShape, dtype: str, layout: str, device: str,
 CONFIG_SHAPE = (InvolutionShape(1, 48, 3, 17), "float32", "contiguous")
 
 
-def config_id(config: tuple[int, int]) -> str:
-    return f"config-{config[0]}x{config[1]}"
+def config_id(config: tuple[int, int, int]) -> str:
+    return f"config-{config[0]}x{config[1]}-tile{config[2]}"
 
 
 def run_reduced() -> dict[str, str]:
@@ -188,7 +191,7 @@ def run_reduced() -> dict[str, str]:
 
 
 def error_of(item: tuple[InvolutionShape, str, str],
-             config: tuple[int, int] | None = None) -> str:
+             config: tuple[int, int, int] | None = None) -> str:
     """The traceback of one reduced check on the CPU, '' when it passes."""
     try:
         check_shape(*item, device="cpu", config=config)
@@ -225,7 +228,8 @@ def test_reduced_shapes_interpreted(interpreted: dict[str, str],
 @pytest.mark.triton
 @pytest.mark.xdist_group("triton_shapes")
 @pytest.mark.parametrize("config", CONFIGS, ids=config_id)
-def test_every_config_interpreted(interpreted: dict[str, str], config: tuple[int, int]) -> None:
+def test_every_config_interpreted(interpreted: dict[str, str],
+                                  config: tuple[int, int, int]) -> None:
     result = interpreted.get(config_id(config), "missing from the subprocess output")
     if result != "ok":
         pytest.fail(result, pytrace=False)
@@ -240,7 +244,7 @@ GPU_CONFIG_SHAPES = (InvolutionShape(2, 64, 7, 56), InvolutionShape(2, 512, 7, 7
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("config", CONFIGS, ids=config_id)
-def test_every_config_on_the_gpu(config: tuple[int, int]) -> None:
+def test_every_config_on_the_gpu(config: tuple[int, int, int]) -> None:
     """Whatever the autotuner picks is correct: each candidate on a few shapes and dtypes."""
     pytest.importorskip("triton")
     for shape in GPU_CONFIG_SHAPES:

@@ -103,9 +103,12 @@ class LaunchPlan:
     block_c: int
     block_p: int
     num_warps: int
+    #: 0: flattened pixel blocks; else 2-D tiles this many columns wide
+    tile_w: int
     #: name -> the largest value of an int32 expression in the kernel
     int32_max: dict[str, int]
-    #: masked-off pixel lanes of the last block (negative: pixels no program covers)
+    #: masked-off pixel lanes (negative: pixels no program covers): a flattened block's tail, a
+    #: tile's ragged right and bottom edges
     spare_lanes: int
 
     def problems(self) -> list[str]:
@@ -114,8 +117,9 @@ class LaunchPlan:
                in enumerate(zip(self.grid, CUDA_GRID_LIMITS, strict=True)) if n > lim]
         out += [f"{name} = {v} >= 2^31" for name, v in self.int32_max.items()
                 if v >= INT32_LIMIT]
-        if not 0 <= self.spare_lanes < self.block_p:
-            out.append(f"the pixel blocks leave {self.spare_lanes} lanes (want 0..block - 1)")
+        if self.spare_lanes < 0 or (self.tile_w == 0 and self.spare_lanes >= self.block_p):
+            out.append(f"the pixel blocks leave {self.spare_lanes} lanes (want 0..block - 1 "
+                       "flattened, >= 0 tiled)")
         if self.block_c & (self.block_c - 1) or self.block_p & (self.block_p - 1):
             out.append(f"tile {self.block_c} x {self.block_p} is not powers of two")
         if self.block_p < 32 * self.num_warps:
@@ -131,12 +135,13 @@ def launch_plans(shape: InvolutionShape) -> list[LaunchPlan]:
     b, c, h, o, k = shape.batch, shape.channels, shape.size, shape.out_size, shape.kernel
     cpg = c // shape.groups
     plans = []
-    for kernel, n_pixels in (("forward", o * o), ("grad_input", h * h), ("grad_weight", o * o)):
-        for block_p, warps in sorted({default_config(n_pixels), *tuning_candidates(n_pixels)}):
-            lc = launch_config(kernel, n_pixels, b, shape.groups, cpg, block_p)
-            covered = -(-n_pixels // block_p) * block_p
+    for kernel, side in (("forward", o), ("grad_input", h), ("grad_weight", o)):
+        for block_p, warps, tile_w in sorted({default_config(side, side),
+                                              *tuning_candidates(side, side)}):
+            lc = launch_config(kernel, side, side, b, shape.groups, cpg, block_p, tile_w)
+            covered = lc.n_pb * block_p
             int32_max = {
-                "program_id": max(lc.grid) - 1,
+                "program_id": lc.grid[0] - 1,
                 # b * C + g * CPG, before the cast to int64
                 "channel_index": b * c - 1,
                 # channel-in-block * plane + pixel (masked lanes included), x/go/out planes
@@ -146,8 +151,8 @@ def launch_plans(shape: InvolutionShape) -> list[LaunchPlan]:
                 # a tap's input offset: row * W + column, halo included
                 "pixel_offset": (h + 2 * shape.padding) * (h + 2 * shape.padding),
             }
-            plans.append(LaunchPlan(kernel, lc.grid, lc.block_c, block_p, warps, int32_max,
-                                    covered - n_pixels))
+            plans.append(LaunchPlan(kernel, lc.grid, lc.block_c, block_p, warps, tile_w,
+                                    int32_max, covered - side * side))
     return plans
 
 

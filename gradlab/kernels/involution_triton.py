@@ -61,10 +61,16 @@ KERNELS = ("forward", "grad_input", "grad_weight")
 #: use per thread is about 2 x BLOCK_C x (pixels per thread) float32 values.
 MAX_BLOCK_C = 32
 
-#: The autotuner's candidates, (BLOCK_P, num_warps).  BLOCK_P >= 32 * num_warps keeps the channel
-#: axis inside each thread (grad_weight's reduction never crosses threads); 256/4 gives each
-#: thread two pixels (more loads in flight per thread, half the programs).
-CONFIGS: tuple[tuple[int, int], ...] = ((64, 2), (128, 4), (256, 4), (256, 8))
+#: The autotuner's candidates, (BLOCK_P, num_warps, TILE_W).  BLOCK_P >= 32 * num_warps keeps the
+#: channel axis inside each thread (grad_weight's reduction never crosses threads); 256/4 gives
+#: each thread two pixels (more loads in flight per thread, half the programs).  TILE_W = 0: the
+#: block is BLOCK_P consecutive pixels of the flattened image (no lane wasted on a 7x7 image);
+#: TILE_W > 0: a 2-D tile of BLOCK_P / TILE_W rows x TILE_W columns, whose input window (tile +
+#: halo) is smaller than a flattened block's on wide images, so more of it stays in L1 across
+#: the K² taps (a 128-pixel block of a 56-wide image reads 8.3 x 62 input pixels, a 4 x 32 tile
+#: 10 x 38).
+CONFIGS: tuple[tuple[int, int, int], ...] = (
+    (64, 2, 0), (128, 4, 0), (256, 4, 0), (128, 4, 16), (128, 4, 32), (256, 8, 32))
 
 #: Environment switch: "0" launches default_config instead of autotuning (the GPU tests use it,
 #: so 86 layer shapes do not each run a tuning sweep; tests/test_triton_shapes.py checks every
@@ -94,16 +100,26 @@ def block_c(cpg: int) -> int:
     return min(_pow2(cpg), MAX_BLOCK_C)
 
 
-def default_config(n_pixels: int) -> tuple[int, int]:
-    """(BLOCK_P, num_warps) without autotuning: one pixel per thread, 64..128 pixels."""
-    block_p = max(64, min(128, _pow2(n_pixels)))
-    return block_p, block_p // 32
+def default_config(rows: int, cols: int) -> tuple[int, int, int]:
+    """(BLOCK_P, num_warps, TILE_W) without autotuning: one pixel per thread, a flattened
+    block of 64..128 pixels."""
+    block_p = max(64, min(128, _pow2(rows * cols)))
+    return block_p, block_p // 32, 0
 
 
-def tuning_candidates(n_pixels: int) -> list[tuple[int, int]]:
-    """The CONFIGS worth timing for `n_pixels` pixels: no block over twice the pixel count."""
-    fits = [c for c in CONFIGS if c[0] <= max(64, _pow2(n_pixels))]
+def tuning_candidates(rows: int, cols: int) -> list[tuple[int, int, int]]:
+    """The CONFIGS worth timing on a rows x cols image: no block over twice the pixel count, no
+    2-D tile wider than 4/3 of the image (most of its lanes would idle)."""
+    fits = [c for c in CONFIGS if c[0] <= max(64, _pow2(rows * cols))
+            and (c[2] == 0 or (3 * c[2] <= 4 * cols and c[0] // c[2] <= 2 * rows))]
     return fits or [CONFIGS[0]]
+
+
+def pixel_blocks(rows: int, cols: int, block_p: int, tile_w: int) -> int:
+    """Pixel blocks covering a rows x cols image (as the kernels compute them)."""
+    if tile_w == 0:
+        return -(-(rows * cols) // block_p)
+    return -(-rows // (block_p // tile_w)) * -(-cols // tile_w)
 
 
 @dataclass(frozen=True)
@@ -114,16 +130,19 @@ class LaunchConfig:
     grid: tuple[int, int, int]
     block_c: int
     block_p: int
+    #: pixel blocks per (batch, group, channel block); x block_p: the pixel lanes launched
+    n_pb: int
 
 
-def launch_config(kernel: str, n_pixels: int, batch: int, groups: int, cpg: int,
-                  block_p: int) -> LaunchConfig:
-    """The grid of `kernel` over `n_pixels` pixels (output pixels; input pixels for
-    grad_input): forward and grad_input split a group's channels over programs, grad_weight
-    reduces over them inside one program.  Plain Python (checked without triton)."""
+def launch_config(kernel: str, rows: int, cols: int, batch: int, groups: int, cpg: int,
+                  block_p: int, tile_w: int = 0) -> LaunchConfig:
+    """The grid of `kernel` over a rows x cols image (the output; the input for grad_input):
+    forward and grad_input split a group's channels over programs, grad_weight reduces over
+    them inside one program.  Plain Python (checked without triton)."""
     bc = block_c(cpg)
     n_cb = 1 if kernel == "grad_weight" else -(-cpg // bc)
-    return LaunchConfig((-(-n_pixels // block_p) * batch * groups * n_cb, 1, 1), bc, block_p)
+    n_pb = pixel_blocks(rows, cols, block_p, tile_w)
+    return LaunchConfig((n_pb * batch * groups * n_cb, 1, 1), bc, block_p, n_pb)
 
 
 def _acc_dtype(dtype: torch.dtype) -> Any:
@@ -162,25 +181,41 @@ def _geometry(
 if HAVE_TRITON:
 
     @triton.jit
+    def _pixels(pid, N_ROWS, N_COLS, BLOCK_P: tl.constexpr, TILE_W: tl.constexpr):  # type: ignore[no-untyped-def]
+        """(block index of the rest of pid, flat pixel, row, column, in image) of this program's
+        pixel block: flattened (TILE_W = 0) or a 2-D tile, the pixel block fastest in pid."""
+        lane = tl.arange(0, BLOCK_P)
+        if TILE_W == 0:
+            n_pb = tl.cdiv(N_ROWS * N_COLS, BLOCK_P)
+            p = (pid % n_pb) * BLOCK_P + lane
+            ok = p < N_ROWS * N_COLS
+            r = p // N_COLS
+            col = p % N_COLS
+        else:
+            n_tc = tl.cdiv(N_COLS, TILE_W)
+            n_pb = tl.cdiv(N_ROWS, BLOCK_P // TILE_W) * n_tc
+            t = pid % n_pb
+            r = (t // n_tc) * (BLOCK_P // TILE_W) + lane // TILE_W
+            col = (t % n_tc) * TILE_W + lane % TILE_W
+            ok = (r < N_ROWS) & (col < N_COLS)
+            p = r * N_COLS + col
+        return pid // n_pb, p, r, col, ok
+
+    @triton.jit
     def _forward_kernel(  # type: ignore[no-untyped-def]
         x_ptr, w_ptr, out_ptr,
         N_PIX, B, C, H, W, Ho, Wo, G, CPG, sh, sw, ph, pw, dh, dw,
         KH: tl.constexpr, KW: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_P: tl.constexpr,
-        ACC: tl.constexpr,
+        TILE_W: tl.constexpr, C_EVEN: tl.constexpr, ACC: tl.constexpr,
     ):
         """out[b, c, p] = sum_k w[b, g, k, p] * x[b, c, tap k of output pixel p]."""
         n_cb = tl.cdiv(CPG, BLOCK_C)
-        n_pb = tl.cdiv(N_PIX, BLOCK_P)
-        pid_bgc = tl.program_id(0) // n_pb
+        pid_bgc, p, ho, wo, p_ok = _pixels(tl.program_id(0), Ho, Wo, BLOCK_P, TILE_W)
         bg = pid_bgc // n_cb
         b = bg // G
         g = bg % G
         c = (pid_bgc % n_cb) * BLOCK_C + tl.arange(0, BLOCK_C)
-        c_ok = c < CPG
-        p = (tl.program_id(0) % n_pb) * BLOCK_P + tl.arange(0, BLOCK_P)
-        p_ok = p < N_PIX
-        ho = p // Wo
-        wo = p % Wo
+        c_ok = (c < CPG) | C_EVEN  # C_EVEN: every block full, the mask folds away
         h0 = ho * sh - ph
         w0 = wo * sw - pw
         chan0 = (b * C + g * CPG).to(tl.int64)
@@ -206,23 +241,20 @@ if HAVE_TRITON:
         go_ptr, w_ptr, gx_ptr,
         N_PIX, B, C, H, W, Ho, Wo, G, CPG, sh, sw, ph, pw, dh, dw,
         KH: tl.constexpr, KW: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_P: tl.constexpr,
-        ACC: tl.constexpr,
+        TILE_W: tl.constexpr, C_EVEN: tl.constexpr, ACC: tl.constexpr,
     ):
         """grad_x[b, c, q] = sum over taps k of go[b, c, o] * w[b, g, k, o], o the output pixel
         that reads q through tap k: q + padding - k*dilation = o*stride (rows and columns)."""
         n_out = Ho * Wo
         n_cb = tl.cdiv(CPG, BLOCK_C)
-        n_pb = tl.cdiv(N_PIX, BLOCK_P)
-        pid_bgc = tl.program_id(0) // n_pb
+        pid_bgc, q, hq, wq, q_ok = _pixels(tl.program_id(0), H, W, BLOCK_P, TILE_W)
         bg = pid_bgc // n_cb
         b = bg // G
         g = bg % G
         c = (pid_bgc % n_cb) * BLOCK_C + tl.arange(0, BLOCK_C)
-        c_ok = c < CPG
-        q = (tl.program_id(0) % n_pb) * BLOCK_P + tl.arange(0, BLOCK_P)
-        q_ok = q < N_PIX
-        hq = q // W + ph
-        wq = q % W + pw
+        c_ok = (c < CPG) | C_EVEN
+        hq = hq + ph
+        wq = wq + pw
         chan0 = (b * C + g * CPG).to(tl.int64)
         go_rows = go_ptr + chan0 * n_out + c[:, None] * n_out
         w_base = w_ptr + bg.to(tl.int64) * (KH * KW) * n_out
@@ -252,19 +284,14 @@ if HAVE_TRITON:
         go_ptr, x_ptr, gw_ptr,
         N_PIX, B, C, H, W, Ho, Wo, G, CPG, sh, sw, ph, pw, dh, dw,
         KH: tl.constexpr, KW: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_P: tl.constexpr,
-        ACC: tl.constexpr,
+        TILE_W: tl.constexpr, C_EVEN: tl.constexpr, ACC: tl.constexpr,
     ):
         """grad_w[b, g, k, p] = sum over channels c of group g of go[b, c, p] * x[b, c, tap k]."""
-        n_pb = tl.cdiv(N_PIX, BLOCK_P)
-        bg = tl.program_id(0) // n_pb
+        bg, p, ho, wo, p_ok = _pixels(tl.program_id(0), Ho, Wo, BLOCK_P, TILE_W)
         b = bg // G
         g = bg % G
         c = tl.arange(0, BLOCK_C)
-        c_ok = c < CPG
-        p = (tl.program_id(0) % n_pb) * BLOCK_P + tl.arange(0, BLOCK_P)
-        p_ok = p < N_PIX
-        ho = p // Wo
-        wo = p % Wo
+        c_ok = (c < CPG) | C_EVEN
         h0 = ho * sh - ph
         w0 = wo * sw - pw
         chan0 = (b * C + g * CPG).to(tl.int64)
@@ -295,29 +322,34 @@ if HAVE_TRITON:
                 tl.store(gw_row + (i * KW + j) * N_PIX, s.to(gw_ptr.dtype.element_ty),
                          mask=p_ok)
 
-    def _early_prune(configs: list[Any], named_args: dict[str, Any], **kwargs: Any) -> list[Any]:
-        fits = {c for c in tuning_candidates(int(named_args["N_PIX"]))}
-        return [c for c in configs if (c.kwargs["BLOCK_P"], c.num_warps) in fits]
+    def _tuned(kernel: Any, image: tuple[str, str]) -> Any:
+        """`kernel` autotuned over CONFIGS; `image`: the names of its pixel grid's sizes."""
 
-    def _tuned(kernel: Any) -> Any:
+        def prune(configs: list[Any], named_args: dict[str, Any], **kwargs: Any) -> list[Any]:
+            fits = set(tuning_candidates(int(named_args[image[0]]), int(named_args[image[1]])))
+            return [c for c in configs
+                    if (c.kwargs["BLOCK_P"], c.num_warps, c.kwargs["TILE_W"]) in fits]
+
         def bench(fn: Any, quantiles: Any = None, **_: Any) -> Any:
             return triton.testing.do_bench(fn, warmup=TUNE_WARMUP_MS, rep=TUNE_REP_MS,
                                            quantiles=quantiles)
 
         return triton.autotune(
-            configs=[triton.Config({"BLOCK_P": bp}, num_warps=nw) for bp, nw in CONFIGS],
+            configs=[triton.Config({"BLOCK_P": bp, "TILE_W": tw}, num_warps=nw)
+                     for bp, nw, tw in CONFIGS],
             key=["N_PIX", "B", "C", "H", "W", "Ho", "Wo", "G", "sh", "sw", "dh", "dw", "KH",
                  "KW"],
-            prune_configs_by={"early_config_prune": _early_prune},
+            prune_configs_by={"early_config_prune": prune},
             do_bench=bench,
         )(kernel)
 
     _JIT = {"forward": _forward_kernel, "grad_input": _grad_input_kernel,
             "grad_weight": _grad_weight_kernel}
-    _TUNED = {name: _tuned(k) for name, k in _JIT.items()}
+    _TUNED = {name: _tuned(k, ("H", "W") if name == "grad_input" else ("Ho", "Wo"))
+              for name, k in _JIT.items()}
 
-#: (kernel, shape key) -> (BLOCK_P, num_warps, how chosen), filled by every launch.
-_CHOSEN: dict[tuple[str, tuple[Any, ...]], tuple[int, int, str]] = {}
+#: (kernel, shape key) -> ((BLOCK_P, num_warps, TILE_W), how chosen), filled by every launch.
+_CHOSEN: dict[tuple[str, tuple[Any, ...]], tuple[tuple[int, int, int], str]] = {}
 
 
 def autotuning() -> bool:
@@ -327,38 +359,44 @@ def autotuning() -> bool:
 
 
 def chosen_configs() -> list[dict[str, Any]]:
-    """Every (kernel, shape) launched so far with the block size and warps it ran."""
+    """Every (kernel, shape) launched so far with the block size, warps and tile it ran."""
     keys = ("dtype", "B", "C", "G", "H", "W", "KH", "KW", "sh", "sw", "dh", "dw")
-    return [{"kernel": kernel, **dict(zip(keys, key, strict=True)), "BLOCK_P": bp,
-             "num_warps": nw, "chosen_by": how}
-            for (kernel, key), (bp, nw, how) in _CHOSEN.items()]
+    return [{"kernel": kernel, **dict(zip(keys, key, strict=True)), "BLOCK_P": cfg[0],
+             "num_warps": cfg[1], "TILE_W": cfg[2], "chosen_by": how}
+            for (kernel, key), (cfg, how) in _CHOSEN.items()]
 
 
-def _launch(name: str, n_pixels: int, geo: dict[str, int], dtype: torch.dtype,
-            *tensors: torch.Tensor, config: tuple[int, int] | None = None) -> None:
+Config = tuple[int, int, int]
+
+
+def _launch(name: str, geo: dict[str, int], dtype: torch.dtype, *tensors: torch.Tensor,
+            config: Config | None = None) -> None:
     """Launch kernel `name` with the shared argument list: autotuned, or at `config`
-    (BLOCK_P, num_warps), or at default_config."""
-    args = (*tensors, n_pixels, geo["B"], geo["C"], geo["H"], geo["W"], geo["Ho"], geo["Wo"],
+    (BLOCK_P, num_warps, TILE_W), or at default_config."""
+    rows, cols = (geo["H"], geo["W"]) if name == "grad_input" else (geo["Ho"], geo["Wo"])
+    args = (*tensors, rows * cols, geo["B"], geo["C"], geo["H"], geo["W"], geo["Ho"], geo["Wo"],
             geo["G"], geo["CPG"], geo["sh"], geo["sw"], geo["ph"], geo["pw"], geo["dh"],
             geo["dw"])
-    const = {"KH": geo["KH"], "KW": geo["KW"], "BLOCK_C": block_c(geo["CPG"]),
+    bc = block_c(geo["CPG"])
+    const = {"KH": geo["KH"], "KW": geo["KW"], "BLOCK_C": bc, "C_EVEN": geo["CPG"] % bc == 0,
              "ACC": _acc_dtype(dtype)}
     key = (str(dtype).removeprefix("torch."), *(geo[k] for k in (
         "B", "C", "G", "H", "W", "KH", "KW", "sh", "sw", "dh", "dw")))
 
     def grid(meta: dict[str, Any]) -> tuple[int, int, int]:
-        return launch_config(name, n_pixels, geo["B"], geo["G"], geo["CPG"],
-                             int(meta["BLOCK_P"])).grid
+        return launch_config(name, rows, cols, geo["B"], geo["G"], geo["CPG"],
+                             int(meta["BLOCK_P"]), int(meta["TILE_W"])).grid
 
     if config is None and autotuning():
         tuned = _TUNED[name]
         tuned[grid](*args, **const)
         best = tuned.best_config
-        _CHOSEN[(name, key)] = (int(best.kwargs["BLOCK_P"]), int(best.num_warps), "autotune")
+        _CHOSEN[(name, key)] = ((int(best.kwargs["BLOCK_P"]), int(best.num_warps),
+                                 int(best.kwargs["TILE_W"])), "autotune")
         return
-    block_p, warps = config or default_config(n_pixels)
-    _JIT[name][grid](*args, **const, BLOCK_P=block_p, num_warps=warps)
-    _CHOSEN[(name, key)] = (block_p, warps, "given" if config else "default")
+    block_p, warps, tile_w = config or default_config(rows, cols)
+    _JIT[name][grid](*args, **const, BLOCK_P=block_p, TILE_W=tile_w, num_warps=warps)
+    _CHOSEN[(name, key)] = ((block_p, warps, tile_w), "given" if config else "default")
 
 
 def _check_dtypes(*tensors: torch.Tensor) -> None:
@@ -369,7 +407,7 @@ def _check_dtypes(*tensors: torch.Tensor) -> None:
 
 def involution_forward(
     x: torch.Tensor, w: torch.Tensor, s: IntPair = 1, p: IntPair = 0, d: IntPair = 1,
-    config: tuple[int, int] | None = None,
+    config: Config | None = None,
 ) -> torch.Tensor:
     """out [B, C, Ho, Wo] from x [B, C, H, W] and w [B, G, KH, KW, Ho, Wo]."""
     _require_triton()
@@ -377,14 +415,14 @@ def involution_forward(
     geo = _geometry(x.shape, w.shape, s, p, d)
     out = x.new_empty((geo["B"], geo["C"], geo["Ho"], geo["Wo"]))
     if out.numel():
-        _launch("forward", geo["Ho"] * geo["Wo"], geo, x.dtype, x.contiguous(),
+        _launch("forward", geo, x.dtype, x.contiguous(),
                 w.contiguous(), out, config=config)
     return out
 
 
 def involution_grad_input(
     go: torch.Tensor, w: torch.Tensor, x_shape: Sequence[int], s: IntPair = 1, p: IntPair = 0,
-    d: IntPair = 1, config: tuple[int, int] | None = None,
+    d: IntPair = 1, config: Config | None = None,
 ) -> torch.Tensor:
     """grad of x [B, C, H, W] from grad_output [B, C, Ho, Wo] and w."""
     _require_triton()
@@ -396,14 +434,14 @@ def involution_grad_input(
     gx = w.new_empty(shape)  # every element written once by the kernel
     # .contiguous() also materialises a stride-0 grad_output (e.g. from out.sum().backward()).
     if gx.numel():
-        _launch("grad_input", geo["H"] * geo["W"], geo, w.dtype, go.contiguous(),
+        _launch("grad_input", geo, w.dtype, go.contiguous(),
                 w.contiguous(), gx, config=config)
     return gx
 
 
 def involution_grad_weight(
     go: torch.Tensor, x: torch.Tensor, w_shape: Sequence[int], s: IntPair = 1, p: IntPair = 0,
-    d: IntPair = 1, config: tuple[int, int] | None = None,
+    d: IntPair = 1, config: Config | None = None,
 ) -> torch.Tensor:
     """grad of w [B, G, KH, KW, Ho, Wo] from grad_output [B, C, Ho, Wo] and x."""
     _require_triton()
@@ -411,6 +449,6 @@ def involution_grad_weight(
     geo = _geometry(x.shape, w_shape, s, p, d)
     gw = x.new_empty(tuple(int(n) for n in w_shape))  # every element written once
     if gw.numel():
-        _launch("grad_weight", geo["Ho"] * geo["Wo"], geo, x.dtype, go.contiguous(),
+        _launch("grad_weight", geo, x.dtype, go.contiguous(),
                 x.contiguous(), gw, config=config)
     return gw
