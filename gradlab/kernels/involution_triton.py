@@ -222,7 +222,7 @@ if HAVE_TRITON:
         x_rows = x_ptr + chan0 * H * W + c[:, None] * (H * W)
         w_row = w_ptr + bg.to(tl.int64) * (KH * KW) * N_PIX + p
         acc = tl.zeros([BLOCK_C, BLOCK_P], dtype=ACC)
-        for i in tl.static_range(KH):
+        for i in range(KH):  # a runtime loop: compile time stays seconds, not minutes
             hi = h0 + i * dh
             h_ok = p_ok & (hi >= 0) & (hi < H)
             for j in tl.static_range(KW):
@@ -259,7 +259,7 @@ if HAVE_TRITON:
         go_rows = go_ptr + chan0 * n_out + c[:, None] * n_out
         w_base = w_ptr + bg.to(tl.int64) * (KH * KW) * n_out
         acc = tl.zeros([BLOCK_C, BLOCK_P], dtype=ACC)
-        for i in tl.static_range(KH):
+        for i in range(KH):  # a runtime loop: compile time stays seconds, not minutes
             th = hq - i * dh
             # Clamp before dividing: the sign convention of // and % on negatives differs
             # between compiled Triton and the interpreter; negatives are masked out anyway.
@@ -298,29 +298,26 @@ if HAVE_TRITON:
         x_rows = x_ptr + chan0 * H * W + c[:, None] * (H * W)
         go_rows = go_ptr + chan0 * N_PIX + c[:, None] * N_PIX
         gw_row = gw_ptr + bg.to(tl.int64) * (KH * KW) * N_PIX + p
-        # the first BLOCK_C channels' grad_output stays in registers across the taps; a group
-        # wider than BLOCK_C (not RedNet's) reloads the rest per tap
-        go0 = tl.load(go_rows + p[None, :], mask=c_ok[:, None] & p_ok[None, :],
-                      other=0.0).to(ACC)
-        for i in tl.static_range(KH):
-            hi = h0 + i * dh
-            h_ok = p_ok & (hi >= 0) & (hi < H)
-            for j in tl.static_range(KW):
-                wi = w0 + j * dw
-                ok = h_ok & (wi >= 0) & (wi < W)
-                off = tl.where(ok, hi * W + wi, 0)
-                xv = tl.load(x_rows + off[None, :], mask=c_ok[:, None] & ok[None, :],
-                             other=0.0).to(ACC)
-                s = tl.sum(go0 * xv, axis=0)
-                for c0 in range(BLOCK_C, CPG, BLOCK_C):
-                    more = (c0 + c) < CPG
-                    gov = tl.load(go_rows + c0 * N_PIX + p[None, :],
-                                  mask=more[:, None] & p_ok[None, :], other=0.0).to(ACC)
+        # a group wider than BLOCK_C (not RedNet's 16 channels) is summed chunk by chunk: the
+        # program owns its grad_w elements, so it adds each chunk to what the last one stored
+        for c0 in range(0, CPG, BLOCK_C):
+            cc_ok = (c0 + c < CPG) | C_EVEN
+            gov = tl.load(go_rows + c0 * N_PIX + p[None, :], mask=cc_ok[:, None] & p_ok[None, :],
+                          other=0.0).to(ACC)
+            for i in range(KH):  # a runtime loop: compile time stays seconds, not minutes
+                hi = h0 + i * dh
+                h_ok = p_ok & (hi >= 0) & (hi < H)
+                for j in tl.static_range(KW):
+                    wi = w0 + j * dw
+                    ok = h_ok & (wi >= 0) & (wi < W)
+                    off = tl.where(ok, hi * W + wi, 0)
                     xv = tl.load(x_rows + c0 * (H * W) + off[None, :],
-                                 mask=more[:, None] & ok[None, :], other=0.0).to(ACC)
-                    s += tl.sum(gov * xv, axis=0)
-                tl.store(gw_row + (i * KW + j) * N_PIX, s.to(gw_ptr.dtype.element_ty),
-                         mask=p_ok)
+                                 mask=cc_ok[:, None] & ok[None, :], other=0.0).to(ACC)
+                    s = tl.sum(gov * xv, axis=0)
+                    dst = gw_row + (i * KW + j) * N_PIX
+                    if c0 > 0:
+                        s += tl.load(dst, mask=p_ok, other=0.0).to(ACC)
+                    tl.store(dst, s.to(gw_ptr.dtype.element_ty), mask=p_ok)
 
     def _tuned(kernel: Any, image: tuple[str, str]) -> Any:
         """`kernel` autotuned over CONFIGS; `image`: the names of its pixel grid's sizes."""
