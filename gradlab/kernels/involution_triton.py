@@ -178,6 +178,11 @@ def _geometry(
 # Kernel parameters stay unannotated (hence the type: ignore): triton gives annotations meaning
 # (constexpr, specialisation hints), so only the constexpr ones carry one.  Ints equal to 1 (a
 # stride or dilation of 1) are specialised by triton, so the stride-1 divisions fold away.
+#: Size arguments triton need not specialise (on divisibility by 16, or on being 1): fewer
+#: compiled variants across layer shapes.  N_PIX (the w row stride), CPG, the strides and the
+#: dilations stay specialised: a stride or dilation of 1 folds the divisions of grad_input.
+_NO_SPECIALIZE = ["B", "C", "H", "W", "Ho", "Wo", "G", "ph", "pw"]
+
 if HAVE_TRITON:
 
     @triton.jit
@@ -201,7 +206,7 @@ if HAVE_TRITON:
             p = r * N_COLS + col
         return pid // n_pb, p, r, col, ok
 
-    @triton.jit
+    @triton.jit(do_not_specialize=_NO_SPECIALIZE)
     def _forward_kernel(  # type: ignore[no-untyped-def]
         x_ptr, w_ptr, out_ptr,
         N_PIX, B, C, H, W, Ho, Wo, G, CPG, sh, sw, ph, pw, dh, dw,
@@ -236,7 +241,7 @@ if HAVE_TRITON:
         out = out_ptr + chan0 * N_PIX + c[:, None] * N_PIX + p[None, :]
         tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=c_ok[:, None] & p_ok[None, :])
 
-    @triton.jit
+    @triton.jit(do_not_specialize=_NO_SPECIALIZE)
     def _grad_input_kernel(  # type: ignore[no-untyped-def]
         go_ptr, w_ptr, gx_ptr,
         N_PIX, B, C, H, W, Ho, Wo, G, CPG, sh, sw, ph, pw, dh, dw,
@@ -279,7 +284,7 @@ if HAVE_TRITON:
         gx = gx_ptr + chan0 * N_PIX + c[:, None] * N_PIX + q[None, :]
         tl.store(gx, acc.to(gx_ptr.dtype.element_ty), mask=c_ok[:, None] & q_ok[None, :])
 
-    @triton.jit
+    @triton.jit(do_not_specialize=_NO_SPECIALIZE)
     def _grad_weight_kernel(  # type: ignore[no-untyped-def]
         go_ptr, x_ptr, gw_ptr,
         N_PIX, B, C, H, W, Ho, Wo, G, CPG, sh, sw, ph, pw, dh, dw,
