@@ -28,6 +28,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the subprocess runs this file as a script
     sys.path.insert(0, str(ROOT))
 
+from gradlab.kernels.involution_launch import (  # noqa: E402
+    CONFIGS,
+    default_config,
+    launch_config,
+    tuning_candidates,
+)
 from gradlab.kernels.involution_shapes import (  # noqa: E402
     DTYPES,
     KERNELS,
@@ -36,12 +42,6 @@ from gradlab.kernels.involution_shapes import (  # noqa: E402
     InvolutionShape,
     all_batch_shapes,
     launch_plans,
-)
-from gradlab.kernels.involution_triton import (  # noqa: E402
-    CONFIGS,
-    default_config,
-    launch_config,
-    tuning_candidates,
 )
 
 #: The interpreter subprocess: torch + triton imports and a few dozen small launches.
@@ -260,7 +260,7 @@ def test_rednet_shapes_on_the_gpu(shape: InvolutionShape, monkeypatch: pytest.Mo
     default block sizes (autotuning 86 shapes x 3 dtypes would take minutes; every candidate
     is checked by test_every_config_on_the_gpu)."""
     pytest.importorskip("triton")
-    from gradlab.kernels.involution_triton import AUTOTUNE_ENV
+    from gradlab.kernels.involution_launch import AUTOTUNE_ENV
 
     monkeypatch.setenv(AUTOTUNE_ENV, "0")
     for dtype in DTYPES:

@@ -18,7 +18,7 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from gradlab.kernels.involution_triton import (
+from gradlab.kernels.involution_launch import (
     default_config,
     launch_config,
     tuning_candidates,
@@ -131,7 +131,7 @@ class LaunchPlan:
 def launch_plans(shape: InvolutionShape) -> list[LaunchPlan]:
     """The forward, grad_input and grad_weight launches of one shape at every block size the
     launchers may pick (default_config and each autotuning candidate), as they compute them
-    through involution_triton.launch_config."""
+    through involution_launch.launch_config."""
     b, c, h, o, k = shape.batch, shape.channels, shape.size, shape.out_size, shape.kernel
     cpg = c // shape.groups
     plans = []
