@@ -431,7 +431,11 @@ def measure_case(case: dict[str, Any], dtype: str, device: str, min_run_time: fl
                 "backward": timed_ms(lambda out=out, go=go: torch.autograd.grad(
                     out, (x, w), go, retain_graph=True), device, min_run_time),
                 "fwd+bwd": timed_ms(fwd_bwd(fn, x, w, go, geo), device, min_run_time)}
-    return {"case": case["name"], "dtype": dtype, "geometry": list(geo), "ms": ms}
+    row = {"case": case["name"], "dtype": dtype, "geometry": list(geo), "ms": ms}
+    if "new" in mods:  # the configs the autotuner chose for this geometry, checked
+        with kernels_in_function(mods["new"]):
+            row["errors"] = errors(x, w, torch.randn_like(involution(x, w, *geo)), geo)
+    return row
 
 
 # -- goals --------------------------------------------------------------------------------------
@@ -521,14 +525,17 @@ def markdown(rows: list[dict[str, Any]], cases: list[dict[str, Any]],
     if cases:
         lines += ["", "### Bundled bench cases (specs/involution.yaml), ms", "",
                   "| case | dtype | stride, padding, dilation | phase | new | v1 | reference "
-                  "| reference / new |", "|---|---|---|---|---:|---:|---:|---:|"]
+                  "| reference / new | max rel. error (out, gx, gw) |",
+                  "|---|---|---|---|---:|---:|---:|---:|---|"]
         for c in cases:
             for phase in PHASES:
                 new = c["ms"].get("new", {}).get(phase)
                 ref = c["ms"]["reference"][phase]
+                err = c.get("errors") if phase == "fwd+bwd" else None
                 lines.append(f"| {c['case']} | {c['dtype']} | {c['geometry']} | {phase} | "
                              f"{f3(new)} | {f3(c['ms'].get('v1', {}).get(phase))} | {f3(ref)} | "
-                             f"{ratio(ref, new)} |")
+                             f"{ratio(ref, new)} | "
+                             f"{', '.join(f'{v:.1e}' for v in err.values()) if err else ''} |")
     if configs:
         lines += ["", "### Block sizes the new kernels ran with", "",
                   "| kernel | dtype | B | C | G | H | K | stride | dilation | BLOCK_P | warps "
