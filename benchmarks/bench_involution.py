@@ -1,17 +1,20 @@
-"""Benchmark the bundled involution Function against the unfold-based autograd involution.
+"""Benchmark the bundled involution's Triton kernels against the unfold reference (issue 29).
 
 At the RedNet-50 stage shapes (the involution that replaces each bottleneck's 3x3 conv: C = 64,
-128, 256, 512 at 56, 28, 14, 7 pixels, K = 7, G = C/16, stride 1) it measures, per dtype:
-  * forward+backward median time of both implementations (alternating) and the speedup;
-  * the custom forward's achieved bandwidth (on CUDA: the Triton forward kernel alone): ideal
-    bytes moved / median time, against the GPU's peak DRAM bandwidth (PEAK_GBPS, by device
-    name; --peak-gbps for another GPU);
-  * memory: the CUDA peak above the inputs during forward+backward (on CPU: the bytes saved for
-    backward), custom against the reference;
-and prints a table with the goals (issue 24) met or not.
+128, 256, 512 at 56, 28, 14, 7 pixels, K = 7, G = C/16, stride 1, batch 64) it measures, per
+dtype, in one run (medians; on CUDA `triton.testing.do_bench`):
+  * forward+backward of the custom Function with the current kernels ("new"), with the first
+    kernels of issue 24 ("v1", gradlab/kernels/involution_triton_v1.py) and of the unfold-based
+    autograd reference;
+  * each kernel alone (forward, grad_input, grad_weight), new and v1, against docs/gpu.md's model;
+  * memory: the CUDA peak above the inputs during forward+backward (on CPU: the bytes saved);
+  * the error of the new kernels against a float64 reference on the first image;
+  * the block sizes the autotuner chose (gradlab.kernels.involution_triton.chosen_configs);
+then the bundled bench cases of specs/involution.yaml (stride 2, dilation) per phase, and the
+goals table of issue 29.
 
-`--predict` prints, without running anything, the roofline estimate docs/gpu.md quotes (same
-shape table, same byte and FLOP formulas: tests/test_gpu_command.py checks the doc against it).
+`--predict` prints, without running anything, the model docs/gpu.md quotes (same shapes, same
+formulas: tests/test_gpu_command.py checks the doc against it).
 
     python3 benchmarks/bench_involution.py --predict
     python3 benchmarks/bench_involution.py --device cuda --dtype float32 --dtype float16 --goals
@@ -21,13 +24,15 @@ shape table, same byte and FLOP formulas: tests/test_gpu_command.py checks the d
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import statistics
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -37,6 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from gradlab import bench
 from gradlab.ops.involution import involution, involution_reference
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH_SPEC = ROOT / "specs" / "involution.yaml"
 
 #: Peak DRAM bandwidth by device-name fragment, GB/s (vendor datasheets); first match wins, so a
 #: longer fragment comes before its prefix ("GH200" before "H200", "H100 PCIe" before "H100").
@@ -58,60 +66,84 @@ PEAK_GBPS = (
     ("T4", 320.0),
 )
 
-#: The goals of issue 24: forward+backward speedup over the unfold reference (float32, float16),
-#: forward bandwidth as a fraction of peak (at the bandwidth-bound shapes), memory at most the
-#: reference's.
-SPEEDUP_GOAL = 3.0
+#: Issue 29's goals.  (1) float32 fwd+bwd at most the official CuPy kernels' H200 figures / 1.3
+#: (issue 29's table: 1.71, 0.93, 0.91, 1.06 ms at stages 1-4).
+OFFICIAL_H200_MS = {"stage1_c64_56": 1.71, "stage2_c128_28": 0.93, "stage3_c256_14": 0.91,
+                    "stage4_c512_7": 1.06}
+OFFICIAL_FACTOR = 1.3
+#: (2) float16 and bfloat16 at least this much faster than float32 at the two larger stages:
+#: the two with the largest activations (B*C*H*W: 64x56² is twice 128x28², four times 256x14²).
+HALF_SPEEDUP_GOAL = 1.6
+LARGER_STAGES = ("stage1_c64_56", "stage2_c128_28")
+HALF_DTYPES = ("float16", "bfloat16")
+#: (3) fwd+bwd at least this many times faster than the unfold reference, in these dtypes.
+SPEEDUP_GOAL = 8.0
 SPEEDUP_DTYPES = ("float32", "float16")
-BANDWIDTH_GOAL = 0.60
+#: (4) the bundled bench cases of specs/involution.yaml faster than the reference in each phase.
+PHASES = ("forward", "backward", "fwd+bwd")
 
-#: The prediction's GPU: H100 SXM5, 3.35 TB/s HBM3, 67 TFLOP/s float32 on the CUDA cores (the
-#: kernels multiply-add in float32 whatever the input dtype, so 16-bit inputs get no faster math).
-PREDICT_GPU = "H100 SXM5"
-PREDICT_GBPS = 3350.0
-PREDICT_TFLOPS = 67.0
-#: Seconds one kernel launch costs at least (Python dispatch, autograd, Triton's launcher): a
-#: shape whose data moves faster than this is launch-bound, whatever its bytes.
-LAUNCH_S = 10e-6
-#: The bandwidth goal applies where the forward's memory time is at least this many launches:
-#: below it the launch, not DRAM, sets the time.
-BOUND_LAUNCHES = 2.0
-#: Kernels per forward+backward: custom = forward, zero-fill + grad_input, zero-fill +
-#: grad_weight; reference = unfold, mul, sum, then mul (grad cols), mul + sum (grad w), zero-fill
-#: + col2im (grad x).
-CUSTOM_KERNELS = 5
-REFERENCE_KERNELS = 8
-
-#: Timing batch: the RedNet-50 training batch per GPU at its largest (issue 24: batch 1..64).
+#: Timing batch: the RedNet-50 training batch per GPU at its largest.
 BATCH = 64
+#: do_bench's warm-up and measuring time per call, ms (each median is over rep / time runs).
+WARMUP_MS = 10
+REP_MS = 60
+
+# -- the model (docs/gpu.md): loads issued and L1 wavefronts, not DRAM alone ------------------
+
+#: The GPU of the prediction: H200 SXM (the first run's), 132 SMs at 1.98 GHz, 4.8 TB/s HBM3e.
+PREDICT_GPU = "H200 SXM"
+SMS = 132
+CLOCK_HZ = 1.98e9
+PREDICT_GBPS = 4800.0
+#: Fraction of peak DRAM bandwidth a streaming kernel reaches.
+DRAM_EFFICIENCY = 0.8
+#: L1 serves one 128-byte line ("wavefront") per clock per SM.
+L1_LINE = 128
+#: Warp instructions issued per clock per SM (4 schedulers).
+ISSUE_PER_CLK = 4
+#: Instructions per gathered element and tap in the inner loops: the load, a 64-bit address add
+#: (2), the multiply-add, the predicate.
+INSTR_PER_TAP = 5
+#: Seconds one launch costs at least (Python, autograd, Triton's launcher).
+LAUNCH_S = 10e-6
+WARP = 32
 
 
 @dataclass(frozen=True)
 class Shape:
-    """One RedNet-50 involution layer: x [B, C, H, W], K x K kernels, G = C/16, stride 1."""
+    """One involution layer: x [B, C, H, W], K x K kernels, G = C/group_channels."""
 
     name: str
     channels: int
     size: int
     k: int = 7
+    stride: int = 1
+    dilation: int = 1
+    group_channels: int = 16
 
     @property
     def groups(self) -> int:
-        return self.channels // 16
+        return self.channels // self.group_channels
 
     @property
     def padding(self) -> int:
-        return (self.k - 1) // 2  # same-size output at stride 1
+        return self.dilation * (self.k - 1) // 2  # same-size output at stride 1
+
+    @property
+    def out_size(self) -> int:
+        return (self.size + 2 * self.padding - self.dilation * (self.k - 1) - 1) // self.stride + 1
 
     def geometry(self) -> tuple[int, int, int]:
-        return (1, self.padding, 1)
+        return (self.stride, self.padding, self.dilation)
 
     def inputs(self, batch: int, dtype: torch.dtype,
-               device: str) -> tuple[torch.Tensor, torch.Tensor]:
+               device: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x, w (leaves requiring grad) and a grad_output."""
+        o = self.out_size
         x = torch.randn(batch, self.channels, self.size, self.size, dtype=dtype, device=device)
-        w = torch.randn(batch, self.groups, self.k, self.k, self.size, self.size, dtype=dtype,
-                        device=device)
-        return x.requires_grad_(), w.requires_grad_()
+        w = torch.randn(batch, self.groups, self.k, self.k, o, o, dtype=dtype, device=device)
+        go = torch.randn(batch, self.channels, o, o, dtype=dtype, device=device)
+        return x.requires_grad_(), w.requires_grad_(), go
 
 
 REDNET50 = (
@@ -128,21 +160,18 @@ class Traffic:
 
     fwd_bytes: int  # custom forward: read x, w; write out
     fwd_flops: int  # K² multiply-adds per output element
-    custom_bytes: int  # custom forward + backward (CUSTOM_KERNELS)
-    reference_bytes: int  # unfold reference forward + backward (REFERENCE_KERNELS)
+    custom_bytes: int  # custom forward + backward (three kernels)
+    reference_bytes: int  # unfold reference forward + backward
     total_flops: int  # forward + grad_input + grad_weight: 3 x the forward's
 
 
 def traffic(shape: Shape, batch: int, itemsize: int) -> Traffic:
-    """The byte and FLOP counts of one layer (element counts x itemsize)."""
-    pixels = batch * shape.size * shape.size  # stride 1: output pixels = input pixels
+    """The byte and FLOP counts of one layer at stride 1 (element counts x itemsize)."""
+    pixels = batch * shape.size * shape.size
     x = out = pixels * shape.channels
     w = pixels * shape.groups * shape.k ** 2
     cols = out * shape.k ** 2  # the unfolded input, and every [B, G, C/G, K², L] product
-    custom = 3 * (x + w + out) + x + w  # three kernels reading/writing x, w, out; two zero-fills
-    # forward: unfold (read x, write cols), mul (read cols, w; write product), sum (read product,
-    # write out); backward: grad cols = go * w, grad w = sum over C/G of go * cols (product
-    # written and read), col2im (zero-fill x, read grad cols, write grad x)
+    custom = 3 * (x + w + out)  # three kernels reading/writing x, w, out once; no zero-fills
     reference = (x + 2 * cols + w + 2 * cols + out) + (out + w + cols) + \
         (out + cols + 2 * cols + w) + (2 * x + cols)
     flops = 2 * shape.k ** 2 * out
@@ -151,48 +180,83 @@ def traffic(shape: Shape, batch: int, itemsize: int) -> Traffic:
                    total_flops=3 * flops)
 
 
-def roofline_s(nbytes: int, flops: int, kernels: int, gbps: float, efficiency: float) -> float:
-    """Predicted seconds: the slower of memory and compute, and never under the launches."""
-    return max(nbytes / (gbps * 1e9 * efficiency), flops / (PREDICT_TFLOPS * 1e12),
-               kernels * LAUNCH_S)
+def lines_per_warp_load(width: int, itemsize: int) -> float:
+    """128-byte lines one warp's gather touches: 32 consecutive pixels of a flattened block
+    fall into 1 + 32/width row pieces, each shifted by the tap, so each spans about one line
+    more than its bytes fill."""
+    return WARP * itemsize / L1_LINE + 1 + WARP / width
 
 
-def bandwidth_bound(t: Traffic, gbps: float) -> bool:
-    """Whether the forward's time is set by DRAM: memory time over BOUND_LAUNCHES launches."""
-    memory_s = t.fwd_bytes / (gbps * 1e9 * BANDWIDTH_GOAL)
-    return memory_s >= BOUND_LAUNCHES * LAUNCH_S and memory_s >= t.fwd_flops / (
-        PREDICT_TFLOPS * 1e12)
+@dataclass(frozen=True)
+class KernelModel:
+    """One kernel's predicted bounds, seconds."""
+
+    kernel: str
+    gathers: float  # gathered elements (element x tap)
+    l1_s: float
+    issue_s: float
+    dram_s: float
+
+    @property
+    def seconds(self) -> float:
+        return max(self.l1_s, self.issue_s, self.dram_s, LAUNCH_S)
+
+    @property
+    def bound(self) -> str:
+        named = {"L1": self.l1_s, "issue": self.issue_s, "DRAM": self.dram_s,
+                 "launch": LAUNCH_S}
+        return max(named, key=named.__getitem__)
+
+
+def kernel_models(shape: Shape, batch: int, itemsize: int) -> list[KernelModel]:
+    """forward, grad_input, grad_weight at stride 1: each gathers K² elements per element of
+    its tile (x; grad_output for grad_input), plus the per-pixel w row (shared by the group's
+    channels; gathered in grad_input), and moves x, w and out-sized tensors through DRAM once."""
+    taps = shape.k ** 2
+    elems = batch * shape.channels * shape.size ** 2
+    w_elems = batch * shape.groups * taps * shape.size ** 2
+    lines = lines_per_warp_load(shape.size, itemsize)
+    dram = (2 * elems + w_elems) * itemsize / (PREDICT_GBPS * 1e9 * DRAM_EFFICIENCY)
+    out = []
+    for kernel, w_gathered in (("forward", False), ("grad_input", True),
+                               ("grad_weight", False)):
+        gathers = elems * taps
+        wavefronts = gathers / WARP * lines + w_elems / WARP * (
+            lines if w_gathered else WARP * itemsize / L1_LINE)
+        instr = (gathers + w_elems) * INSTR_PER_TAP / WARP
+        out.append(KernelModel(kernel, gathers, wavefronts / (SMS * CLOCK_HZ),
+                               instr / (SMS * ISSUE_PER_CLK * CLOCK_HZ), dram))
+    return out
 
 
 def itemsize(dtype: str) -> int:
     return torch.empty((), dtype=getattr(torch, dtype)).element_size()
 
 
-def prediction_table(dtypes: tuple[str, ...] = SPEEDUP_DTYPES, batch: int = BATCH) -> str:
-    """The roofline estimate as a Markdown table (docs/gpu.md quotes it verbatim)."""
+def prediction_table(dtypes: tuple[str, ...] = ("float32", "float16"),
+                     batch: int = BATCH) -> str:
+    """The model as a Markdown table (docs/gpu.md quotes it verbatim)."""
     lines = [
-        f"Predicted on {PREDICT_GPU} ({PREDICT_GBPS / 1000:.2f} TB/s, {PREDICT_TFLOPS:.0f} "
-        f"TFLOP/s float32), batch {batch}, both implementations at {BANDWIDTH_GOAL:.0%} of peak "
-        f"bandwidth, at least {LAUNCH_S * 1e6:.0f} µs per kernel launch.",
+        f"Predicted on {PREDICT_GPU} ({SMS} SMs at {CLOCK_HZ / 1e9:.2f} GHz, "
+        f"{PREDICT_GBPS / 1000:.1f} TB/s at {DRAM_EFFICIENCY:.0%}), batch {batch}, stride 1: "
+        f"per kernel the largest of L1 time (one {L1_LINE}-byte line per clock per SM), issue "
+        f"time ({INSTR_PER_TAP} instructions per gathered element, {ISSUE_PER_CLK} per clock "
+        f"per SM), DRAM time and one launch ({LAUNCH_S * 1e6:.0f} µs).",
         "",
-        "| shape | dtype | fwd MB | fwd GFLOP | flop/byte | fwd µs | fwd+bwd MB | reference MB "
-        "| fwd+bwd µs | reference µs | speedup | bandwidth-bound |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| shape | dtype | lines/gather | forward µs | grad_input µs | grad_weight µs | bound "
+        "| fwd+bwd ms | goal (1) ms |",
+        "|---|---|---:|---:|---:|---:|---|---:|---:|",
     ]
     for dtype in dtypes:
         for shape in REDNET50:
-            t = traffic(shape, batch, itemsize(dtype))
-            fwd = roofline_s(t.fwd_bytes, t.fwd_flops, 1, PREDICT_GBPS, BANDWIDTH_GOAL)
-            custom = roofline_s(t.custom_bytes, t.total_flops, CUSTOM_KERNELS, PREDICT_GBPS,
-                                BANDWIDTH_GOAL)
-            ref = roofline_s(t.reference_bytes, t.total_flops, REFERENCE_KERNELS, PREDICT_GBPS,
-                             BANDWIDTH_GOAL)
+            models = kernel_models(shape, batch, itemsize(dtype))
+            total = sum(m.seconds for m in models)
+            goal = OFFICIAL_H200_MS[shape.name] / OFFICIAL_FACTOR
             lines.append(
-                f"| {shape.name} | {dtype} | {t.fwd_bytes / 1e6:.1f} | {t.fwd_flops / 1e9:.2f} "
-                f"| {t.fwd_flops / t.fwd_bytes:.2f} | {fwd * 1e6:.0f} | "
-                f"{t.custom_bytes / 1e6:.0f} | {t.reference_bytes / 1e6:.0f} | "
-                f"{custom * 1e6:.0f} | {ref * 1e6:.0f} | {ref / custom:.1f}x | "
-                f"{'yes' if bandwidth_bound(t, PREDICT_GBPS) else 'no (launch-bound)'} |")
+                f"| {shape.name} | {dtype} | "
+                f"{lines_per_warp_load(shape.size, itemsize(dtype)):.2f} | "
+                + " | ".join(f"{m.seconds * 1e6:.0f}" for m in models)
+                + f" | {models[0].bound} | {total * 1e3:.3f} | {goal:.2f} |")
     return "\n".join(lines)
 
 
@@ -201,186 +265,360 @@ def peak_gbps(device_name: str) -> tuple[float | None, str]:
     for fragment, gbps in PEAK_GBPS:
         if fragment in device_name:
             return gbps, f"datasheet figure for {fragment!r}"
-    return None, f"unknown GPU {device_name!r}: no peak bandwidth listed, pass --peak-gbps"
+    return None, f"unknown GPU {device_name!r}: no peak bandwidth listed"
 
 
-def median_s(stmt: Callable[[], object], runs: int, min_run_time: float) -> float:
-    """Median seconds of stmt() over `runs` blocked_autorange medians (Timer syncs CUDA)."""
-    stmt()  # warm-up: Triton compilation, the allocator
-    timer = Timer(stmt="stmt()", globals={"stmt": stmt}, num_threads=torch.get_num_threads())
-    return statistics.median(timer.blocked_autorange(min_run_time=min_run_time).median
-                             for _ in range(runs))
+# -- measuring ---------------------------------------------------------------------------------
+
+#: Time with triton.testing.do_bench on CUDA (the fake-GPU test turns it off).
+USE_DO_BENCH = True
+LAUNCHERS = ("involution_forward", "involution_grad_input", "involution_grad_weight")
 
 
-def peak_memory(fn: Callable[..., torch.Tensor], shape: Shape, batch: int, dtype: torch.dtype,
-                device: str) -> int:
-    """CUDA: peak bytes allocated above the inputs during forward+backward; CPU: saved bytes."""
-    x, w = shape.inputs(batch, dtype, device)
-    go = torch.randn(batch, shape.channels, shape.size, shape.size, dtype=dtype, device=device)
+def kernel_modules(names: tuple[str, ...]) -> dict[str, ModuleType]:
+    """The kernel sets timed, by name: "new" (gradlab's), "v1" (issue 24's first kernels)."""
+    import gradlab.kernels.involution_triton as new
+    import gradlab.kernels.involution_triton_v1 as v1
+
+    return {n: {"new": new, "v1": v1}[n] for n in names}
+
+
+@contextlib.contextmanager
+def kernels_in_function(module: ModuleType) -> Iterator[None]:
+    """The custom Function runs `module`'s three launchers inside the block."""
+    import gradlab.kernels.involution_triton as kt
+
+    chosen = {n: getattr(module, n) for n in LAUNCHERS}
+    saved = {n: getattr(kt, n) for n in LAUNCHERS}
+    for n, f in chosen.items():
+        setattr(kt, n, f)
+    try:
+        yield
+    finally:
+        for n, f in saved.items():
+            setattr(kt, n, f)
+
+
+def timed_ms(fn: Callable[[], object], device: str, min_run_time: float) -> float:
+    """Median milliseconds of fn() after a warm-up call (compilation, autotuning)."""
+    fn()
+    if device == "cuda" and USE_DO_BENCH:
+        import triton.testing
+
+        return float(triton.testing.do_bench(fn, warmup=WARMUP_MS, rep=REP_MS,
+                                             return_mode="median"))
+    timer = Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+    return float(timer.blocked_autorange(min_run_time=min_run_time).median * 1e3)
+
+
+def fwd_bwd(fn: Callable[..., torch.Tensor], x: torch.Tensor, w: torch.Tensor,
+            go: torch.Tensor, geo: tuple[int, int, int]) -> Callable[[], object]:
+    return lambda: torch.autograd.grad(fn(x, w, *geo), (x, w), go)
+
+
+def implementations(mods: dict[str, ModuleType]) -> dict[str, Any]:
+    """name -> (function, context) for the reference and each kernel set in the Function."""
+    impls: dict[str, Any] = {"reference": (involution_reference, contextlib.nullcontext)}
+    for name, mod in mods.items():
+        impls[name] = (involution, lambda m=mod: kernels_in_function(m))
+    return impls
+
+
+def peak_memory(fn: Callable[[], object], device: str) -> int:
+    """CUDA: peak bytes allocated above what was there during fn(); CPU: bytes saved."""
     if device != "cuda":
-        return bench.saved_bytes(lambda: fn(x, w, *shape.geometry()))
+        return bench.saved_bytes(fn)
     torch.cuda.synchronize()
     base = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
-    torch.autograd.grad(fn(x, w, *shape.geometry()), (x, w), go)
+    fn()
     torch.cuda.synchronize()
     return int(torch.cuda.max_memory_allocated() - base)
 
 
-def measure(shape: Shape, dtype: str, batch: int, device: str, runs: int,
-            min_run_time: float) -> dict[str, Any]:
-    """One row: times (s), forward bandwidth (GB/s), memory (bytes) of both implementations."""
-    dt = getattr(torch, dtype)
-    x, w = shape.inputs(batch, dt, device)
-    go = torch.randn(batch, shape.channels, shape.size, shape.size, dtype=dt, device=device)
-    geo = shape.geometry()
-    impls = {"custom": involution, "reference": involution_reference}
-    times: dict[str, list[float]] = {"custom": [], "reference": []}
-    for r in range(runs):  # alternate the order: drift (clocks, other load) favours neither
-        for key in ("custom", "reference") if r % 2 == 0 else ("reference", "custom"):
-            def step(fn: Callable[..., torch.Tensor] = impls[key]) -> object:
-                return torch.autograd.grad(fn(x, w, *geo), (x, w), go)
-
-            times[key].append(median_s(step, 1, min_run_time))
-    forward: Callable[..., torch.Tensor] = involution
-    if device == "cuda":  # the Triton kernel alone: the bandwidth is the kernel's
-        from gradlab.kernels.involution_triton import involution_forward as forward
-    with torch.no_grad():
-        fwd_s = median_s(lambda: forward(x, w, *geo), runs, min_run_time)
-    t = traffic(shape, batch, itemsize(dtype))
-    custom, reference = statistics.median(times["custom"]), statistics.median(times["reference"])
-    return {"shape": shape.name, "dtype": dtype, "batch": batch, "custom_s": custom,
-            "reference_s": reference, "speedup": reference / custom, "fwd_s": fwd_s,
-            "fwd_bytes": t.fwd_bytes, "fwd_gbps": t.fwd_bytes / fwd_s / 1e9,
-            "custom_memory": peak_memory(involution, shape, batch, dt, device),
-            "reference_memory": peak_memory(involution_reference, shape, batch, dt, device)}
+def errors(x: torch.Tensor, w: torch.Tensor, go: torch.Tensor,
+           geo: tuple[int, int, int]) -> dict[str, float]:
+    """max |new - float64| / max |float64| of out, grad x, grad w on the first image (the
+    new kernels at the configs they are timed with)."""
+    out = involution(x, w, *geo)
+    got = (out, *torch.autograd.grad(out, (x, w), go))
+    x64, w64 = (t[:1].detach().double().requires_grad_() for t in (x, w))
+    ref = involution_reference(x64, w64, *geo)
+    want = (ref, *torch.autograd.grad(ref, (x64, w64), go[:1].double()))
+    return {name: float((a[:1].detach().double() - b.detach()).abs().max()
+                        / b.detach().abs().max().clamp_min(1e-30))
+            for name, a, b in zip(("out", "grad_x", "grad_w"), got, want, strict=True)}
 
 
-def goals(row: dict[str, Any], peak: float | None, peak_note: str, device: str) -> dict[str, str]:
-    """Each goal: 'met', 'not met', or 'n/a (why)' for this row (speed goals: on CUDA only)."""
-    out = {}
-    if device != "cuda":
-        out["speedup"] = "n/a (a GPU goal)"
-    elif row["dtype"] in SPEEDUP_DTYPES:
-        out["speedup"] = "met" if row["speedup"] >= SPEEDUP_GOAL else "not met"
-    else:
-        out["speedup"] = f"n/a (goal for {', '.join(SPEEDUP_DTYPES)})"
-    shape = next(s for s in REDNET50 if s.name == row["shape"])
-    t = traffic(shape, int(row["batch"]), itemsize(str(row["dtype"])))
-    if peak is None:
-        out["bandwidth"] = f"n/a ({peak_note})"
-    elif not bandwidth_bound(t, peak):
-        out["bandwidth"] = "n/a (launch-bound shape)"
-    else:
-        out["bandwidth"] = "met" if row["fwd_gbps"] >= BANDWIDTH_GOAL * peak else "not met"
-    out["memory"] = "met" if row["custom_memory"] <= row["reference_memory"] else "not met"
+def kernel_times(mods: dict[str, ModuleType], x: torch.Tensor, w: torch.Tensor,
+                 go: torch.Tensor, geo: tuple[int, int, int], device: str,
+                 min_run_time: float) -> dict[str, dict[str, float]]:
+    """Each kernel set's forward, grad_input and grad_weight alone, ms."""
+    xd, wd = x.detach(), w.detach()
+    out: dict[str, dict[str, float]] = {}
+    for name, m in mods.items():
+        calls = {"forward": lambda m=m: m.involution_forward(xd, wd, *geo),
+                 "grad_input": lambda m=m: m.involution_grad_input(go, wd, xd.shape, *geo),
+                 "grad_weight": lambda m=m: m.involution_grad_weight(go, xd, wd.shape, *geo)}
+        with torch.no_grad():
+            out[name] = {k: timed_ms(f, device, min_run_time) for k, f in calls.items()}
     return out
 
 
-def predicted(row: dict[str, Any], peak: float) -> tuple[float, float]:
-    """The roofline's forward+backward seconds (custom, reference) for a row at `peak` GB/s."""
-    shape = next(s for s in REDNET50 if s.name == row["shape"])
-    t = traffic(shape, int(row["batch"]), itemsize(str(row["dtype"])))
-    return (roofline_s(t.custom_bytes, t.total_flops, CUSTOM_KERNELS, peak, BANDWIDTH_GOAL),
-            roofline_s(t.reference_bytes, t.total_flops, REFERENCE_KERNELS, peak,
-                       BANDWIDTH_GOAL))
+def measure(shape: Shape, dtype: str, batch: int, device: str, runs: int,
+            min_run_time: float, mods: dict[str, ModuleType],
+            per_kernel: bool) -> dict[str, Any]:
+    """One stage and dtype: fwd+bwd ms of every implementation (alternating rounds), each
+    kernel alone, memory, the new kernels' error, the model's prediction."""
+    x, w, go = shape.inputs(batch, getattr(torch, dtype), device)
+    geo = shape.geometry()
+    impls = implementations(mods)
+    times: dict[str, list[float]] = {k: [] for k in impls}
+    for r in range(runs):  # alternate the order: drift (clocks, other load) favours none
+        order = list(impls) if r % 2 == 0 else list(reversed(impls))
+        for key in order:
+            fn, ctx = impls[key]
+            with ctx():
+                times[key].append(timed_ms(fwd_bwd(fn, x, w, go, geo), device, min_run_time))
+    ms = {k: statistics.median(v) for k, v in times.items()}
+    models = kernel_models(shape, batch, itemsize(dtype))
+    row: dict[str, Any] = {
+        "shape": shape.name, "dtype": dtype, "batch": batch, "ms": ms,
+        "model_ms": {m.kernel: m.seconds * 1e3 for m in models},
+        "model_bound": {m.kernel: m.bound for m in models},
+        "memory": {"new": peak_memory(fwd_bwd(involution, x, w, go, geo), device),
+                   "reference": peak_memory(fwd_bwd(involution_reference, x, w, go, geo),
+                                            device)},
+    }
+    if "new" in mods:
+        with kernels_in_function(mods["new"]):
+            row["errors"] = errors(x, w, go, geo)
+    if per_kernel:
+        row["kernel_ms"] = kernel_times(mods, x, w, go, geo, device, min_run_time)
+        fwd = row["kernel_ms"].get("new", {}).get("forward")
+        if fwd:  # DRAM bytes a forward must move / its time: how far from bandwidth-bound
+            row["fwd_gbps"] = traffic(shape, batch, itemsize(dtype)).fwd_bytes / fwd / 1e6
+    return row
 
 
-def plot(rows: list[dict[str, Any]], peak: float | None, path: str) -> None:
-    """Speedup and forward bandwidth (fraction of peak) per shape and dtype, with the goals."""
+# -- the bundled bench cases (specs/involution.yaml): stride 2, dilation, per phase -------------
+
+
+def bundled_cases(path: Path = BENCH_SPEC) -> list[dict[str, Any]]:
+    """The `bench:` cases of the involution spec: name, x and w shapes, stride/padding/dilation."""
+    import yaml
+
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return [{"name": c["name"], "x": tuple(c["args"][0]["shape"]),
+             "w": tuple(c["args"][1]["shape"]), "geo": tuple(c["args"][2:5])}
+            for c in doc.get("bench", [])]
+
+
+def measure_case(case: dict[str, Any], dtype: str, device: str, min_run_time: float,
+                 mods: dict[str, ModuleType]) -> dict[str, Any]:
+    """ms of forward (graph recorded), backward (retained graph) and both, per implementation."""
+    dt = getattr(torch, dtype)
+    x = torch.randn(case["x"], dtype=dt, device=device, requires_grad=True)
+    w = torch.randn(case["w"], dtype=dt, device=device, requires_grad=True)
+    geo = case["geo"]
+    ms: dict[str, dict[str, float]] = {}
+    for name, (fn, ctx) in implementations(mods).items():
+        with ctx():
+            out = fn(x, w, *geo)
+            go = torch.randn_like(out)
+            ms[name] = {
+                "forward": timed_ms(lambda fn=fn: fn(x, w, *geo), device, min_run_time),
+                "backward": timed_ms(lambda out=out, go=go: torch.autograd.grad(
+                    out, (x, w), go, retain_graph=True), device, min_run_time),
+                "fwd+bwd": timed_ms(fwd_bwd(fn, x, w, go, geo), device, min_run_time)}
+    row = {"case": case["name"], "dtype": dtype, "geometry": list(geo), "ms": ms}
+    if "new" in mods:  # the configs the autotuner chose for this geometry, checked
+        with kernels_in_function(mods["new"]):
+            row["errors"] = errors(x, w, torch.randn_like(involution(x, w, *geo)), geo)
+    return row
+
+
+# -- goals --------------------------------------------------------------------------------------
+
+
+def goal(number: int, subject: str, value: float, target: float, higher: bool, applies: str
+         ) -> dict[str, Any]:
+    met = value >= target if higher else value <= target
+    status = applies or ("met" if met else "not met")
+    return {"goal": number, "subject": subject, "value": value, "target": target,
+            "direction": ">=" if higher else "<=", "status": status}
+
+
+def goals(rows: list[dict[str, Any]], cases: list[dict[str, Any]], device: str,
+          device_name: str) -> list[dict[str, Any]]:
+    """Issue 29's goals over one run's rows; speed goals apply on CUDA only."""
+    na = "" if device == "cuda" else "n/a (a GPU goal)"
+    out = []
+    by = {(r["shape"], r["dtype"]): r for r in rows}
+    for r in rows:
+        new = r["ms"].get("new")
+        if new is None:
+            continue
+        if r["dtype"] == "float32" and r["shape"] in OFFICIAL_H200_MS:
+            target = OFFICIAL_H200_MS[r["shape"]] / OFFICIAL_FACTOR
+            gpu = "" if "H200" in device_name or not device_name else f" (on {device_name})"
+            out.append(goal(1, f"{r['shape']} float32 fwd+bwd ms{gpu}", new, target, False, na))
+        if r["dtype"] in SPEEDUP_DTYPES:
+            out.append(goal(3, f"{r['shape']} {r['dtype']} x unfold reference",
+                            r["ms"]["reference"] / new, SPEEDUP_GOAL, True, na))
+        out.append(goal(5, f"{r['shape']} {r['dtype']} memory new/reference",
+                        r["memory"]["new"] / max(r["memory"]["reference"], 1), 1.0, False, ""))
+    for stage in LARGER_STAGES:
+        f32 = by.get((stage, "float32"))
+        for half in HALF_DTYPES:
+            h = by.get((stage, half))
+            if f32 and h and "new" in f32["ms"] and "new" in h["ms"]:
+                out.append(goal(2, f"{stage} {half} x float32", f32["ms"]["new"] / h["ms"]["new"],
+                                HALF_SPEEDUP_GOAL, True, na))
+    for c in cases:
+        if "new" in c["ms"]:
+            out.extend(goal(4, f"{c['case']} {phase} x reference",
+                            c["ms"]["reference"][phase] / c["ms"]["new"][phase], 1.0, True, na)
+                       for phase in PHASES)
+    return out
+
+
+# -- words --------------------------------------------------------------------------------------
+
+
+def f3(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def ratio(num: float | None, den: float | None) -> str:
+    return f"{num / den:.2f}x" if num and den else "-"
+
+
+def markdown(rows: list[dict[str, Any]], cases: list[dict[str, Any]],
+             table: list[dict[str, Any]], configs: list[dict[str, Any]], header: str) -> str:
+    """Every table of the run: stages, kernels, bundled cases, chosen configs, goals."""
+    lines = [header, "", "### Forward + backward, ms (medians)", "",
+             "| shape | dtype | new | v1 | reference | new vs v1 | reference / new | model "
+             "| new MB | reference MB | max rel. error (out, gx, gw) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        ms = r["ms"]
+        new, v1 = ms.get("new"), ms.get("v1")
+        err = r.get("errors")
+        lines.append(
+            f"| {r['shape']} | {r['dtype']} | {f3(new)} | {f3(v1)} | {f3(ms['reference'])} | "
+            f"{ratio(v1, new)} | "
+            f"{ratio(ms['reference'], new)} | "
+            f"{sum(r['model_ms'].values()):.3f} | {r['memory']['new'] / 1e6:.1f} | "
+            f"{r['memory']['reference'] / 1e6:.1f} | "
+            f"{', '.join(f'{v:.1e}' for v in err.values()) if err else '-'} |")
+    if any("kernel_ms" in r for r in rows):
+        lines += ["", "### Each kernel alone, ms (model: docs/gpu.md)", "",
+                  "| shape | dtype | kernel | new | v1 | model | bound |",
+                  "|---|---|---|---:|---:|---:|---|"]
+        for r in rows:
+            km = r.get("kernel_ms", {})
+            for k in ("forward", "grad_input", "grad_weight"):
+                lines.append(f"| {r['shape']} | {r['dtype']} | {k} | "
+                             f"{f3(km.get('new', {}).get(k))} | {f3(km.get('v1', {}).get(k))} | "
+                             f"{r['model_ms'][k]:.3f} | {r['model_bound'][k]} |")
+    if cases:
+        lines += ["", "### Bundled bench cases (specs/involution.yaml), ms", "",
+                  "| case | dtype | stride, padding, dilation | phase | new | v1 | reference "
+                  "| reference / new | max rel. error (out, gx, gw) |",
+                  "|---|---|---|---|---:|---:|---:|---:|---|"]
+        for c in cases:
+            for phase in PHASES:
+                new = c["ms"].get("new", {}).get(phase)
+                ref = c["ms"]["reference"][phase]
+                err = c.get("errors") if phase == "fwd+bwd" else None
+                lines.append(f"| {c['case']} | {c['dtype']} | {c['geometry']} | {phase} | "
+                             f"{f3(new)} | {f3(c['ms'].get('v1', {}).get(phase))} | {f3(ref)} | "
+                             f"{ratio(ref, new)} | "
+                             f"{', '.join(f'{v:.1e}' for v in err.values()) if err else ''} |")
+    if configs:
+        lines += ["", "### Block sizes the new kernels ran with", "",
+                  "| kernel | dtype | B | C | G | H | K | stride | dilation | BLOCK_P | warps "
+                  "| TILE_W | chosen by |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:"
+                  "|---:|---|"]
+        lines += [f"| {c['kernel']} | {c['dtype']} | {c['B']} | {c['C']} | {c['G']} | "
+                  f"{c['H']} | {c['KH']} | {c['sh']} | {c['dh']} | {c['BLOCK_P']} | "
+                  f"{c['num_warps']} | {c['TILE_W']} | {c['chosen_by']} |" for c in configs]
+    lines += ["", "### Goals (issue 29)", "", "| goal | subject | value | target | status |",
+              "|---:|---|---:|---|---|"]
+    lines += [f"| {g['goal']} | {g['subject']} | {g['value']:.3f} | {g['direction']} "
+              f"{g['target']:.3g} | {g['status']} |" for g in table]
+    return "\n".join(lines)
+
+
+def write_outputs(args: argparse.Namespace, result: dict[str, Any], table: str) -> None:
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    if args.csv:
+        flat = [{"shape": r["shape"], "dtype": r["dtype"], "batch": r["batch"],
+                 **{f"{k}_ms": v for k, v in r["ms"].items()},
+                 **{f"{s}_{k}_ms": v for s, d in r.get("kernel_ms", {}).items()
+                    for k, v in d.items()},
+                 **{f"model_{k}_ms": v for k, v in r["model_ms"].items()}}
+                for r in result["rows"]]
+        fields = list(dict.fromkeys(k for f in flat for k in f)) or ["shape"]
+        with Path(args.csv).open("w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(flat)
+    if args.markdown:
+        Path(args.markdown).write_text(table + "\n", encoding="utf-8")
+    if args.plot:
+        plot(result["rows"], args.plot)
+
+
+def plot(rows: list[dict[str, Any]], path: str) -> None:
+    """fwd+bwd ms per stage and dtype: new, v1, reference (log scale)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     labels = [f"{r['shape'].split('_')[0]}\n{r['dtype']}" for r in rows]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(max(6.0, 0.9 * len(rows)) * 2, 4))
-    left.bar(labels, [r["speedup"] for r in rows])
-    left.axhline(SPEEDUP_GOAL, color="k", linestyle="--", label=f"goal {SPEEDUP_GOAL:g}x")
-    left.set(title="forward+backward speedup over the unfold reference", ylabel="x")
-    left.legend()
-    if peak:
-        right.bar(labels, [r["fwd_gbps"] / peak for r in rows])
-        right.axhline(BANDWIDTH_GOAL, color="k", linestyle="--",
-                      label=f"goal {BANDWIDTH_GOAL:.0%}")
-        right.set(title=f"forward bandwidth / peak ({peak:.0f} GB/s)", ylabel="fraction")
-        right.legend()
-    else:
-        right.bar(labels, [r["fwd_gbps"] for r in rows])
-        right.set(title="forward bandwidth (peak unknown)", ylabel="GB/s")
-    for ax in (left, right):
-        ax.tick_params(axis="x", labelsize=7)
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(rows)) * 1.5, 4))
+    keys = [k for k in ("new", "v1", "reference") if any(k in r["ms"] for r in rows)]
+    width = 0.8 / max(len(keys), 1)
+    for i, k in enumerate(keys):
+        ax.bar([j + i * width for j in range(len(rows))], [r["ms"].get(k, 0) for r in rows],
+               width, label=k)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(rows))], labels, fontsize=7)
+    ax.set(yscale="log", ylabel="ms", title="involution forward+backward")
+    ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
 
-def markdown(rows: list[dict[str, Any]], peak: float | None, peak_note: str) -> str:
-    """The measured table, with the ratio to peak and the goals."""
-    peak_txt = f"{peak:.0f} GB/s ({peak_note})" if peak else peak_note
-    lines = [f"Peak bandwidth: {peak_txt}. Goals: fwd+bwd >= {SPEEDUP_GOAL:g}x the reference "
-             f"({', '.join(SPEEDUP_DTYPES)}), forward >= {BANDWIDTH_GOAL:.0%} of peak at the "
-             "bandwidth-bound shapes, memory <= the reference's.", "",
-             "| shape | dtype | custom ms | predicted | reference ms | predicted | speedup "
-             "| fwd ms | fwd GB/s | of peak | memory MB | reference MB | speedup goal "
-             "| bandwidth goal | memory goal |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|"]
-    for row in rows:
-        ratio = f"{row['fwd_gbps'] / peak:.0%}" if peak else "-"
-        g = row["goals"]
-        pc, pr = (predicted(row, peak) if peak else (None, None))
-        lines.append(
-            f"| {row['shape']} | {row['dtype']} | {row['custom_s'] * 1e3:.3f} | "
-            f"{f'{pc * 1e3:.3f}' if pc else '-'} | {row['reference_s'] * 1e3:.3f} | "
-            f"{f'{pr * 1e3:.3f}' if pr else '-'} | {row['speedup']:.1f}x | "
-            f"{row['fwd_s'] * 1e3:.3f} | {row['fwd_gbps']:.4g} | {ratio} | "
-            f"{row['custom_memory'] / 1e6:.1f} | "
-            f"{row['reference_memory'] / 1e6:.1f} | {g['speedup']} | {g['bandwidth']} | "
-            f"{g['memory']} |")
-    return "\n".join(lines)
-
-
-def write_outputs(args: argparse.Namespace, rows: list[dict[str, Any]], meta: dict[str, Any],
-                  table: str) -> None:
-    if args.json:
-        Path(args.json).write_text(json.dumps({**meta, "rows": rows}, indent=2) + "\n",
-                                   encoding="utf-8")
-    if args.csv:
-        flat = [{k: v for k, v in r.items() if k != "goals"} |
-                {f"goal_{k}": v for k, v in r["goals"].items()} for r in rows]
-        with Path(args.csv).open("w", newline="", encoding="utf-8") as f:
-            writer = csv.DictWriter(f, fieldnames=list(flat[0]) if flat else ["shape"])
-            writer.writeheader()
-            writer.writerows(flat)
-    if args.markdown:
-        Path(args.markdown).write_text(table + "\n", encoding="utf-8")
-    if args.plot:
-        plot(rows, meta["peak_gbps"], args.plot)
-
-
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--predict", action="store_true",
-                        help="print the roofline prediction (docs/gpu.md) and exit")
+                        help="print the model's prediction (docs/gpu.md) and exit")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--dtype", action="append", choices=("float32", "float16", "bfloat16"),
                         help="repeatable (default: float32)")
     parser.add_argument("--shape", action="append", choices=[s.name for s in REDNET50],
                         help="only these shapes (repeatable; default: all four stages)")
     parser.add_argument("--batch", type=int, default=BATCH)
-    parser.add_argument("--repeats", type=int, default=3,
-                        help="alternating rounds of timing per implementation (median reported)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="alternating rounds of fwd+bwd timing per implementation")
     parser.add_argument("--min-run-time", type=float, default=0.2,
-                        help="seconds per blocked_autorange")
-    parser.add_argument("--peak-gbps", type=float, default=None,
-                        help="the GPU's peak DRAM bandwidth, GB/s (default: by device name)")
+                        help="CPU: seconds per blocked_autorange")
+    parser.add_argument("--kernels", action="append", choices=("new", "v1"),
+                        help="kernel sets in the Function (repeatable; default on CUDA: new "
+                        "and v1, the issue-24 kernels; on CPU none: the Function's torch path)")
+    parser.add_argument("--no-cases", action="store_true",
+                        help="skip the bundled bench cases of specs/involution.yaml")
     parser.add_argument("--goals", action="store_true",
                         help="exit 1 when a goal that applies is not met")
-    parser.add_argument("--json", help="also write the rows as JSON here")
-    parser.add_argument("--csv", help="also write the rows as CSV here")
-    parser.add_argument("--markdown", help="also write the table as Markdown here")
-    parser.add_argument("--plot", help="also write a PNG of speedups and bandwidth here "
-                        "(needs matplotlib)")
+    parser.add_argument("--json", help="also write everything as JSON here")
+    parser.add_argument("--csv", help="also write the stage rows as CSV here")
+    parser.add_argument("--markdown", help="also write the tables as Markdown here")
+    parser.add_argument("--plot", help="also write a PNG of the times here (needs matplotlib)")
     args = parser.parse_args(argv)
     if args.device == "cuda" and not args.predict and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device")
@@ -389,36 +627,56 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Every measurement of the run, as one JSON-able dict."""
+    dtypes = tuple(args.dtype or ("float32",))
+    shapes = [s for s in REDNET50 if not args.shape or s.name in args.shape]
+    names = tuple(args.kernels or (("new", "v1") if args.device == "cuda" else ()))
+    mods = kernel_modules(names)
+    name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
+    print(f"torch {torch.__version__}, {args.device} ({name}), batch {args.batch}, kernels "
+          f"{', '.join(names) or 'none (torch path)'}", flush=True)
+    rows = []
+    for dtype in dtypes:
+        for shape in shapes:
+            rows.append(measure(shape, dtype, args.batch, args.device, args.repeats,
+                                args.min_run_time, mods, per_kernel=bool(mods)))
+            ms = rows[-1]["ms"]
+            print(f"  {shape.name} {dtype}: " + ", ".join(f"{k} {v:.3f} ms"
+                                                         for k, v in ms.items()), flush=True)
+    cases = [] if args.no_cases else [
+        measure_case(c, "float32", args.device, args.min_run_time, mods)
+        for c in bundled_cases()]
+    configs: list[dict[str, Any]] = []
+    if "new" in mods:
+        configs = mods["new"].chosen_configs()
+    return {"torch": torch.__version__, "device": args.device, "device_name": name,
+            "batch": args.batch, "kernels": list(names), "rows": rows, "cases": cases,
+            "configs": configs, "goals": goals(rows, cases, args.device, name),
+            "shapes": [asdict(s) for s in shapes]}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.predict:
         print(prediction_table())
         return 0
-    dtypes = tuple(args.dtype or ("float32",))
-    shapes = [s for s in REDNET50 if not args.shape or s.name in args.shape]
-    name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
-    if args.peak_gbps:
-        peak, note = args.peak_gbps, "--peak-gbps"
-    elif args.device == "cuda":
-        peak, note = peak_gbps(name)
-    else:
-        peak, note = None, "CPU: no peak bandwidth"
-    print(f"torch {torch.__version__}, {args.device} ({name}), batch {args.batch}, "
-          f"{args.repeats} alternating rounds, min_run_time {args.min_run_time}s")
-    rows: list[dict[str, Any]] = []
-    for dtype in dtypes:
-        for shape in shapes:
-            row = measure(shape, dtype, args.batch, args.device, args.repeats, args.min_run_time)
-            rows.append(row | {"goals": goals(row, peak, note, args.device)})
-            print(f"  {shape.name} {dtype}: speedup {row['speedup']:.2f}x", flush=True)
-    table = markdown(rows, peak, note)
+    result = run(args)
+    peak, _ = peak_gbps(result["device_name"])
+    bw = "; ".join(f"{r['shape']} {r['dtype']} {r['fwd_gbps']:.0f} GB/s"
+                   + (f" ({r['fwd_gbps'] / peak:.0%} of peak)" if peak else "")
+                   for r in result["rows"] if "fwd_gbps" in r)
+    header = (f"{result['device_name']}, torch {result['torch']}, batch {result['batch']}; "
+              f"goal (1) compares with the official kernels' H200 figures / {OFFICIAL_FACTOR}; "
+              f"goal (2)'s larger stages: {', '.join(LARGER_STAGES)} (largest activations); "
+              "goal 5: peak memory at most the reference's."
+              + (f" New forward kernel, DRAM bytes / time: {bw}." if bw else ""))
+    table = markdown(result["rows"], result["cases"], result["goals"], result["configs"],
+                     header)
     print(table)
-    meta = {"torch": torch.__version__, "device": args.device, "device_name": name,
-            "peak_gbps": peak, "peak_source": note,
-            "shapes": [asdict(s) | {"groups": s.groups} for s in shapes]}
-    write_outputs(args, rows, meta, table)
-    missed = [f"{r['shape']} {r['dtype']} {k}" for r in rows for k, v in r["goals"].items()
-              if v == "not met"]
+    write_outputs(args, result, table)
+    missed = [f"({g['goal']}) {g['subject']}" for g in result["goals"]
+              if g["status"] == "not met"]
     print(f"goals not met: {', '.join(missed)}" if missed else "goals: all that apply met")
     return 1 if args.goals and missed else 0
 

@@ -9,9 +9,11 @@ Phases, each a subprocess with its own timeout (their sum stays under TOTAL_LIMI
   tests       pytest -m cuda (the tests that need a GPU; skipped elsewhere)
   check       gradlab check specs/ --device cuda (each spec's declared dtypes)
   bench       gradlab bench specs/involution.yaml --device cuda
-  involution  benchmarks/bench_involution.py: the issue-24 goals against the unfold reference
-Every phase runs even when an earlier one failed; the exit status is 1 when any failed (stderr
-names them), 2 for a usage error or no CUDA device, 0 otherwise.  docs/gpu.md says what to expect.
+  involution  benchmarks/bench_involution.py: the issue-29 goals; new vs v1 kernels vs unfold
+Every phase runs even when an earlier one failed; a phase whose packages are missing is skipped
+(stderr names the package) and the others run; the exit status is 1 when any failed or was
+skipped (stderr names them), 2 for a usage error or no CUDA device, 0 otherwise.  docs/gpu.md
+says what to expect.
 """
 
 from __future__ import annotations
@@ -36,12 +38,18 @@ sys.path.insert(0, str(ROOT))  # gradlab from this checkout, installed or not
 #: The whole run must fit in ten minutes on one GPU (issue 24): the phases' timeouts add up to
 #: less, leaving time for starting Python and writing the summary.
 TOTAL_LIMIT_S = 600
-#: tests: 108 cuda-marked tests today, 86 of them the RedNet layer list at batch up to 64 in
-#: three dtypes and two layouts (about 50 Triton compiles, then 516 checks against a float64
-#: reference): the largest share.  check: the bundled specs take about 3 s of work on the CPU
-#: (small tensors: a GPU mostly adds launch latency), so 100 s leaves room for the worker's
-#: start and a slow first CUDA context.
-TIMEOUTS_S = {"env": 20, "tests": 240, "check": 100, "bench": 80, "involution": 120}
+#: tests: about 120 cuda-marked tests, 86 of them the RedNet layer list at batch up to 64 in
+#: three dtypes and two layouts (516 checks against a float64 reference), 6 every autotuning
+#: candidate of the involution kernels; run by XDIST_WORKERS processes, which compile the Triton
+#: variants side by side (and leave them in Triton's cache for the involution phase).  check:
+#: the bundled specs take about 3 s of work on the CPU (small tensors: a GPU mostly adds launch
+#: latency), so 100 s leaves room for the worker's start and a slow first CUDA context.
+#: involution: four stages x three dtypes x three implementations, the kernels alone, the
+#: bundled cases, and the autotuning of each new kernel (up to 6 candidates per shape).
+TIMEOUTS_S = {"env": 20, "tests": 180, "check": 100, "bench": 80, "involution": 180}
+#: pytest-xdist workers for the tests phase (when xdist is there): compiles run in parallel;
+#: the largest RedNet shapes hold some 8 GB of GPU memory each.
+XDIST_WORKERS = 4
 PHASES = tuple(TIMEOUTS_S)
 #: `gradlab check` stops starting cases this long before the phase's timeout, so a slow run
 #: still writes its report (the run then fails, as a budget stop does).
@@ -68,6 +76,8 @@ class Phase:
     timeout_s: int
     steps: tuple[Step, ...]
     notes: tuple[str, ...]  # what the dry run lists: specs, dtypes, tests, outputs
+    #: modules the phase imports (module: package); one missing skips the phase
+    needs: tuple[tuple[str, str], ...] = ()
 
 
 def slug(text: str) -> str:
@@ -89,15 +99,27 @@ def has_module(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
-#: What the phases import (module: the package that provides it).  Offline, with no index to
-#: install from, they must be there already (the system's site-packages count).
-REQUIRED = {"pytest": "pytest", "xdist": "pytest-xdist", "typer": "typer", "rich": "rich",
-            "yaml": "pyyaml", "pandas": "pandas"}
+#: What each phase imports (module, the package that provides it).  Offline, with no index to
+#: install from, they must be there already (the system's site-packages count); a phase whose
+#: package is missing is skipped, the others run.  Optional: pytest-xdist (the tests run in one
+#: process without it), matplotlib (no plots), junitparser and hypothesis (the tests that use
+#: them skip).
+GRADLAB_NEEDS = (("typer", "typer"), ("rich", "rich"), ("yaml", "pyyaml"), ("pandas", "pandas"))
+NEEDS = {"env": (), "tests": (("pytest", "pytest"), *GRADLAB_NEEDS),
+         "check": GRADLAB_NEEDS, "bench": GRADLAB_NEEDS,
+         "involution": (("yaml", "pyyaml"), ("triton", "triton"))}
 
 
-def missing_modules() -> list[str]:
-    """The packages of REQUIRED that cannot be imported here."""
-    return [pkg for module, pkg in REQUIRED.items() if not has_module(module)]
+def missing_modules(needs: tuple[tuple[str, str], ...] = tuple(
+        dict.fromkeys(n for v in NEEDS.values() for n in v))) -> list[str]:
+    """The packages of `needs` (default: every phase's) that cannot be imported here."""
+    return [pkg for module, pkg in needs if not has_module(module)]
+
+
+def cuda_test_files() -> list[Path]:
+    """The test files carrying the cuda marker: the tests phase collects only these."""
+    return [p for p in sorted((ROOT / "tests").rglob("*.py"))
+            if CUDA_MARK.search(p.read_text(encoding="utf-8"))]
 
 
 def cuda_tests() -> list[str]:
@@ -136,6 +158,8 @@ def plan(out: Path, python: str = sys.executable) -> list[Phase]:
     py, gradlab = (python,), (python, "-m", "gradlab")
     plots = ("--plots",) if has_module("matplotlib") else ()
     plot_note = ["plots: PNGs under plots/" if plots else "plots: none (matplotlib missing)"]
+    # without xdist, "-n 0" would be an unknown option: pytest runs in this process
+    xdist = str(XDIST_WORKERS) if has_module("xdist") else "0"
     env, tests, check, bench, inv = (out / p for p in PHASES)
     budget = TIMEOUTS_S["check"] - CHECK_REPORT_MARGIN_S
     return [
@@ -146,18 +170,20 @@ def plan(out: Path, python: str = sys.executable) -> list[Phase]:
                  env / "versions.log")), ("writes versions.json: python, torch, CUDA, cuDNN, "
                                           "triton, gradlab, git commit, GPUs",)),
         Phase("tests", TIMEOUTS_S["tests"], (
-            Step((*py, "-m", "pytest", "-m", "cuda", "-n", "0", "-p", "no:cacheprovider", "-rs",
-                  f"--junitxml={tests / 'junit.xml'}", str(ROOT / "tests")),
-                 tests / "pytest.log"),), tuple(cuda_tests())),
+            Step((*py, "-m", "pytest", "-m", "cuda", "-n", xdist, "-p", "no:cacheprovider",
+                  "-rs", f"--junitxml={tests / 'junit.xml'}",
+                  *(str(f) for f in cuda_test_files())),
+                 tests / "pytest.log"),), (*cuda_tests(), f"pytest-xdist workers: {xdist}"),
+            NEEDS["tests"]),
         Phase("check", TIMEOUTS_S["check"], (
             Step((*gradlab, "check", str(SPECS), "--device", "cuda", "--report-dir", str(check),
                   "--junit", str(check / "junit.xml"), "--summary-md", str(check / "summary.md"),
                   "--budget", str(budget), *plots), check / "check.log"),),
-            (*spec_notes(bench=False), *plot_note)),
+            (*spec_notes(bench=False), *plot_note), NEEDS["check"]),
         Phase("bench", TIMEOUTS_S["bench"], (
             Step((*gradlab, "bench", str(BENCH_SPEC), "--device", "cuda", "--report-dir",
                   str(bench), "--junit", str(bench / "junit.xml"), *plots), bench / "bench.log"),),
-            (*spec_notes(bench=True), *plot_note)),
+            (*spec_notes(bench=True), *plot_note), NEEDS["bench"]),
         Phase("involution", TIMEOUTS_S["involution"], (
             Step((*py, str(ROOT / "benchmarks" / "bench_involution.py"), "--device", "cuda",
                   *(a for d in INVOLUTION_DTYPES for a in ("--dtype", d)), "--goals",
@@ -165,7 +191,9 @@ def plan(out: Path, python: str = sys.executable) -> list[Phase]:
                   "--markdown", str(inv / "involution.md"),
                   *(("--plot", str(inv / "involution.png")) if plots else ())),
                  inv / "involution.log"),),
-            (f"dtypes {', '.join(INVOLUTION_DTYPES)}; RedNet-50 stage shapes (docs/gpu.md)",)),
+            (f"dtypes {', '.join(INVOLUTION_DTYPES)}; RedNet-50 stage shapes and the bundled "
+             "bench cases (docs/gpu.md); kernels new and v1 (issue 24's) beside the unfold "
+             "reference",), NEEDS["involution"]),
     ]
 
 
@@ -218,7 +246,14 @@ def run_step(step: Step, deadline: float) -> str:
 
 
 def run_phase(phase: Phase) -> dict[str, object]:
-    """Run a phase's steps in order (stopping at the first failure) within its timeout."""
+    """Run a phase's steps in order (stopping at the first failure) within its timeout; skip
+    it, saying which package is missing, when it cannot import what it needs."""
+    missing = missing_modules(phase.needs)
+    if missing:
+        problem = f"skipped: missing package(s) {', '.join(missing)}"
+        print(f"gpu: {phase.name}: {problem}", flush=True)
+        return {"phase": phase.name, "status": "skipped", "problem": problem, "seconds": 0.0,
+                "timeout_s": phase.timeout_s, "logs": []}
     start = time.monotonic()
     problem = ""
     for step in phase.steps:
@@ -264,7 +299,8 @@ def dry_run(phases: list[Phase], out: Path, gpu: str | None, why_none: str) -> i
     print(f"output folder: {out}")
     print(f"GPU: {gpu}" if gpu else f"GPU: none ({why_none}); a real run would exit 2")
     missing = missing_modules()
-    packages = f"MISSING {', '.join(missing)} (a real run would exit 2)" if missing else "there"
+    packages = (f"MISSING {', '.join(missing)} (a real run skips the phases that need them)"
+                if missing else "there")
     triton = "there" if has_module("triton") else "MISSING (involution runs its torch path)"
     print(f"packages the phases import: {packages}; triton: {triton}")
     total = sum(p.timeout_s for p in phases)
@@ -310,17 +346,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu: no CUDA device ({why_none}); `bash scripts/dev.sh gpu --dry-run` shows "
               "the plan", file=sys.stderr)
         return 2
-    if missing_modules():
-        print(f"gpu: missing package(s): {', '.join(missing_modules())} (offline? install them "
-              "into the system Python the venv sees)", file=sys.stderr)
-        return 2
+    for p in phases:
+        if missing_modules(p.needs):
+            print(f"gpu: phase {p.name} will be skipped: missing package(s) "
+                  f"{', '.join(missing_modules(p.needs))} (offline? install them into the "
+                  "system Python the venv sees)", file=sys.stderr)
     out.mkdir(parents=True, exist_ok=True)
     print(f"gpu: {gpu} -> {out}", flush=True)
     results = [run_phase(p) for p in phases]
     summarize(out, results)
     failed = [f"{r['phase']} ({r['problem']})" for r in results if r["status"] != "passed"]
     if failed:
-        print(f"gpu: FAILED phase{'s' * (len(failed) > 1)}: {'; '.join(failed)}; see "
+        print(f"gpu: FAILED or skipped phase{'s' * (len(failed) > 1)}: {'; '.join(failed)}; see "
               f"{out / 'summary.md'}", file=sys.stderr)
         return 1
     print(f"gpu: every phase passed; see {out / 'summary.md'}")

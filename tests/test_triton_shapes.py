@@ -28,6 +28,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the subprocess runs this file as a script
     sys.path.insert(0, str(ROOT))
 
+from gradlab.kernels.involution_launch import (  # noqa: E402
+    CONFIGS,
+    default_config,
+    launch_config,
+    tuning_candidates,
+)
 from gradlab.kernels.involution_shapes import (  # noqa: E402
     DTYPES,
     KERNELS,
@@ -37,7 +43,6 @@ from gradlab.kernels.involution_shapes import (  # noqa: E402
     all_batch_shapes,
     launch_plans,
 )
-from gradlab.kernels.involution_triton import launch_config  # noqa: E402
 
 #: The interpreter subprocess: torch + triton imports and a few dozen small launches.
 SUBPROCESS_TIMEOUT_S = 300
@@ -45,8 +50,8 @@ SUBPROCESS_TIMEOUT_S = 300
 #: Reduced shapes for the interpreter, each with its dtype and layout: G = C/16 as in RedNet,
 #: and sizes chosen for the masks (test_reduced_shapes_exercise_the_masks says which).
 REDUCED: tuple[tuple[InvolutionShape, str, str], ...] = (
-    (InvolutionShape(1, 32, 3, 17), "float16", "channels_last"),     # 289 px: 2 blocks of 256
-    (InvolutionShape(2, 16, 7, 9), "bfloat16", "channels_last"),     # 81 px: 2 blocks of 64
+    (InvolutionShape(1, 32, 3, 17), "float16", "channels_last"),     # 289 px: 3 blocks of 128
+    (InvolutionShape(2, 16, 7, 9), "bfloat16", "channels_last"),     # 81 px: 1 block of 128
     (InvolutionShape(1, 16, 7, 13, stride=2), "float32", "channels_last"),
     (InvolutionShape(2, 16, 3, 11, stride=2), "float32", "contiguous"),
     (InvolutionShape(1, 48, 3, 7), "float16", "contiguous"),         # G = 3, one partial block
@@ -67,10 +72,10 @@ def test_every_rednet_launch_stays_within_cuda_limits() -> None:
     for shape in all_batch_shapes():
         for plan in launch_plans(shape):
             problems += [f"{shape.name} {plan.kernel}: {p}" for p in plan.problems()]
-            largest = max(largest, (plan.grid[0], f"{shape.name} {plan.kernel}"))
+            largest = max(largest, (plan.grid[0], f"{shape.name} {plan.kernel} {plan.block_p}"))
     assert not problems, problems[:10]
-    # the largest grid: batch 64, 1024 channels (64 groups), 56x56, K=7 (64-pixel blocks)
-    assert largest[0] == 64 * 64 * 49 and largest[1].startswith("b64-c1024-k7-56x56"), largest
+    # the largest grid: batch 64, 1024 channels (64 groups), 56x56, 64-pixel blocks
+    assert largest[0] == 64 * 64 * 49 and largest[1].startswith("b64-c1024-"), largest
 
 
 def test_a_launch_beyond_the_limits_is_reported() -> None:
@@ -80,13 +85,21 @@ def test_a_launch_beyond_the_limits_is_reported() -> None:
     assert any(p.startswith("channel_index") for p in problems), problems
 
 
-def test_block_sizes_are_powers_of_two_within_one_tile() -> None:
-    assert launch_config(9, 100, 1, 1)[1:] == (16, 256)  # K=3: 9 taps padded to 16
-    assert launch_config(49, 100, 1, 1)[1:] == (64, 64)  # K=7: 49 taps padded to 64
-    for taps in range(1, 122):
-        _, kk_pad, block_p = launch_config(taps, 1, 1, 1)
-        assert kk_pad >= taps and kk_pad & (kk_pad - 1) == 0 and block_p & (block_p - 1) == 0
-        assert kk_pad * block_p <= 4096 or block_p == 16
+def test_block_sizes_are_powers_of_two_and_keep_channels_in_a_thread() -> None:
+    assert default_config(7, 7) == (64, 2, 0)  # stage 4: 7x7 in one block
+    assert default_config(56, 56) == (128, 4, 0)
+    assert tuning_candidates(7, 7) == [(64, 2, 0)]  # one candidate: nothing to time
+    assert tuning_candidates(56, 56) == list(CONFIGS)
+    assert all(tw <= 16 for _, _, tw in tuning_candidates(14, 14))  # no 32-wide tile on 14
+    for bp, warps, tw in (*CONFIGS, default_config(1, 1), default_config(1000, 1000)):
+        assert bp & (bp - 1) == 0 and bp >= 32 * warps and bp % max(tw, 1) == 0, (bp, warps)
+    # RedNet's 16 channels a group: one channel block; grad_weight never splits a group
+    assert launch_config("forward", 10, 10, 2, 3, 16, 64).grid == (2 * 2 * 3, 1, 1)
+    assert launch_config("forward", 10, 10, 2, 3, 48, 64).grid == (2 * 2 * 3 * 2, 1, 1)
+    assert launch_config("grad_weight", 10, 10, 2, 3, 48, 64).grid == (2 * 2 * 3, 1, 1)
+    assert launch_config("forward", 10, 10, 2, 3, 5, 64).block_c == 8
+    # 2-D tiles: 4 x 32 on 56 x 56 is 14 tile rows x 2 tile columns
+    assert launch_config("forward", 56, 56, 1, 1, 16, 128, 32).n_pb == 14 * 2
 
 
 def test_the_gpu_list_covers_the_rednet_grid() -> None:
@@ -98,12 +111,12 @@ def test_the_gpu_list_covers_the_rednet_grid() -> None:
 
 
 def test_reduced_shapes_exercise_the_masks() -> None:
-    """Both kernel sizes pad their taps (9 of 16, 49 of 64); each meets a partial last pixel
-    block and several blocks per image; channels_last, float16, bfloat16 and stride 2 occur."""
+    """Both kernel sizes meet a partial last pixel block and several blocks per image at the
+    default block size; channels_last, float16, bfloat16 and stride 2 occur."""
     for k in KERNELS:
         mine = [(s, d, lay) for s, d, lay in REDUCED if s.kernel == k]
-        blocks = [(n, launch_config(k * k, n, 1, 1)[2]) for s, _, _ in mine
-                  for n in (s.out_size ** 2, s.size ** 2)]
+        blocks = [(n * n, default_config(n, n)[0]) for s, _, _ in mine
+                  for n in (s.out_size, s.size)]
         assert any(n % b for n, b in blocks), k
         assert any(n > b for n, b in blocks), k
         assert {lay for _, _, lay in mine} == set(LAYOUTS), k
@@ -133,17 +146,20 @@ def make_case(shape: InvolutionShape, dtype: str, layout: str, device: str
     return x, w, go
 
 
-def check_shape(shape: InvolutionShape, dtype: str, layout: str, device: str) -> None:
+def check_shape(shape: InvolutionShape, dtype: str, layout: str, device: str,
+                config: tuple[int, int, int] | None = None) -> None:
     """The three kernels on one shape against the unfold reference in float64 (on the same
     rounded inputs), compared on the first, middle and last batch element: the last has the
-    largest offsets, and a float64 unfold of a whole batch of 64 would need tens of GB."""
+    largest offsets, and a float64 unfold of a whole batch of 64 would need tens of GB.
+    `config` (BLOCK_P, num_warps) for all three kernels; None: the launchers' choice."""
     import gradlab.ops.involution as inv
     from gradlab.kernels import involution_triton as kt
 
     x, w, go = make_case(shape, dtype, layout, device)
     geo = (shape.stride, shape.padding, 1)
-    got = (kt.involution_forward(x, w, *geo), kt.involution_grad_input(go, w, x.shape, *geo),
-           kt.involution_grad_weight(go, x, w.shape, *geo))
+    got = (kt.involution_forward(x, w, *geo, config=config),
+           kt.involution_grad_input(go, w, x.shape, *geo, config=config),
+           kt.involution_grad_weight(go, x, w.shape, *geo, config=config))
     idx = torch.tensor(sorted({0, shape.batch // 2, shape.batch - 1}), device=device)
     xr, wr = (t[idx].double().requires_grad_() for t in (x, w))
     out = inv.involution_reference(xr, wr, *geo)
@@ -157,15 +173,28 @@ def check_shape(shape: InvolutionShape, dtype: str, layout: str, device: str) ->
                                    msg=lambda m, w=where: f"{w}: {m}")  # type: ignore[misc]
 
 
+#: Every autotuning candidate, interpreted on one shape with partial and several blocks (a 17x17
+#: image: 289 pixels) and several groups.
+CONFIG_SHAPE = (InvolutionShape(1, 48, 3, 17), "float32", "contiguous")
+
+
+def config_id(config: tuple[int, int, int]) -> str:
+    return f"config-{config[0]}x{config[1]}-tile{config[2]}"
+
+
 def run_reduced() -> dict[str, str]:
     """Every reduced check in this process (TRITON_INTERPRET=1 set): name -> 'ok' | error."""
-    return {reduced_id(item): error_of(item) or "ok" for item in REDUCED}
+    results = {reduced_id(item): error_of(item) or "ok" for item in REDUCED}
+    for config in CONFIGS:
+        results[config_id(config)] = error_of(CONFIG_SHAPE, config) or "ok"
+    return results
 
 
-def error_of(item: tuple[InvolutionShape, str, str]) -> str:
+def error_of(item: tuple[InvolutionShape, str, str],
+             config: tuple[int, int, int] | None = None) -> str:
     """The traceback of one reduced check on the CPU, '' when it passes."""
     try:
-        check_shape(*item, device="cpu")
+        check_shape(*item, device="cpu", config=config)
     except Exception:
         return traceback.format_exc(limit=3)
     return ""
@@ -196,11 +225,44 @@ def test_reduced_shapes_interpreted(interpreted: dict[str, str],
         pytest.fail(result, pytrace=False)
 
 
+@pytest.mark.triton
+@pytest.mark.xdist_group("triton_shapes")
+@pytest.mark.parametrize("config", CONFIGS, ids=config_id)
+def test_every_config_interpreted(interpreted: dict[str, str],
+                                  config: tuple[int, int, int]) -> None:
+    result = interpreted.get(config_id(config), "missing from the subprocess output")
+    if result != "ok":
+        pytest.fail(result, pytrace=False)
+
+
+#: Shapes every autotuning candidate runs on, on the GPU: stage 1 (a pixel count divisible by
+#: 16) and stage 3 (not: triton compiles each apart), batch 2, the variants the benchmark's
+#: autotuner compiles at the stages (stage 4 has one candidate, the default).  Stride 2 and
+#: K = 3 run every candidate under the interpreter and the default on the GPU (RedNet list).
+GPU_CONFIG_SHAPES = (InvolutionShape(2, 64, 7, 56), InvolutionShape(2, 256, 7, 14))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("config", CONFIGS, ids=config_id)
+def test_every_config_on_the_gpu(config: tuple[int, int, int]) -> None:
+    """Whatever the autotuner picks is correct: each candidate on a few shapes and dtypes."""
+    pytest.importorskip("triton")
+    for shape in GPU_CONFIG_SHAPES:
+        for dtype in DTYPES:
+            check_shape(shape, dtype, "contiguous", "cuda", config=config)
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("shape", REDNET_SHAPES, ids=lambda s: s.name)
-def test_rednet_shapes_on_the_gpu(shape: InvolutionShape) -> None:
-    """The compiled kernels at every RedNet shape, dtype and layout (the GPU command)."""
+def test_rednet_shapes_on_the_gpu(shape: InvolutionShape, monkeypatch: pytest.MonkeyPatch
+                                  ) -> None:
+    """The compiled kernels at every RedNet shape, dtype and layout (the GPU command), at the
+    default block sizes (autotuning 86 shapes x 3 dtypes would take minutes; every candidate
+    is checked by test_every_config_on_the_gpu)."""
     pytest.importorskip("triton")
+    from gradlab.kernels.involution_launch import AUTOTUNE_ENV
+
+    monkeypatch.setenv(AUTOTUNE_ENV, "0")
     for dtype in DTYPES:
         for layout in LAYOUTS:
             check_shape(shape, dtype, layout, "cuda")

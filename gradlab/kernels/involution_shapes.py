@@ -6,9 +6,10 @@ marked `cuda`): every channel count C in {64, ..., 1024} with G = C/16 groups, k
 (the first involution of stages 2-4).  Each runs in float32, float16 and bfloat16, on contiguous
 and channels_last inputs (DTYPES, LAYOUTS).
 
-`launch_plans` is plain Python (no triton, no GPU): the grid, padded tap count and pixel block
-of each kernel's launch, and the largest values the kernels compute in int32, so a test checks
-them against CUDA's limits for every batch size 1..64 without launching anything.
+`launch_plans` is plain Python (no triton, no GPU): the grid, channel block and pixel block of
+each kernel's launch at every block size it may run with, and the largest values the kernels
+compute in int32, so a test checks them against CUDA's limits for every batch size 1..64
+without launching anything.
 """
 
 from __future__ import annotations
@@ -17,7 +18,11 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from gradlab.kernels.involution_triton import launch_config
+from gradlab.kernels.involution_launch import (
+    default_config,
+    launch_config,
+    tuning_candidates,
+)
 
 #: RedNet's involution: C/16 channels share one per-pixel kernel (group_channels = 16).
 GROUP_CHANNELS = 16
@@ -90,15 +95,20 @@ REDNET_SHAPES: tuple[InvolutionShape, ...] = tuple(
 
 @dataclass(frozen=True)
 class LaunchPlan:
-    """One kernel's launch on one shape, and the largest int32 values it computes."""
+    """One kernel's launch on one shape at one block size, and the largest int32 values it
+    computes."""
 
     kernel: str
     grid: tuple[int, int, int]
-    kk_pad: int
+    block_c: int
     block_p: int
+    num_warps: int
+    #: 0: flattened pixel blocks; else 2-D tiles this many columns wide
+    tile_w: int
     #: name -> the largest value of an int32 expression in the kernel
     int32_max: dict[str, int]
-    #: masked-off pixel lanes of the last block (negative: pixels no program covers)
+    #: masked-off pixel lanes (negative: pixels no program covers): a flattened block's tail, a
+    #: tile's ragged right and bottom edges
     spare_lanes: int
 
     def problems(self) -> list[str]:
@@ -107,31 +117,42 @@ class LaunchPlan:
                in enumerate(zip(self.grid, CUDA_GRID_LIMITS, strict=True)) if n > lim]
         out += [f"{name} = {v} >= 2^31" for name, v in self.int32_max.items()
                 if v >= INT32_LIMIT]
-        if not 0 <= self.spare_lanes < self.block_p:
-            out.append(f"the pixel blocks leave {self.spare_lanes} lanes (want 0..block - 1)")
-        if self.kk_pad & (self.kk_pad - 1) or self.block_p & (self.block_p - 1):
-            out.append(f"tile {self.kk_pad} x {self.block_p} is not powers of two")
+        if self.spare_lanes < 0 or (self.tile_w == 0 and self.spare_lanes >= self.block_p):
+            out.append(f"the pixel blocks leave {self.spare_lanes} lanes (want 0..block - 1 "
+                       "flattened, >= 0 tiled)")
+        if self.block_c & (self.block_c - 1) or self.block_p & (self.block_p - 1):
+            out.append(f"tile {self.block_c} x {self.block_p} is not powers of two")
+        if self.block_p < 32 * self.num_warps:
+            out.append(f"{self.block_p} pixels over {self.num_warps} warps: the channel axis "
+                       "would cross threads")
         return out
 
 
 def launch_plans(shape: InvolutionShape) -> list[LaunchPlan]:
-    """The forward, grad_input and grad_weight launches of one shape (as the launchers
-    compute them, through involution_triton.launch_config)."""
+    """The forward, grad_input and grad_weight launches of one shape at every block size the
+    launchers may pick (default_config and each autotuning candidate), as they compute them
+    through involution_launch.launch_config."""
     b, c, h, o, k = shape.batch, shape.channels, shape.size, shape.out_size, shape.kernel
+    cpg = c // shape.groups
     plans = []
-    for kernel, n_pixels in (("forward", o * o), ("grad_input", h * h), ("grad_weight", o * o)):
-        n_programs, kk_pad, block_p = launch_config(k * k, n_pixels, b, shape.groups)
-        n_pb = n_programs // (b * shape.groups)  # pixel blocks per (batch, group), as launched
-        int32_max = {
-            "program_id": n_programs - 1,
-            # b * C + g * CPG + cc, before the cast to int64
-            "channel_index": b * c - 1,
-            # k * n_out + p over the padded tile (masked lanes included)
-            "tile_offset": kk_pad * max(n_pb * block_p, o * o),
-            "pixel_offset": h * h + (h + 2 * shape.padding) * k,
-        }
-        plans.append(LaunchPlan(kernel, (n_programs, 1, 1), kk_pad, block_p, int32_max,
-                                n_pb * block_p - n_pixels))
+    for kernel, side in (("forward", o), ("grad_input", h), ("grad_weight", o)):
+        for block_p, warps, tile_w in sorted({default_config(side, side),
+                                              *tuning_candidates(side, side)}):
+            lc = launch_config(kernel, side, side, b, shape.groups, cpg, block_p, tile_w)
+            covered = lc.n_pb * block_p
+            int32_max = {
+                "program_id": lc.grid[0] - 1,
+                # b * C + g * CPG, before the cast to int64
+                "channel_index": b * c - 1,
+                # channel-in-block * plane + pixel (masked lanes included), x/go/out planes
+                "plane_offset": lc.block_c * max(h * h, o * o) + covered,
+                # tap * n_out + pixel in the w row (masked lanes included)
+                "w_offset": k * k * max(o * o, covered),
+                # a tap's input offset: row * W + column, halo included
+                "pixel_offset": (h + 2 * shape.padding) * (h + 2 * shape.padding),
+            }
+            plans.append(LaunchPlan(kernel, lc.grid, lc.block_c, block_p, warps, tile_w,
+                                    int32_max, covered - side * side))
     return plans
 
 

@@ -3,25 +3,50 @@
 Layout: x [B, C, H, W], per-pixel kernels w [B, G, KH, KW, Ho, Wo], out [B, C, Ho, Wo]; channel c
 uses group c // (C // G).
 
-Every program owns one (batch, group) pair and a block of pixels.  It keeps the whole
-[KH*KW, BLOCK_P] tile of per-pixel kernels (or of their gradients) in registers and loops over the
-C // G channels of its group, so w, the largest operand (K² values per pixel and group), is read or
-written exactly once.  No program writes another's outputs: there are no atomics and the results
-are deterministic run to run.
+The design (issue 29): every program owns one (batch, group) pair, a block of BLOCK_C channels of
+that group and a block of BLOCK_P pixels, and loops statically over the KH*KW taps.
 
-Sizes, strides, paddings and dilations are runtime ints; only the kernel size, the padded tap
-count, the block size and the accumulator dtype are constexpr, so a new image size or batch size
-does not compile a new kernel (beyond Triton's own int specialisation).  Accumulation is in float32
-for 16- and 32-bit inputs and in float64 for float64.  On CPU tensors the kernels run under
-TRITON_INTERPRET=1, which must be set before triton is first imported.
+- forward: an accumulator tile [BLOCK_C, BLOCK_P]; per tap, one contiguous row of w
+  (w[b, g, k, pixels], shared by the BLOCK_C channels) and one gathered [BLOCK_C, BLOCK_P] tile of
+  x, multiplied and added.  No reduction across threads: each thread owns its pixels and all their
+  channels.  The x window of a pixel block (the block plus its halo) is read once from DRAM and
+  K² times from L1, so the bound is load issue and L1, not DRAM (docs/gpu.md).
+- grad_input: the transposed involution as a gather (no atomics): input pixel q meets, through
+  tap k, at most one output pixel o (q + padding - k*dilation = o*stride); per tap, gather the
+  grad_output tile and the w row at those o and accumulate.
+- grad_weight: grad_w[b, g, k, p] = sum over the group's channels of go[b, c, p] * x[b, c, tap k
+  of p]; the grad_output tile is loaded once, then per tap one gathered x tile and a reduction
+  over the channel axis, which lies inside each thread (BLOCK_P >= 32 * num_warps).
+
+Every output element is written exactly once (no zero-fill launch, no atomics: deterministic),
+and only x and w are needed by backward.  16-bit inputs load 16-bit and accumulate in float32;
+float64 accumulates in float64.
+
+Block sizes: on a GPU `triton.autotune` picks BLOCK_P and num_warps per shape (key: sizes,
+strides, dilations, kernel size and dtype) from CONFIGS; `chosen_configs()` says what it picked.
+With autotuning off (GRADLAB_INVOLUTION_AUTOTUNE=0, or under TRITON_INTERPRET=1) `default_config`
+decides.  On CPU tensors the kernels run under TRITON_INTERPRET=1, which must be set before
+triton is first imported.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
 import torch
+
+from gradlab.kernels.involution_launch import (
+    AUTOTUNE_ENV,
+    CONFIGS,
+    TUNE_REP_MS,
+    TUNE_WARMUP_MS,
+    block_c,
+    default_config,
+    launch_config,
+    tuning_candidates,
+)
 
 try:
     import triton
@@ -33,17 +58,14 @@ except ImportError:  # the package works without triton; only these kernels need
     tl = None
     HAVE_TRITON = False
 
-__all__ = ["HAVE_TRITON", "involution_forward", "involution_grad_input", "involution_grad_weight",
+__all__ = ["AUTOTUNE_ENV", "CONFIGS", "HAVE_TRITON", "KERNELS", "chosen_configs", "default_config",
+           "involution_forward", "involution_grad_input", "involution_grad_weight",
            "launch_config"]
 
 IntPair = int | Sequence[int]
 
-#: Elements in one program's [taps, pixels] register tile.  4096 float32 values over 4 warps is
-#: 32 registers a thread: room for the tile plus the per-channel operand without spilling.
-_TILE_ELEMS = 4096
-_MIN_BLOCK_P = 16
-_MAX_BLOCK_P = 256
-
+#: The three kernels, in the order a forward + backward launches them.
+KERNELS = ("forward", "grad_input", "grad_weight")
 
 def _pair(v: IntPair) -> tuple[int, int]:
     """(v, v) for an int, the two ints of a 2-sequence otherwise."""
@@ -51,21 +73,6 @@ def _pair(v: IntPair) -> tuple[int, int]:
         return (v, v)
     a, b = v
     return (int(a), int(b))
-
-
-def _blocks(taps: int) -> tuple[int, int]:
-    """(padded tap count, pixel block) for a kernel with `taps` taps (both powers of two, as
-    tl.arange needs; plain Python, so the launch plan is checked without triton)."""
-    kk_pad = 1 << max(taps - 1, 0).bit_length()
-    block_p = max(_MIN_BLOCK_P, min(_MAX_BLOCK_P, _TILE_ELEMS // kk_pad))
-    return kk_pad, block_p
-
-
-def launch_config(taps: int, n_pixels: int, batch: int, groups: int) -> tuple[int, int, int]:
-    """(grid size, padded tap count, pixel block) of one launch: one program per (batch,
-    group, block of `n_pixels` output pixels, or input pixels for grad_input); a 1-D grid."""
-    kk_pad, block_p = _blocks(taps)
-    return batch * groups * -(-n_pixels // block_p), kk_pad, block_p
 
 
 def _acc_dtype(dtype: torch.dtype) -> Any:
@@ -99,139 +106,228 @@ def _geometry(
 
 
 # Kernel parameters stay unannotated (hence the type: ignore): triton gives annotations meaning
-# (constexpr, specialisation hints), so only the constexpr ones carry one.
+# (constexpr, specialisation hints), so only the constexpr ones carry one.  Ints equal to 1 (a
+# stride or dilation of 1) are specialised by triton, so the stride-1 divisions fold away.
+#: Size arguments triton need not specialise (on divisibility by 16, or on being 1): fewer
+#: compiled variants across layer shapes.  N_PIX (the w row stride), CPG, the strides and the
+#: dilations stay specialised: a stride or dilation of 1 folds the divisions of grad_input.
+_NO_SPECIALIZE = ["B", "C", "H", "W", "Ho", "Wo", "G", "ph", "pw"]
+
 if HAVE_TRITON:
 
     @triton.jit
+    def _pixels(pid, N_ROWS, N_COLS, BLOCK_P: tl.constexpr, TILE_W: tl.constexpr):  # type: ignore[no-untyped-def]
+        """(block index of the rest of pid, flat pixel, row, column, in image) of this program's
+        pixel block: flattened (TILE_W = 0) or a 2-D tile, the pixel block fastest in pid."""
+        lane = tl.arange(0, BLOCK_P)
+        if TILE_W == 0:
+            n_pb = tl.cdiv(N_ROWS * N_COLS, BLOCK_P)
+            p = (pid % n_pb) * BLOCK_P + lane
+            ok = p < N_ROWS * N_COLS
+            r = p // N_COLS
+            col = p % N_COLS
+        else:
+            n_tc = tl.cdiv(N_COLS, TILE_W)
+            n_pb = tl.cdiv(N_ROWS, BLOCK_P // TILE_W) * n_tc
+            t = pid % n_pb
+            r = (t // n_tc) * (BLOCK_P // TILE_W) + lane // TILE_W
+            col = (t % n_tc) * TILE_W + lane % TILE_W
+            ok = (r < N_ROWS) & (col < N_COLS)
+            p = r * N_COLS + col
+        return pid // n_pb, p, r, col, ok
+
+    @triton.jit(do_not_specialize=_NO_SPECIALIZE)
     def _forward_kernel(  # type: ignore[no-untyped-def]
         x_ptr, w_ptr, out_ptr,
-        C, H, W, Ho, Wo, G, CPG, sh, sw, ph, pw, dh, dw,
-        KH: tl.constexpr, KW: tl.constexpr, KK_PAD: tl.constexpr, BLOCK_P: tl.constexpr,
-        ACC: tl.constexpr,
+        N_PIX, B, C, H, W, Ho, Wo, G, CPG, sh, sw, ph, pw, dh, dw,
+        KH: tl.constexpr, KW: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_P: tl.constexpr,
+        TILE_W: tl.constexpr, C_EVEN: tl.constexpr, ACC: tl.constexpr,
     ):
         """out[b, c, p] = sum_k w[b, g, k, p] * x[b, c, tap k of output pixel p]."""
-        n_out = Ho * Wo
-        n_pb = tl.cdiv(n_out, BLOCK_P)
-        pid = tl.program_id(0)
-        bg = pid // n_pb
+        n_cb = tl.cdiv(CPG, BLOCK_C)
+        pid_bgc, p, ho, wo, p_ok = _pixels(tl.program_id(0), Ho, Wo, BLOCK_P, TILE_W)
+        bg = pid_bgc // n_cb
         b = bg // G
         g = bg % G
-        p = (pid % n_pb) * BLOCK_P + tl.arange(0, BLOCK_P)
-        p_ok = p < n_out
-        ho = p // Wo
-        wo = p % Wo
-        k = tl.arange(0, KK_PAD)
-        k_ok = k < KH * KW
-        hi = ho[None, :] * sh - ph + (k // KW)[:, None] * dh
-        wi = wo[None, :] * sw - pw + (k % KW)[:, None] * dw
-        tile_ok = k_ok[:, None] & p_ok[None, :]
-        x_ok = tile_ok & (hi >= 0) & (hi < H) & (wi >= 0) & (wi < W)
-        x_off = tl.where(x_ok, hi * W + wi, 0)
+        c = (pid_bgc % n_cb) * BLOCK_C + tl.arange(0, BLOCK_C)
+        c_ok = (c < CPG) | C_EVEN  # C_EVEN: every block full, the mask folds away
+        h0 = ho * sh - ph
+        w0 = wo * sw - pw
+        chan0 = (b * C + g * CPG).to(tl.int64)
+        x_rows = x_ptr + chan0 * H * W + c[:, None] * (H * W)
+        w_row = w_ptr + bg.to(tl.int64) * (KH * KW) * N_PIX + p
+        acc = tl.zeros([BLOCK_C, BLOCK_P], dtype=ACC)
+        for i in range(KH):  # a runtime loop: compile time stays seconds, not minutes
+            hi = h0 + i * dh
+            h_ok = p_ok & (hi >= 0) & (hi < H)
+            for j in tl.static_range(KW):
+                wi = w0 + j * dw
+                ok = h_ok & (wi >= 0) & (wi < W)
+                wv = tl.load(w_row + (i * KW + j) * N_PIX, mask=p_ok, other=0.0).to(ACC)
+                off = tl.where(ok, hi * W + wi, 0)
+                xv = tl.load(x_rows + off[None, :], mask=c_ok[:, None] & ok[None, :],
+                             other=0.0).to(ACC)
+                acc += xv * wv[None, :]
+        out = out_ptr + chan0 * N_PIX + c[:, None] * N_PIX + p[None, :]
+        tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=c_ok[:, None] & p_ok[None, :])
 
-        w_base = bg.to(tl.int64) * (KH * KW) * n_out
-        wt = tl.load(w_ptr + w_base + k[:, None] * n_out + p[None, :], mask=tile_ok, other=0.0)
-        wt = wt.to(ACC)
-        for cc in range(0, CPG):
-            bc = (b * C + g * CPG + cc).to(tl.int64)
-            xv = tl.load(x_ptr + bc * H * W + x_off, mask=x_ok, other=0.0).to(ACC)
-            o = tl.sum(xv * wt, axis=0)
-            tl.store(out_ptr + bc * n_out + p, o.to(out_ptr.dtype.element_ty), mask=p_ok)
-
-    @triton.jit
+    @triton.jit(do_not_specialize=_NO_SPECIALIZE)
     def _grad_input_kernel(  # type: ignore[no-untyped-def]
         go_ptr, w_ptr, gx_ptr,
-        C, H, W, Ho, Wo, G, CPG, sh, sw, ph, pw, dh, dw,
-        KH: tl.constexpr, KW: tl.constexpr, KK_PAD: tl.constexpr, BLOCK_P: tl.constexpr,
-        ACC: tl.constexpr,
+        N_PIX, B, C, H, W, Ho, Wo, G, CPG, sh, sw, ph, pw, dh, dw,
+        KH: tl.constexpr, KW: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_P: tl.constexpr,
+        TILE_W: tl.constexpr, C_EVEN: tl.constexpr, ACC: tl.constexpr,
     ):
-        """grad_x[b, c, q] = sum over taps k and output pixels o that read q through tap k.
-
-        The inverse of the forward gather: input row hi is read by tap i of output row ho exactly
-        when hi + ph - i*dh is a non-negative multiple of sh whose quotient ho is < Ho (same for
-        columns), so each input pixel meets at most one output pixel per tap.
-        """
-        n_in = H * W
+        """grad_x[b, c, q] = sum over taps k of go[b, c, o] * w[b, g, k, o], o the output pixel
+        that reads q through tap k: q + padding - k*dilation = o*stride (rows and columns)."""
         n_out = Ho * Wo
-        n_pb = tl.cdiv(n_in, BLOCK_P)
-        pid = tl.program_id(0)
-        bg = pid // n_pb
+        n_cb = tl.cdiv(CPG, BLOCK_C)
+        pid_bgc, q, hq, wq, q_ok = _pixels(tl.program_id(0), H, W, BLOCK_P, TILE_W)
+        bg = pid_bgc // n_cb
         b = bg // G
         g = bg % G
-        q = (pid % n_pb) * BLOCK_P + tl.arange(0, BLOCK_P)
-        q_ok = q < n_in
-        hi = q // W
-        wi = q % W
-        k = tl.arange(0, KK_PAD)
-        k_ok = k < KH * KW
-        th = hi[None, :] + ph - (k // KW)[:, None] * dh
-        tw = wi[None, :] + pw - (k % KW)[:, None] * dw
-        # Clamp before dividing: the sign convention of integer // and % on negatives differs
-        # between compiled Triton and the interpreter; negatives are masked out anyway.
-        th_c = tl.where(th >= 0, th, 0)
-        tw_c = tl.where(tw >= 0, tw, 0)
-        ho = th_c // sh
-        wo = tw_c // sw
-        hit = (k_ok[:, None] & q_ok[None, :] & (th >= 0) & (tw >= 0)
-               & (th_c % sh == 0) & (tw_c % sw == 0) & (ho < Ho) & (wo < Wo))
-        o_off = tl.where(hit, ho * Wo + wo, 0)
+        c = (pid_bgc % n_cb) * BLOCK_C + tl.arange(0, BLOCK_C)
+        c_ok = (c < CPG) | C_EVEN
+        hq = hq + ph
+        wq = wq + pw
+        chan0 = (b * C + g * CPG).to(tl.int64)
+        go_rows = go_ptr + chan0 * n_out + c[:, None] * n_out
+        w_base = w_ptr + bg.to(tl.int64) * (KH * KW) * n_out
+        acc = tl.zeros([BLOCK_C, BLOCK_P], dtype=ACC)
+        for i in range(KH):  # a runtime loop: compile time stays seconds, not minutes
+            th = hq - i * dh
+            # Clamp before dividing: the sign convention of // and % on negatives differs
+            # between compiled Triton and the interpreter; negatives are masked out anyway.
+            th_c = tl.where(th >= 0, th, 0)
+            ho = th_c // sh
+            h_ok = q_ok & (th >= 0) & (th_c - ho * sh == 0) & (ho < Ho)
+            for j in tl.static_range(KW):
+                tw = wq - j * dw
+                tw_c = tl.where(tw >= 0, tw, 0)
+                wo = tw_c // sw
+                hit = h_ok & (tw >= 0) & (tw_c - wo * sw == 0) & (wo < Wo)
+                o = tl.where(hit, ho * Wo + wo, 0)
+                wv = tl.load(w_base + (i * KW + j) * n_out + o, mask=hit, other=0.0).to(ACC)
+                gov = tl.load(go_rows + o[None, :], mask=c_ok[:, None] & hit[None, :],
+                              other=0.0).to(ACC)
+                acc += gov * wv[None, :]
+        gx = gx_ptr + chan0 * N_PIX + c[:, None] * N_PIX + q[None, :]
+        tl.store(gx, acc.to(gx_ptr.dtype.element_ty), mask=c_ok[:, None] & q_ok[None, :])
 
-        w_base = bg.to(tl.int64) * (KH * KW) * n_out
-        wt = tl.load(w_ptr + w_base + k[:, None] * n_out + o_off, mask=hit, other=0.0).to(ACC)
-        for cc in range(0, CPG):
-            bc = (b * C + g * CPG + cc).to(tl.int64)
-            gov = tl.load(go_ptr + bc * n_out + o_off, mask=hit, other=0.0).to(ACC)
-            gx = tl.sum(gov * wt, axis=0)
-            tl.store(gx_ptr + bc * n_in + q, gx.to(gx_ptr.dtype.element_ty), mask=q_ok)
-
-    @triton.jit
+    @triton.jit(do_not_specialize=_NO_SPECIALIZE)
     def _grad_weight_kernel(  # type: ignore[no-untyped-def]
         go_ptr, x_ptr, gw_ptr,
-        C, H, W, Ho, Wo, G, CPG, sh, sw, ph, pw, dh, dw,
-        KH: tl.constexpr, KW: tl.constexpr, KK_PAD: tl.constexpr, BLOCK_P: tl.constexpr,
-        ACC: tl.constexpr,
+        N_PIX, B, C, H, W, Ho, Wo, G, CPG, sh, sw, ph, pw, dh, dw,
+        KH: tl.constexpr, KW: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_P: tl.constexpr,
+        TILE_W: tl.constexpr, C_EVEN: tl.constexpr, ACC: tl.constexpr,
     ):
         """grad_w[b, g, k, p] = sum over channels c of group g of go[b, c, p] * x[b, c, tap k]."""
-        n_out = Ho * Wo
-        n_pb = tl.cdiv(n_out, BLOCK_P)
-        pid = tl.program_id(0)
-        bg = pid // n_pb
+        bg, p, ho, wo, p_ok = _pixels(tl.program_id(0), Ho, Wo, BLOCK_P, TILE_W)
         b = bg // G
         g = bg % G
-        p = (pid % n_pb) * BLOCK_P + tl.arange(0, BLOCK_P)
-        p_ok = p < n_out
-        ho = p // Wo
-        wo = p % Wo
-        k = tl.arange(0, KK_PAD)
-        k_ok = k < KH * KW
-        hi = ho[None, :] * sh - ph + (k // KW)[:, None] * dh
-        wi = wo[None, :] * sw - pw + (k % KW)[:, None] * dw
-        tile_ok = k_ok[:, None] & p_ok[None, :]
-        x_ok = tile_ok & (hi >= 0) & (hi < H) & (wi >= 0) & (wi < W)
-        x_off = tl.where(x_ok, hi * W + wi, 0)
+        c = tl.arange(0, BLOCK_C)
+        h0 = ho * sh - ph
+        w0 = wo * sw - pw
+        chan0 = (b * C + g * CPG).to(tl.int64)
+        x_rows = x_ptr + chan0 * H * W + c[:, None] * (H * W)
+        go_rows = go_ptr + chan0 * N_PIX + c[:, None] * N_PIX
+        gw_row = gw_ptr + bg.to(tl.int64) * (KH * KW) * N_PIX + p
+        # a group wider than BLOCK_C (not RedNet's 16 channels) is summed chunk by chunk: the
+        # program owns its grad_w elements, so it adds each chunk to what the last one stored
+        for c0 in range(0, CPG, BLOCK_C):
+            cc_ok = (c0 + c < CPG) | C_EVEN
+            gov = tl.load(go_rows + c0 * N_PIX + p[None, :], mask=cc_ok[:, None] & p_ok[None, :],
+                          other=0.0).to(ACC)
+            for i in range(KH):  # a runtime loop: compile time stays seconds, not minutes
+                hi = h0 + i * dh
+                h_ok = p_ok & (hi >= 0) & (hi < H)
+                for j in tl.static_range(KW):
+                    wi = w0 + j * dw
+                    ok = h_ok & (wi >= 0) & (wi < W)
+                    off = tl.where(ok, hi * W + wi, 0)
+                    xv = tl.load(x_rows + c0 * (H * W) + off[None, :],
+                                 mask=cc_ok[:, None] & ok[None, :], other=0.0).to(ACC)
+                    s = tl.sum(gov * xv, axis=0)
+                    dst = gw_row + (i * KW + j) * N_PIX
+                    if c0 > 0:
+                        s += tl.load(dst, mask=p_ok, other=0.0).to(ACC)
+                    tl.store(dst, s.to(gw_ptr.dtype.element_ty), mask=p_ok)
 
-        acc = tl.zeros([KK_PAD, BLOCK_P], dtype=ACC)
-        for cc in range(0, CPG):
-            bc = (b * C + g * CPG + cc).to(tl.int64)
-            gov = tl.load(go_ptr + bc * n_out + p, mask=p_ok, other=0.0).to(ACC)
-            xv = tl.load(x_ptr + bc * H * W + x_off, mask=x_ok, other=0.0).to(ACC)
-            acc += gov[None, :] * xv
-        w_base = bg.to(tl.int64) * (KH * KW) * n_out
-        tl.store(gw_ptr + w_base + k[:, None] * n_out + p[None, :],
-                 acc.to(gw_ptr.dtype.element_ty), mask=tile_ok)
+    def _tuned(kernel: Any, image: tuple[str, str]) -> Any:
+        """`kernel` autotuned over CONFIGS; `image`: the names of its pixel grid's sizes."""
+
+        def prune(configs: list[Any], named_args: dict[str, Any], **kwargs: Any) -> list[Any]:
+            fits = set(tuning_candidates(int(named_args[image[0]]), int(named_args[image[1]])))
+            return [c for c in configs
+                    if (c.kwargs["BLOCK_P"], c.num_warps, c.kwargs["TILE_W"]) in fits]
+
+        def bench(fn: Any, quantiles: Any = None, **_: Any) -> Any:
+            return triton.testing.do_bench(fn, warmup=TUNE_WARMUP_MS, rep=TUNE_REP_MS,
+                                           quantiles=quantiles)
+
+        return triton.autotune(
+            configs=[triton.Config({"BLOCK_P": bp, "TILE_W": tw}, num_warps=nw)
+                     for bp, nw, tw in CONFIGS],
+            key=["N_PIX", "B", "C", "H", "W", "Ho", "Wo", "G", "sh", "sw", "dh", "dw", "KH",
+                 "KW"],
+            prune_configs_by={"early_config_prune": prune},
+            do_bench=bench,
+        )(kernel)
+
+    _JIT = {"forward": _forward_kernel, "grad_input": _grad_input_kernel,
+            "grad_weight": _grad_weight_kernel}
+    _TUNED = {name: _tuned(k, ("H", "W") if name == "grad_input" else ("Ho", "Wo"))
+              for name, k in _JIT.items()}
+
+#: (kernel, shape key) -> ((BLOCK_P, num_warps, TILE_W), how chosen), filled by every launch.
+_CHOSEN: dict[tuple[str, tuple[Any, ...]], tuple[tuple[int, int, int], str]] = {}
 
 
-def _launch(kernel: Any, n_pixels: int, geo: dict[str, int], dtype: torch.dtype,
-            *tensors: torch.Tensor) -> None:
-    """Launch `kernel` over (batch, group, pixel block) with the shared argument list."""
-    n_programs, kk_pad, block_p = launch_config(geo["KH"] * geo["KW"], n_pixels, geo["B"],
-                                                geo["G"])
-    grid = (n_programs,)
-    kernel[grid](
-        *tensors,
-        geo["C"], geo["H"], geo["W"], geo["Ho"], geo["Wo"], geo["G"], geo["CPG"],
-        geo["sh"], geo["sw"], geo["ph"], geo["pw"], geo["dh"], geo["dw"],
-        KH=geo["KH"], KW=geo["KW"], KK_PAD=kk_pad, BLOCK_P=block_p, ACC=_acc_dtype(dtype),
-    )
+def autotuning() -> bool:
+    """Whether launches autotune: on a compiled GPU path unless GRADLAB_INVOLUTION_AUTOTUNE=0."""
+    return (os.environ.get(AUTOTUNE_ENV, "1") != "0"
+            and os.environ.get("TRITON_INTERPRET") != "1")
+
+
+def chosen_configs() -> list[dict[str, Any]]:
+    """Every (kernel, shape) launched so far with the block size, warps and tile it ran."""
+    keys = ("dtype", "B", "C", "G", "H", "W", "KH", "KW", "sh", "sw", "dh", "dw")
+    return [{"kernel": kernel, **dict(zip(keys, key, strict=True)), "BLOCK_P": cfg[0],
+             "num_warps": cfg[1], "TILE_W": cfg[2], "chosen_by": how}
+            for (kernel, key), (cfg, how) in _CHOSEN.items()]
+
+
+Config = tuple[int, int, int]
+
+
+def _launch(name: str, geo: dict[str, int], dtype: torch.dtype, *tensors: torch.Tensor,
+            config: Config | None = None) -> None:
+    """Launch kernel `name` with the shared argument list: autotuned, or at `config`
+    (BLOCK_P, num_warps, TILE_W), or at default_config."""
+    rows, cols = (geo["H"], geo["W"]) if name == "grad_input" else (geo["Ho"], geo["Wo"])
+    args = (*tensors, rows * cols, geo["B"], geo["C"], geo["H"], geo["W"], geo["Ho"], geo["Wo"],
+            geo["G"], geo["CPG"], geo["sh"], geo["sw"], geo["ph"], geo["pw"], geo["dh"],
+            geo["dw"])
+    bc = block_c(geo["CPG"])
+    const = {"KH": geo["KH"], "KW": geo["KW"], "BLOCK_C": bc, "C_EVEN": geo["CPG"] % bc == 0,
+             "ACC": _acc_dtype(dtype)}
+    key = (str(dtype).removeprefix("torch."), *(geo[k] for k in (
+        "B", "C", "G", "H", "W", "KH", "KW", "sh", "sw", "dh", "dw")))
+
+    def grid(meta: dict[str, Any]) -> tuple[int, int, int]:
+        return launch_config(name, rows, cols, geo["B"], geo["G"], geo["CPG"],
+                             int(meta["BLOCK_P"]), int(meta["TILE_W"])).grid
+
+    if config is None and autotuning():
+        tuned = _TUNED[name]
+        tuned[grid](*args, **const)
+        best = tuned.best_config
+        _CHOSEN[(name, key)] = ((int(best.kwargs["BLOCK_P"]), int(best.num_warps),
+                                 int(best.kwargs["TILE_W"])), "autotune")
+        return
+    block_p, warps, tile_w = config or default_config(rows, cols)
+    _JIT[name][grid](*args, **const, BLOCK_P=block_p, TILE_W=tile_w, num_warps=warps)
+    _CHOSEN[(name, key)] = ((block_p, warps, tile_w), "given" if config else "default")
 
 
 def _check_dtypes(*tensors: torch.Tensor) -> None:
@@ -242,6 +338,7 @@ def _check_dtypes(*tensors: torch.Tensor) -> None:
 
 def involution_forward(
     x: torch.Tensor, w: torch.Tensor, s: IntPair = 1, p: IntPair = 0, d: IntPair = 1,
+    config: Config | None = None,
 ) -> torch.Tensor:
     """out [B, C, Ho, Wo] from x [B, C, H, W] and w [B, G, KH, KW, Ho, Wo]."""
     _require_triton()
@@ -249,37 +346,40 @@ def involution_forward(
     geo = _geometry(x.shape, w.shape, s, p, d)
     out = x.new_empty((geo["B"], geo["C"], geo["Ho"], geo["Wo"]))
     if out.numel():
-        _launch(_forward_kernel, geo["Ho"] * geo["Wo"], geo, x.dtype,
-                x.contiguous(), w.contiguous(), out)
+        _launch("forward", geo, x.dtype, x.contiguous(),
+                w.contiguous(), out, config=config)
     return out
 
 
 def involution_grad_input(
     go: torch.Tensor, w: torch.Tensor, x_shape: Sequence[int], s: IntPair = 1, p: IntPair = 0,
-    d: IntPair = 1,
+    d: IntPair = 1, config: Config | None = None,
 ) -> torch.Tensor:
     """grad of x [B, C, H, W] from grad_output [B, C, Ho, Wo] and w."""
     _require_triton()
     _check_dtypes(go, w)
     geo = _geometry(x_shape, w.shape, s, p, d)
-    gx = w.new_zeros(tuple(int(n) for n in x_shape))
+    shape = tuple(int(n) for n in x_shape)
+    if not (w.numel() and geo["Ho"] * geo["Wo"]):  # no output pixel reads x: all zeros
+        return w.new_zeros(shape)
+    gx = w.new_empty(shape)  # every element written once by the kernel
     # .contiguous() also materialises a stride-0 grad_output (e.g. from out.sum().backward()).
-    if gx.numel() and w.numel():
-        _launch(_grad_input_kernel, geo["H"] * geo["W"], geo, w.dtype,
-                go.contiguous(), w.contiguous(), gx)
+    if gx.numel():
+        _launch("grad_input", geo, w.dtype, go.contiguous(),
+                w.contiguous(), gx, config=config)
     return gx
 
 
 def involution_grad_weight(
     go: torch.Tensor, x: torch.Tensor, w_shape: Sequence[int], s: IntPair = 1, p: IntPair = 0,
-    d: IntPair = 1,
+    d: IntPair = 1, config: Config | None = None,
 ) -> torch.Tensor:
     """grad of w [B, G, KH, KW, Ho, Wo] from grad_output [B, C, Ho, Wo] and x."""
     _require_triton()
     _check_dtypes(go, x)
     geo = _geometry(x.shape, w_shape, s, p, d)
-    gw = x.new_zeros(tuple(int(n) for n in w_shape))
+    gw = x.new_empty(tuple(int(n) for n in w_shape))  # every element written once
     if gw.numel():
-        _launch(_grad_weight_kernel, geo["Ho"] * geo["Wo"], geo, x.dtype,
-                go.contiguous(), x.contiguous(), gw)
+        _launch("grad_weight", geo, x.dtype, go.contiguous(),
+                x.contiguous(), gw, config=config)
     return gw

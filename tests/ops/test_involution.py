@@ -403,6 +403,10 @@ def triton_checks() -> dict[str, Callable[[], None]]:
     for g in GEOMETRIES:
         for dtype in (torch.float32, torch.float64):
             checks[f"kernels-{g.name}-{dtype}"] = _kernel_check(g, dtype)
+    # a group wider than the kernels' channel block (MAX_BLOCK_C = 32): split over programs in
+    # forward and grad_input, looped over in grad_weight
+    wide = Geometry("g1_c40_wide", (1, 40, 5, 6), 1, 3, 1, 1, 1)
+    checks[f"kernels-{wide.name}-{torch.float32}"] = _kernel_check(wide, torch.float32)
     for i, g in enumerate(GEOMETRIES):
         layout = LAYOUTS[1 + i % 2]  # transposed / sliced in turn
         dtype = (torch.float64, torch.float32)[i % 2]

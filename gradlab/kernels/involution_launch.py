@@ -1,0 +1,91 @@
+"""The launch geometry of the involution Triton kernels, in plain Python (no triton needed):
+block sizes, the autotuning candidates, the grid.  gradlab/kernels/involution_shapes.py checks
+it against CUDA's limits for every RedNet layer without launching anything."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["AUTOTUNE_ENV", "CONFIGS", "MAX_BLOCK_C", "TUNE_REP_MS", "TUNE_WARMUP_MS",
+           "LaunchConfig", "block_c", "default_config", "launch_config", "pixel_blocks",
+           "tuning_candidates"]
+
+
+#: The channel block: the whole group up to this many channels (RedNet: C/G = 16).  Register
+#: use per thread is about 2 x BLOCK_C x (pixels per thread) float32 values.
+MAX_BLOCK_C = 32
+
+#: The autotuner's candidates, (BLOCK_P, num_warps, TILE_W).  BLOCK_P >= 32 * num_warps keeps the
+#: channel axis inside each thread (grad_weight's reduction never crosses threads); 256/4 gives
+#: each thread two pixels (more loads in flight per thread, half the programs).  TILE_W = 0: the
+#: block is BLOCK_P consecutive pixels of the flattened image (no lane wasted on a 7x7 image);
+#: TILE_W > 0: a 2-D tile of BLOCK_P / TILE_W rows x TILE_W columns, whose input window (tile +
+#: halo) is smaller than a flattened block's on wide images, so more of it stays in L1 across
+#: the K² taps (a 128-pixel block of a 56-wide image reads 8.3 x 62 input pixels, a 4 x 32 tile
+#: 10 x 38).
+CONFIGS: tuple[tuple[int, int, int], ...] = (
+    (64, 2, 0), (128, 4, 0), (256, 4, 0), (128, 4, 16), (128, 4, 32), (256, 8, 32))
+
+#: Environment switch: "0" launches default_config instead of autotuning (the GPU tests use it,
+#: so 86 layer shapes do not each run a tuning sweep; tests/test_triton_shapes.py checks every
+#: config in CONFIGS separately).
+AUTOTUNE_ENV = "GRADLAB_INVOLUTION_AUTOTUNE"
+
+#: Autotuner timing per candidate (ms): short, as the candidates differ by 10% or more.
+TUNE_WARMUP_MS = 5
+TUNE_REP_MS = 25
+
+
+def _pow2(n: int) -> int:
+    """The smallest power of two >= n (>= 1)."""
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def block_c(cpg: int) -> int:
+    """Channels per program: the group's channel count padded to a power of two, capped."""
+    return min(_pow2(cpg), MAX_BLOCK_C)
+
+
+def default_config(rows: int, cols: int) -> tuple[int, int, int]:
+    """(BLOCK_P, num_warps, TILE_W) without autotuning: one pixel per thread, a flattened
+    block of 64..128 pixels."""
+    block_p = max(64, min(128, _pow2(rows * cols)))
+    return block_p, block_p // 32, 0
+
+
+def tuning_candidates(rows: int, cols: int) -> list[tuple[int, int, int]]:
+    """The CONFIGS worth timing on a rows x cols image: no block over twice the pixel count, no
+    2-D tile wider than 4/3 of the image (most of its lanes would idle)."""
+    fits = [c for c in CONFIGS if c[0] <= max(64, _pow2(rows * cols))
+            and (c[2] == 0 or (3 * c[2] <= 4 * cols and c[0] // c[2] <= 2 * rows))]
+    return fits or [CONFIGS[0]]
+
+
+def pixel_blocks(rows: int, cols: int, block_p: int, tile_w: int) -> int:
+    """Pixel blocks covering a rows x cols image (as the kernels compute them)."""
+    if tile_w == 0:
+        return -(-(rows * cols) // block_p)
+    return -(-rows // (block_p // tile_w)) * -(-cols // tile_w)
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """One launch: a 1-D grid of (batch x group x channel block) x pixel block programs, the
+    pixel block fastest (neighbouring pixel blocks, which share a halo, run side by side)."""
+
+    grid: tuple[int, int, int]
+    block_c: int
+    block_p: int
+    #: pixel blocks per (batch, group, channel block); x block_p: the pixel lanes launched
+    n_pb: int
+
+
+def launch_config(kernel: str, rows: int, cols: int, batch: int, groups: int, cpg: int,
+                  block_p: int, tile_w: int = 0) -> LaunchConfig:
+    """The grid of `kernel` over a rows x cols image (the output; the input for grad_input):
+    forward and grad_input split a group's channels over programs, grad_weight reduces over
+    them inside one program.  Plain Python (checked without triton)."""
+    bc = block_c(cpg)
+    n_cb = 1 if kernel == "grad_weight" else -(-cpg // bc)
+    n_pb = pixel_blocks(rows, cols, block_p, tile_w)
+    return LaunchConfig((n_pb * batch * groups * n_cb, 1, 1), bc, block_p, n_pb)
