@@ -315,10 +315,23 @@ def dry_run(phases: list[Phase], out: Path, gpu: str | None, why_none: str) -> i
     return 0
 
 
+def with_timeout(phase: Phase, overrides: list[str]) -> Phase:
+    """`phase` with the timeout that a `--timeout PHASE=SECONDS` names for it, if any."""
+    for item in overrides:
+        name, _, seconds = item.partition("=")
+        if name == phase.name:
+            if not seconds.isdigit() or int(seconds) < 1:
+                raise SystemExit(f"gpu: --timeout {item}: expected PHASE=SECONDS, seconds >= 1")
+            return Phase(phase.name, int(seconds), phase.steps, phase.notes, phase.needs)
+    return phase
+
+
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="scripts/dev.sh gpu", description=__doc__.splitlines()[0])
     parser.add_argument("--phase", action="append", choices=PHASES,
                         help="run only this phase (repeatable; env always runs)")
+    parser.add_argument("--timeout", action="append", default=[], metavar="PHASE=SECONDS",
+                        help="another timeout for a phase (repeatable), e.g. tests=120")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the plan (commands, folder, specs, dtypes); run nothing")
     parser.add_argument("--out", type=Path, help="report folder (default: reports/gpu-<date>-"
@@ -338,8 +351,12 @@ def main(argv: list[str] | None = None) -> int:
     gpu = torch.cuda.get_device_name() if cuda else None
     why_none = f"torch {torch.__version__}: torch.cuda.is_available() is False"
     out = (args.out.resolve() if args.out else default_out(gpu, datetime.date.today()))
-    chosen = {"env", *(args.phase or PHASES)}
-    phases = [p for p in plan(out) if p.name in chosen]
+    # phases run in the order --phase names them (env first): what matters most goes first
+    # when a device's time is short
+    order = ["env", *[p for p in (args.phase or PHASES) if p != "env"]]
+    by_name = {p.name: p for p in plan(out)}
+    phases = [with_timeout(by_name[name], args.timeout) for name in dict.fromkeys(order)
+              if name in by_name]
     if args.dry_run:
         return dry_run(phases, out, gpu, why_none)
     if not cuda:

@@ -31,6 +31,12 @@ CONFIGS: tuple[tuple[int, int, int], ...] = (
 #: config in CONFIGS separately).
 AUTOTUNE_ENV = "GRADLAB_INVOLUTION_AUTOTUNE"
 
+#: Launches of fewer multiply-adds (B*C*Ho*Wo*KH*KW) than this run default_config: a few
+#: microseconds of work, where the candidates differ by less than launch latency, while a tuning
+#: sweep compiles every candidate (1.5-6 s each).  `gradlab check`'s small cases stay at one
+#: compile per kernel and dtype; RedNet's layers (1e8 and more) are tuned.
+AUTOTUNE_MIN_WORK = 1 << 24
+
 #: Autotuner timing per candidate (ms): short, as the candidates differ by 10% or more.
 TUNE_WARMUP_MS = 5
 TUNE_REP_MS = 25

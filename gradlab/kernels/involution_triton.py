@@ -39,6 +39,7 @@ import torch
 
 from gradlab.kernels.involution_launch import (
     AUTOTUNE_ENV,
+    AUTOTUNE_MIN_WORK,
     CONFIGS,
     TUNE_REP_MS,
     TUNE_WARMUP_MS,
@@ -283,10 +284,12 @@ if HAVE_TRITON:
 _CHOSEN: dict[tuple[str, tuple[Any, ...]], tuple[tuple[int, int, int], str]] = {}
 
 
-def autotuning() -> bool:
-    """Whether launches autotune: on a compiled GPU path unless GRADLAB_INVOLUTION_AUTOTUNE=0."""
+def autotuning(work: int | None = None) -> bool:
+    """Whether a launch of `work` multiply-adds autotunes: on a compiled GPU path unless
+    GRADLAB_INVOLUTION_AUTOTUNE=0, and only from AUTOTUNE_MIN_WORK on."""
     return (os.environ.get(AUTOTUNE_ENV, "1") != "0"
-            and os.environ.get("TRITON_INTERPRET") != "1")
+            and os.environ.get("TRITON_INTERPRET") != "1"
+            and (work is None or work >= AUTOTUNE_MIN_WORK))
 
 
 def chosen_configs() -> list[dict[str, Any]]:
@@ -318,7 +321,8 @@ def _launch(name: str, geo: dict[str, int], dtype: torch.dtype, *tensors: torch.
         return launch_config(name, rows, cols, geo["B"], geo["G"], geo["CPG"],
                              int(meta["BLOCK_P"]), int(meta["TILE_W"])).grid
 
-    if config is None and autotuning():
+    work = geo["B"] * geo["C"] * rows * cols * geo["KH"] * geo["KW"]
+    if config is None and autotuning(work):
         tuned = _TUNED[name]
         tuned[grid](*args, **const)
         best = tuned.best_config
