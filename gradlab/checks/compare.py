@@ -17,14 +17,19 @@ from gradlab.checks import jacobian as jac
 from gradlab.checks.context import CaseContext
 from gradlab.checks.errormap import error_map
 from gradlab.checks.execute import Run
+from gradlab.checks.lowprec import Lows, Own, own_error
 from gradlab.checks.patterns import find_pattern
 from gradlab.model import Tolerance
 from gradlab.results import FAIL, PASS, CheckRow, Finding, Pattern
 
 
 def compare_runs(ctx: CaseContext, variant: str, got: Run, want: Run, inputs: Inputs,
-                 tol: Tolerance, *, checks: frozenset[str]) -> list[CheckRow]:
-    """forward and gradient rows for `got` (the Function) against `want` (reference/base)."""
+                 tol: Tolerance, *, checks: frozenset[str], low: Lows | None = None
+                 ) -> list[CheckRow]:
+    """forward and gradient rows for `got` (the Function) against `want` (reference/base).
+
+    low: the reference's run in the checked dtype (gradlab.checks.lowprec): when given, each
+    tensor is judged by the low-precision criterion against `want`, the float64 gold."""
     rows: list[CheckRow] = []
     if got.error is not None and got.stage == "forward":
         rows.append(ctx.crash_row(variant, "forward", got.error))
@@ -34,7 +39,9 @@ def compare_runs(ctx: CaseContext, variant: str, got: Run, want: Run, inputs: In
             rows.append(ctx.crash_row(variant, "forward", want.error, hint="",
                                       reason="reference_failed"))
         else:
-            rows.append(compare_outputs(ctx, variant, got.outputs_as_returned, want.outs, tol))
+            lows = [r.outs if r else None for r in low] if low else None
+            rows.append(compare_outputs(ctx, variant, got.outputs_as_returned, want.outs, tol,
+                                        owns(ctx, lows, want.outs)))
     if "gradient" not in checks or not inputs.diff_index:
         return rows
     if got.error is not None:
@@ -44,21 +51,53 @@ def compare_runs(ctx: CaseContext, variant: str, got: Run, want: Run, inputs: In
         rows.append(ctx.crash_row(variant, "gradient", want.error, hint="",
                                   reason="reference_failed"))
     else:
-        rows.append(compare_grads(ctx, variant, got, want, inputs, tol))
+        glows = [r.grads if r else None for r in low] if low else None
+        rows.append(compare_grads(ctx, variant, got, want, inputs, tol,
+                                  owns(ctx, glows, want.grads)))
     return rows
 
 
+def owns(ctx: CaseContext, lows: Sequence[Sequence[Tensor | None] | None] | None,
+         gold: Sequence[Tensor | None]) -> list[Own | None] | None:
+    """The criterion's measure of each tensor (None: that tensor takes the table); lows: the
+    reference's runs' tensors (gradlab.checks.lowprec.reference_in_dtype), in gold's order."""
+    if lows is None or lows[0] is None or len(lows[0]) != len(gold):
+        return None
+    factor = ctx.op.precision_factor
+    per = [[r[k] if r is not None and len(r) == len(gold) else None for r in lows]
+           for k in range(len(gold))]
+    return [own_error(p, w, ctx.dtype, factor) if w is not None else None
+            for p, w in zip(per, gold, strict=True)]
+
+
+def judged(g: Tensor, w: Tensor, tol: Tolerance, own: Own | None) -> dg.Diff:
+    """g against w: by the criterion (own's tolerance, max abs error against the gold; the
+    reference's rounding as the factor hint's noise) or by the table (scaled)."""
+    if own is None:
+        return dg.compare(g, w, tol, scaled=True)
+    d = dg.compare(g, w, own.tol)
+    d.noise = own.noise
+    return d
+
+
+def with_own(f: Finding, own: Own | None) -> Finding:
+    """The criterion's numbers on a finding it failed (the reference's own error, k)."""
+    if own is not None:
+        f.own_error, f.allowed_factor = own.error, own.factor
+    return f
+
+
 def compared_aside(ctx: CaseContext, dtype: str, got: Run, want: Run, inputs: Inputs,
-                   tol: Tolerance) -> list[CheckRow]:
+                   tol: Tolerance, low: Lows | None = None) -> list[CheckRow]:
     """forward and gradient rows of `got` against `want`, made on a context of their own (not
-    in ctx.rows): for checks that fold them into one row of their own."""
+    in ctx.rows): for checks that fold them into one row of their own (low: as compare_runs)."""
     side = CaseContext(ctx.target, ctx.case, dtype, ctx.device, ctx.options)
     return compare_runs(side, "base", got, want, inputs, tol,
-                        checks=frozenset({"forward", "gradient"}))
+                        checks=frozenset({"forward", "gradient"}), low=low)
 
 
 def compare_outputs(ctx: CaseContext, variant: str, got: list[Tensor], want: list[Tensor],
-                    tol: Tolerance) -> CheckRow:
+                    tol: Tolerance, own: list[Own | None] | None = None) -> CheckRow:
     """The forward row: every output against the reference's."""
     if len(got) != len(want):
         return ctx.row(variant, "forward", FAIL, hint="forward",
@@ -70,13 +109,14 @@ def compare_outputs(ctx: CaseContext, variant: str, got: list[Tensor], want: lis
             return ctx.row(variant, "forward", FAIL, hint="forward",
                            findings=[Finding("output", k, "forward", got=list(g.shape),
                                              want=list(w.shape))])
-        d = dg.compare(g, w, tol, scaled=True)
+        ok = own[k] if own else None
+        d = judged(g, w, tol, ok)
         worst = (max(worst[0], d.stats.max_abs), max(worst[1], d.stats.max_rel))
         if not d.ok:
             hint = "non_finite" if d.stats.nonfinite else "forward"
-            finding = Finding("output", k, hint, shape=tuple(g.shape), stats=d.stats,
-                              worst=dg.output_elements(d, k, g.shape),
-                              pattern=pattern_of(d, g.shape))
+            finding = with_own(Finding("output", k, hint, shape=tuple(g.shape), stats=d.stats,
+                                       worst=dg.output_elements(d, k, g.shape),
+                                       pattern=pattern_of(d, g.shape)), ok)
             if hint == "forward":  # the row says forward; the finding says the error's level
                 with_level(finding, g, w, d, tol, ctx.dtype)
             return ctx.row(variant, "forward", FAIL, max_abs_err=d.stats.max_abs,
@@ -139,7 +179,7 @@ def swapped_with(i: int, g: Tensor, want: Run, inputs: Inputs, tol: Tolerance) -
 
 
 def compare_grads(ctx: CaseContext, variant: str, got: Run, want: Run, inputs: Inputs,
-                  tol: Tolerance) -> CheckRow:
+                  tol: Tolerance, own: list[Own | None] | None = None) -> CheckRow:
     """The gradient row: every differentiable input's gradient against the expected one."""
     worst = (0.0, 0.0)
     findings: list[Finding] = []
@@ -156,10 +196,12 @@ def compare_grads(ctx: CaseContext, variant: str, got: Run, want: Run, inputs: I
             findings.append(Finding("input", i, "wrong_shape", shape=shape, got=list(g.shape),
                                     want=list(w.shape)))
             continue
-        d = dg.compare(g, w, tol, scaled=True)
+        ok = own[k] if own else None
+        d = judged(g, w, tol, ok)
         worst = (max(worst[0], d.stats.max_abs), max(worst[1], d.stats.max_rel))
         if not d.ok:
-            findings.append(grad_finding(i, g, w, d, want, inputs, tol, ctx.dtype))
+            findings.append(with_own(grad_finding(i, g, w, d, want, inputs,
+                                                  ok.tol if ok else tol, ctx.dtype), ok))
             if ctx.options.error_maps:
                 findings[-1].error_map = error_map(g, w)
     status = FAIL if findings else PASS

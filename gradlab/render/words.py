@@ -241,6 +241,17 @@ def _subject(f: Finding) -> str:
     return (f"{f.subject} {f.index}" if f.index >= 0 else f.subject) + of
 
 
+def criterion_words(f: Finding, dtype: str) -> str:
+    """The low-precision criterion's numbers on a finding it failed: 'yours 6.3e-2; the
+    reference's own in bfloat16 1.2e-2 (5.2x, allowed 2x); gold in float64'."""
+    if f.own_error is None or f.stats is None:
+        return ""
+    mine, own = f.stats.max_abs, f.own_error
+    times = f"{mine / own:.2g}x" if own > 0 else "the reference exact"
+    return (f"yours {mine:.2g}; the reference's own in {dtype or 'this dtype'} {own:.2g} "
+            f"({times}, allowed {f.allowed_factor:g}x plus one ulp); gold in float64")
+
+
 def _stats(f: Finding) -> str:
     s = f.stats
     if s is None:
@@ -341,8 +352,8 @@ def describe(f: Finding, dtype: str = "", row: CheckRow | None = None) -> str:
             # lost their gradient are not the spec's choice
             words += f" (if input {f.index} is a constant, mark it requires_grad: false)"
     where = pattern_words(f.pattern) if f.pattern is not None else ""
-    body = "; ".join(p for p in (words, _fact(f), where, _stats(f), tolerance_words(f, dtype))
-                     if p)
+    body = "; ".join(p for p in (words, _fact(f), where, criterion_words(f, dtype), _stats(f),
+                                 tolerance_words(f, dtype)) if p)
     return f"{_subject(f)}: {body}" if body else _subject(f)
 
 
