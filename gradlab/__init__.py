@@ -48,7 +48,10 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
           capabilities: str = "default",
           special: Mapping[int, Sequence[float]] | None = None,
           timeout: float | None = DEFAULT_TIMEOUT_S, max_memory: int | str | None = "auto",
-          cost_envelope: float | None = 20.0) -> Report:
+          cost_envelope: float | None = 20.0,
+          numerical_dtype: str = "float64",
+          strict_tolerances: bool = False,
+          precision_factor: float | None = None) -> Report:
     """Check a custom Function (or any callable) on example args, as `gradcheck` takes them.
 
     fn: an autograd.Function subclass (its `apply` is called) or a callable.  args: example
@@ -66,14 +69,21 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     torch.compile, "all" that too (seconds more).  special: arg index -> values the special
     variant plants at a few positions of that input besides 0 ({0: [1.0]}).  timeout, max_memory,
     cost_envelope: limits that stop a runaway check (gradlab.apiguard.guarded_run says how).
+    numerical_dtype: the finite-difference checks' dtype (a spec's numerical_dtype).
+    strict_tolerances: the tighter fixed table (gradlab.tolerances.STRICT_TOLERANCES) instead of
+    torch.testing.assert_close's and the low-precision criterion.  precision_factor: the
+    criterion's k (default 2: yours may be off by twice the reference's own error in float32,
+    float16 and bfloat16, against the reference in float64; gradlab.tolerances says more).
     Ctrl-C returns the rows so far.  Returns a Report: `.passed`
     (verified: something ran and everything asked for ran and passed), and `.rows` with
     status, errors, hint and findings per check and variant
     (gradlab.render.words.message(row) says a row in words).
     """
+    from dataclasses import replace
+
     from gradlab.apiguard import guarded_run
     from gradlab.checks.context import Options, measured_capabilities
-    from gradlab.model import CAPABILITIES, Target, canonical_check
+    from gradlab.model import CAPABILITIES, Target, canonical_check, canonical_dtype
 
     op = _example_op(fn, args, reference=reference, kwargs=kwargs, second_order=second_order,
                      name=name, dtypes=dtypes, devices=devices, tolerances=tolerances,
@@ -87,7 +97,12 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
                       checks=frozenset(canonical_check(c) for c in checks) if checks else None,
                       capabilities=measured_capabilities(capabilities))
     # the devices of the examples (or devices=): the plan runs a Target's devices, not the op's
-    target = Target(op=op, source="python", requires=frozenset(requires), devices=op.devices)
+    if strict_tolerances or precision_factor is not None:
+        op = replace(op, strict_tolerances=strict_tolerances,
+                     precision_factor=(op.precision_factor if precision_factor is None
+                                       else _positive(precision_factor)))
+    target = Target(op=op, source="python", requires=frozenset(requires), devices=op.devices,
+                    numerical_dtype=canonical_dtype(numerical_dtype))
     return guarded_run([target], options, timeout, max_memory, cost_envelope)
 
 
@@ -140,6 +155,16 @@ def _example_op(fn: Callable[..., Any], args: Sequence[Any], *,
                              special_mapping(special, example)),),
                  second_order=second_order, tolerances=tols, fd_tolerance=fd_tol, dtypes=dts,
                  devices=devs)
+
+
+def _positive(k: float) -> float:
+    """precision_factor, refused unless a finite number >= 1 (below 1 the Function would have
+    to beat the reference it is judged by)."""
+    import math
+
+    if not (isinstance(k, (int, float)) and math.isfinite(k) and k >= 1):
+        raise ValueError(f"precision_factor: expected a finite number >= 1, got {k!r}")
+    return float(k)
 
 
 def _refuse_unsupported(args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:

@@ -21,7 +21,7 @@ from gradlab.cases import Inputs, plain_copy
 from gradlab.checks.diagnose import ratio_range
 from gradlab.checks.execute import Run, run_once
 from gradlab.model import OpDef, Tolerance
-from gradlab.results import FAIL, PASS
+from gradlab.results import FAIL, PASS, WARN
 from gradlab.tolerances import criterion_limit
 
 
@@ -46,12 +46,20 @@ def criterion_status(yours: float, limit: float) -> str:
     return PASS if yours <= limit else FAIL
 
 
+def precision_status(seen: bool) -> str:
+    """The status of a precision observation inside tolerance (a float64 result only
+    float32-accurate, compare.float32_accurate): one warn per op and case (`seen`: the case
+    has one already), the others pass pointing to it.  A verdict-policy module may take it."""
+    return PASS if seen else WARN
+
+
 def own_error(lows: Sequence[Tensor | None], gold: Tensor, dtype: str,
-              factor: float) -> Own | None:
+              factor: float, design: Tolerance | None = None) -> Own | None:
     """The criterion's tolerance for a tensor whose gold is `gold`, from what the reference
     gave for it in `lows` (its run in `dtype`; its float64 run on the inputs moved by half a
     unit in the last place of `dtype`, when made); None when the first gave nothing comparable
-    (the table applies)."""
+    (the table applies).  design: the user's float64 tolerance, an error by design (an
+    approximate method) that every dtype keeps, added to the limit."""
     errs, noise = [], 0.0
     for k, low in enumerate(lows):
         if low is None or low.shape != gold.shape or low.is_complex() != gold.is_complex():
@@ -71,7 +79,10 @@ def own_error(lows: Sequence[Tensor | None], gold: Tensor, dtype: str,
     scale = float(g.abs().max()) if g.numel() else 0.0
     err = max(errs)
     limit = criterion_limit(err, scale, dtype, factor)
-    return Own(Tolerance(atol=limit, rtol=0.0), err, factor, factor * noise)
+    tol = Tolerance(atol=limit, rtol=0.0)
+    if design is not None:
+        tol = Tolerance(limit + design.atol * max(scale, 1.0), design.rtol)
+    return Own(tol, err, factor, factor * noise)
 
 
 def flat_real(t: Tensor) -> Tensor:

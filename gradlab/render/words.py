@@ -14,9 +14,9 @@ HINTS: dict[str, str] = {
     "sign": "sign flipped",
     "transposed": "gradient is transposed",
     "swapped": "gradients swapped between inputs",
-    "missing": "gradient missing (None) for an input that requires grad (if the input is a "
-               "constant, such as filter taps or a mask, mark it requires_grad: false in the "
-               "spec)",
+    # the constant-input advice only where it applies: describe() adds it on a base
+    # gradient or jacobian row (MISSING_ADVICE_CHECKS), never on second order
+    "missing": "gradient missing (None) for an input that requires grad",
     "zero": "gradient is zero where it should not be",
     "noncontiguous_only": "fails only for non-contiguous inputs (assumes contiguous memory)",
     "transposed_only": "fails only for inputs with transposed memory (assumes row-major "
@@ -162,6 +162,10 @@ HINTS: dict[str, str] = {
 
 #: Why a row was skipped, or passed with a remark.
 REASONS: dict[str, str] = {
+    "fd_unresolved": "not checked: the forward's own rounding noise is above what any "
+                     "finite-difference step resolves (its error moves with the step)",
+    "float32_accurate": "only float32-accurate, within float32's tolerance (the case's one "
+                        "precision_loss warning says so)",
     "cuda_unavailable": "CUDA is not available on this machine",
     "reference_failed": "the reference failed on this case (nothing to compare with)",
     "expanded_refused": "forward does not accept an expanded input",
