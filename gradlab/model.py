@@ -12,7 +12,7 @@ from typing import Any
 from gradlab.errors import unknown_name
 from gradlab.tolerances import DEFAULT_TOLERANCES as DEFAULT_TOLERANCES
 from gradlab.tolerances import GRADCHECK_TOLERANCE as GRADCHECK_TOLERANCE
-from gradlab.tolerances import PRECISION_FACTOR, table
+from gradlab.tolerances import PRECISION_FACTOR, STRICT_TOLERANCES, table
 from gradlab.tolerances import Tolerance as Tolerance
 
 #: The dtypes a run is in (the case's floating tensors take the run's dtype); "double",
@@ -248,10 +248,13 @@ class OpDef:
         return loosest(GRADCHECK_TOLERANCE, self.tolerances.get(dtype))
 
     def autocast_tolerance(self, dtype: str, input_dtype: str) -> Tolerance:
-        """The autocast check's tolerance: `dtype`'s (the autocast dtype; the user's when set),
+        """The autocast check's fixed tolerance (two runs in the autocast dtype compared with
+        each other, beside the low-precision criterion: gradlab.checks.autocast):
+        `dtype`'s (the autocast dtype; the user's when set, else the strict table's),
         loosened per component to the user's tolerance for the inputs' dtype where one was set:
         an error by design (an approximate method) stays under autocast, beside its rounding."""
-        return loosest(self.tolerance(dtype), self.tolerances.get(input_dtype))
+        base = self.tolerances.get(dtype, STRICT_TOLERANCES[dtype])
+        return loosest(base, self.tolerances.get(input_dtype))
 
 
 def loosest(base: Tolerance, other: Tolerance | None) -> Tolerance:
