@@ -25,10 +25,10 @@ import gradlab
 from gradlab.checks import diagnose as dg
 from gradlab.checks import hints
 from gradlab.model import DEFAULT_TOLERANCES, GRADCHECK_TOLERANCE, OpDef, Tolerance
-from gradlab.tolerances import STRICT_TOLERANCES
 from gradlab.render.files import row_from_dict
 from gradlab.render.words import message
 from gradlab.results import CheckRow, Report
+from gradlab.tolerances import STRICT_TOLERANCES
 
 TOLS = DATA / "tolerances"
 sys.path.insert(0, str(TOLS))
