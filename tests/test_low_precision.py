@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
 import gradlab
+from gradlab.cases import Inputs
 from gradlab.checks import fdstep
 from gradlab.model import DEFAULT_TOLERANCES
 from gradlab.render.words import message
@@ -113,10 +114,17 @@ def test_strict_tolerances_keep_the_former_float64_table() -> None:
 def test_a_step_dependent_error_is_the_steps_own() -> None:
     assert fdstep.step_dependent(1e-2, 4e-2) and fdstep.step_dependent(1e-2, 5e-3)
     assert not fdstep.step_dependent(0.5, 0.51)  # a wrong derivative: the same at every step
-    assert fdstep.forward_noise([torch.randn(10, dtype=torch.float64)]) == 2.0 ** -52
+    assert fdstep.output_format([torch.randn(10, dtype=torch.float64)]) == 2.0 ** -52
     cast = torch.randn(10).double()
-    assert fdstep.forward_noise([cast]) == 2.0 ** -23
-    assert fdstep.forward_noise([torch.arange(10.0, dtype=torch.float64)]) == 2.0 ** -52
+    assert fdstep.output_format([cast]) == 2.0 ** -23
+    assert fdstep.output_format([torch.arange(10.0, dtype=torch.float64)]) == 2.0 ** -52
+    # float32-exact inputs copied in float64 (a sort) are no float32 forward: they move with
+    # a nudge of the inputs, a float32 forward rounds it away
+    x = Inputs([torch.randn(3, 10).double().requires_grad_()])
+    sort = lambda t: torch.sort(t).values  # noqa: E731
+    assert fdstep.forward_noise(sort, x, [sort(x.args[0])]) == 2.0 ** -52
+    lse = make_lse().apply
+    assert fdstep.forward_noise(lse, x, [lse(x.args[0])]) == 2.0 ** -23
 
 
 # --- a row softmax with fp32 accumulation, checked in bfloat16 -------------------------------
@@ -224,7 +232,11 @@ def test_without_a_reference_in_float64_the_table_applies() -> None:
     r = gradlab.check(sdpa_wrong_scale, qkv(), reference=float32_only, dtypes=["float32"],
                       checks=["forward"], variants=False)
     row = base_row(r, "forward", "float32")
-    assert row.status in ("fail", "error") and "reference's own" not in message(row)
+    assert row.status == "fail" and "reference's own" not in message(row), bad(r)
+    assert "no float64 run of the reference" in row.note
+    good = gradlab.check(sdpa, qkv(), reference=float32_only, dtypes=["float32"],
+                         checks=["forward", "gradient"], variants=False)
+    assert good.passed and "no float64 run" in base_row(good, "forward", "float32").note
 
 
 # --- the API's numerical dtype ------------------------------------------------------------

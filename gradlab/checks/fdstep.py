@@ -11,11 +11,12 @@ step that balances it against the central difference's truncation error: h ~ cbr
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
 
+from gradlab.cases import Inputs, call
 from gradlab.checks.hints import FLOAT32_CAST_SHARE
 from gradlab.checks.jacobian import EPS64, realview
 
@@ -33,9 +34,45 @@ MIN_VALUES = 2
 STEP_DEPENDENT = 0.3
 
 
-def forward_noise(outputs: Sequence[Tensor]) -> float:
-    """The relative rounding noise of float64 outputs: the epsilon of the coarsest format that
-    FLOAT32_CAST_SHARE of their nonzero finite values are exact in, else float64's."""
+def forward_noise(fn: Callable[..., object], inputs: Inputs, outputs: Sequence[Tensor]) -> float:
+    """The relative rounding noise of `fn`'s float64 outputs on `inputs`: the epsilon of the
+    coarsest format (output_format) its outputs are held in, when its forward quantizes to it
+    (quantizes); else float64's."""
+    eps = output_format(outputs)
+    if eps <= EPS64 or not quantizes(fn, inputs, outputs):
+        return EPS64
+    return eps
+
+
+def quantizes(fn: Callable[..., object], inputs: Inputs, outputs: Sequence[Tensor]) -> bool:
+    """Whether moving every differentiable input by NUDGE (relative, far above float64's
+    resolution, far below float32's) leaves FLOAT32_CAST_SHARE of the outputs exactly as they
+    were: a forward that computes in a coarser format rounds the nudge away, while one that
+    copies float32-exact inputs in float64 (a max, a sort) moves with them."""
+    moved = inputs.clone()
+    gen = torch.Generator().manual_seed(0)
+    for i in moved.diff_index:
+        x = realview(moved.args[i].detach())
+        if x.is_floating_point():
+            sign = torch.randint(0, 2, x.shape, generator=gen).to(x) * 2 - 1
+            x.mul_(1 + NUDGE * sign)
+    try:
+        again = call(fn, moved)
+    except Exception:
+        return False
+    same = [(a.detach() == b.detach()).reshape(-1) for a, b in zip(again, outputs, strict=False)
+            if a.shape == b.shape]
+    flat = torch.cat(same) if same else torch.zeros(0, dtype=torch.bool)
+    return bool(flat.numel()) and float(flat.double().mean()) >= FLOAT32_CAST_SHARE
+
+
+#: quantizes' relative nudge: 1e6 units of float64's rounding, 1e-3 of float32's.
+NUDGE = 1e-10
+
+
+def output_format(outputs: Sequence[Tensor]) -> float:
+    """The epsilon of the coarsest format that FLOAT32_CAST_SHARE of the float64 outputs'
+    non-integer finite values are exact in, else float64's."""
     values = [realview(o.detach()).reshape(-1).cpu() for o in outputs
               if o.dtype in (torch.float64, torch.complex128)]
     if not values:

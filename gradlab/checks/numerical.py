@@ -70,7 +70,7 @@ def jacobian_check(ctx: CaseContext, check: str, fn: Callable[..., object], inpu
     step its noise permits; a failure there whose error moves with the step is the step's own,
     a declared skip saying so (reason fd_unresolved), never a red."""
     outs = bw.outputs if bw is not None else call(fn, inputs)
-    noise = fdstep.forward_noise(outs)
+    noise = fdstep.forward_noise(fn, inputs, outs)
     if noise <= jac.EPS64:
         return jacobian_row(ctx, check, fn, inputs, tol, gen, max_dense_calls, bw, every_output)
     step = fdstep.noisy_step(noise)

@@ -47,7 +47,7 @@ from gradlab.checks.plan import Item, enabled_checks
 from gradlab.checks.rawbackward import grad_output_as
 from gradlab.checks.second_order import blame_precision, second_order_row
 from gradlab.checks.variants import Baseline, variant_rows
-from gradlab.model import Case, Target
+from gradlab.model import Case, OpDef, Target
 from gradlab.repro import save_failures
 from gradlab.results import ERROR, FAIL, SKIP, CheckRow, Finding
 from gradlab.torchstate import RngState, TorchState, case_rng, preserved_rng
@@ -67,10 +67,9 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
         ctx.row("base", "forward", ERROR, reason="inputs_failed", note=first_line(exc))
         return ctx.rows
     # copied before the Function runs: a forward that writes into its inputs must not change
-    # what the reference sees
+    # what the reference sees (low_inputs: the values as drawn, for gradlab.checks.lowprec)
     ref_inputs = inputs.clone(dtype=torch.float64)
-    # the reference's own run in this dtype, on the values as drawn (gradlab.checks.lowprec)
-    low_inputs = inputs.clone() if lowprec.applies(op, dtype) else None
+    low_inputs = inputs.clone() if op.reference is not None and dtype != "float64" else None
     got = run_once(op.function, inputs, None, gen, check_contract="contract" in checks)
     grad_outs = got.grad_outs64 or None
     want = got
@@ -78,12 +77,16 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
     ref_inputs = as_dtypes_of(ref_inputs, inputs) if got.drew else ref_inputs
     low = None
     if op.reference is not None:
-        want = run_once(op.reference, ref_inputs, grad_outs, gen)
+        want, fallback = reference_run(op, ref_inputs, low_inputs, grad_outs, gen)
         # the variants compare what the Function differentiates (see as_differentiated)
         ctx.target = as_differentiated(target, got.outs)
-        if low_inputs is not None and not got.drew and want.error is None and got.grad_outs64:
+        if (low_inputs is not None and not fallback and lowprec.applies(op, dtype, got.drew)
+                and want.error is None and got.grad_outs64):
             low = lowprec.reference_in_dtype(op, low_inputs, got.grad_outs64, gen)
+        n_rows = len(ctx.rows)
         against_reference(ctx, (got, want), (inputs, ref_inputs), low, checks, gen)
+        for r in ctx.rows[n_rows:]:
+            r.note = "; ".join(filter(None, [r.note, fallback]))
     elif got.error is not None:
         ctx.crash_row("base", "forward", got.error)
     if op.reference is None and checks & {"forward", "gradient"}:
@@ -110,6 +113,22 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
     # the variants that took the base's diagnosis, and the contract row
     rng_replayed([r for r in ctx.rows if r.hint == "rng_replay" or r.check == "contract"], got)
     return ctx.rows
+
+
+def reference_run(op: OpDef, ref_inputs: Inputs, low_inputs: Inputs | None,
+                  grad_outs: list[Tensor] | None, gen: torch.Generator) -> tuple[Run, str]:
+    """The reference's run the base rows compare with: in float64 (the gold), or, where its
+    forward refuses float64, in the case's own dtype on the same values (low_inputs), judged by
+    the fixed table; with the note that says so ("" for the float64 run)."""
+    assert op.reference is not None
+    want = run_once(op.reference, ref_inputs, grad_outs, gen)
+    if want.error is None or want.stage != "forward" or low_inputs is None:
+        return want, ""
+    alt = run_once(op.reference, low_inputs.clone(), grad_outs, gen)
+    if alt.error is not None:
+        return want, ""
+    return alt, (f"no float64 run of the reference ({first_line(want.error)}): judged by the "
+                 "fixed tolerance table against the reference in this dtype")
 
 
 def against_reference(ctx: CaseContext, runs: tuple[Run, Run], inputs: tuple[Inputs, Inputs],
