@@ -246,3 +246,14 @@ def test_the_api_takes_a_numerical_dtype() -> None:
                       numerical_dtype="float32", checks=["jacobian"])
     jac = next(x for x in r.rows if x.check == "jacobian")
     assert jac.dtype == "float32"
+
+
+def test_assert_gradients_in_float32_passes_the_correct_fp32_accumulating_kernel() -> None:
+    """Its float64 jacobian differences a forward that rounds through float32: at the step that
+    noise permits it passes, where gradcheck's 1e-6 reported precision_loss (issue 28)."""
+    from gradlab.testing import assert_gradients
+
+    x = [torch.randn(4, 64, generator=torch.Generator().manual_seed(1))]
+    assert_gradients(make_softmax(1.0), x, reference=softmax_reference, dtypes=["float32"])
+    with pytest.raises(AssertionError, match="constant_factor"):
+        assert_gradients(make_softmax(1.5), x, reference=softmax_reference, dtypes=["float32"])

@@ -268,10 +268,10 @@ def variant_rows(ctx: CaseContext, b: Baseline, checks: frozenset[str]) -> None:
 
     Variants on the base values are compared with b.want, the others get their own expected
     run (Baseline says what each field serves)."""
-    judge = Judge(ctx.op.tolerance(ctx.dtype), checks, any(r.failed for r in ctx.rows),
-                  # when the base case fails too, its diagnosis (e.g. no_chain_rule) is the
-                  # variants' best one (none when it has none)
-                  {r.check: r.hint for r in ctx.rows if r.failed})
+    # when the base case fails too (or is only float32-accurate: a float32 overflow at the
+    # magnitude variant is that), its diagnosis is the variants' best one (none when none)
+    base = [r for r in ctx.rows if r.failed or r.hint == "precision_loss"]
+    judge = Judge(ctx.op.tolerance(ctx.dtype), checks, bool(base), {r.check: r.hint for r in base})
     names = ctx.options.variant_names
     for v in generate(ctx, b.inputs, [tuple(g.shape) for g in b.grad_outs64]):
         if names is not None and not variant_picked(v.name, names):
