@@ -257,3 +257,17 @@ def test_assert_gradients_in_float32_passes_the_correct_fp32_accumulating_kernel
     assert_gradients(make_softmax(1.0), x, reference=softmax_reference, dtypes=["float32"])
     with pytest.raises(AssertionError, match="constant_factor"):
         assert_gradients(make_softmax(1.5), x, reference=softmax_reference, dtypes=["float32"])
+
+
+def test_second_order_never_advises_marking_an_input_constant() -> None:
+    """A float32-accurate Function's second_order row with a missing gradient (its backward is
+    not differentiable) is no constant the spec should not differentiate: the likely-cause words
+    every output prints for it carry no requires_grad: false advice."""
+    from gradlab.render.diagnosis import hint_words
+    from gradlab.results import Finding
+
+    f = Finding("input", 0, "missing", shape=(4, 64))
+    row = CheckRow("op", "c", "float64", "cpu", "base", "second_order", "fail", hint="missing",
+                   findings=[f])
+    assert "requires_grad: false" not in hint_words(row)
+    assert "requires_grad: false" not in message(row)
