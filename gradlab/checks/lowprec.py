@@ -39,11 +39,15 @@ class Own:
     noise: float
 
 
-def criterion_status(yours: float, limit: float) -> str:
+def criterion_status(yours: float, limit: float, within_table: bool) -> str:
     """The criterion's verdict on one tensor: pass when the Function's max abs error against
-    the gold is within the limit (k times the reference's own, plus the floor).  One small
-    function, so that a verdict-policy module can take it over."""
-    return PASS if yours <= limit else FAIL
+    the gold is within the limit (k times the reference's own, plus the floor), or when the
+    tensor is within the dtype's table all the same (torch.testing.assert_close's: what the
+    ecosystem calls equal is never red; the criterion alone is brittle on small reductions in
+    float32, where another summation order is 5-20x the reference's lucky error: the bundled
+    conv2d's bias and modconv's modulation gradients).  One small function, so that a
+    verdict-policy module can take it over."""
+    return PASS if yours <= limit or within_table else FAIL
 
 
 def precision_status(seen: bool) -> str:
