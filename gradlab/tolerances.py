@@ -7,8 +7,9 @@ constants.  Plain data, no torch; the README's tolerance table is rendered from 
 - float32, float16, bfloat16 (and complex64): the low-precision criterion (FlashAttention's test
   criterion): the Function's error against a float64 gold (the reference run in float64 on the
   same values) may be at most `precision_factor` times the error the reference itself makes in
-  that dtype, plus a floor of FLOOR_ULPS units in the last place at the values' magnitude.
-  Where no float64 run of the reference is possible, the table below applies instead.
+  that dtype, plus a floor of FLOOR_ULPS units in the last place at the values' magnitude; a
+  tensor within the table passes too.  Where no float64 run of the reference is possible, the
+  table alone applies.
 - `strict`: the tighter table gradlab used before (STRICT_TOLERANCES), fixed, in every dtype.
 - A dtype's tolerance set by a spec (`tolerances:`) or the API (`tolerances=`) is used as is.
 """
@@ -95,8 +96,8 @@ def readme_table() -> str:
     for dtype, tol in DEFAULT_TOLERANCES.items():
         strict = STRICT_TOLERANCES[dtype]
         how = ("the table (torch.testing.assert_close's)" if dtype not in LOW_PRECISION else
-               f"the reference's own error: at most {PRECISION_FACTOR:g}x it + "
-               f"{FLOOR_ULPS:g} ulp; the table where no float64 reference run exists")
+               f"the table, or the reference's own error: at most {PRECISION_FACTOR:g}x it + "
+               f"{FLOOR_ULPS:g} ulp (the table alone where no float64 reference run exists)")
         lines.append(f"| {dtype} | ({tol.atol:g}, {tol.rtol:g}) | {how} | "
                      f"({strict.atol:g}, {strict.rtol:g}) |")
     lines.append(f"| finite differences (jacobian, second_order) | "
