@@ -48,7 +48,8 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
           capabilities: str = "default",
           special: Mapping[int, Sequence[float]] | None = None,
           timeout: float | None = DEFAULT_TIMEOUT_S, max_memory: int | str | None = "auto",
-          cost_envelope: float | None = 20.0) -> Report:
+          cost_envelope: float | None = 20.0, numerical_dtype: str = "float64",
+          strict_tolerances: bool = False, precision_factor: float | None = None) -> Report:
     """Check a custom Function (or any callable) on example args, as `gradcheck` takes them.
 
     fn: an autograd.Function subclass (its `apply` is called) or a callable.  args: example
@@ -56,7 +57,7 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     when none does).  reference: the same math in plain autograd.  second_order: True checks
     the second-order Jacobian, False asserts that double backward raises, None lets the
     reference decide (where it has double backward: wrong fails, raising is information).
-    dtypes default to the examples' dtype; the numerical checks run in float64.  tolerances:
+    dtypes default to the examples' dtype; the numerical checks in numerical_dtype.  tolerances:
     dtype -> (atol, rtol) for every comparison in that dtype (the finite-difference checks
     take the larger of it and gradcheck's per component), and "finite_differences" -> (atol,
     rtol) for the finite-difference checks outright.  checks: names
@@ -66,28 +67,27 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     torch.compile, "all" that too (seconds more).  special: arg index -> values the special
     variant plants at a few positions of that input besides 0 ({0: [1.0]}).  timeout, max_memory,
     cost_envelope: limits that stop a runaway check (gradlab.apiguard.guarded_run says how).
-    Ctrl-C returns the rows so far.  Returns a Report: `.passed`
-    (verified: something ran and everything asked for ran and passed), and `.rows` with
-    status, errors, hint and findings per check and variant
-    (gradlab.render.words.message(row) says a row in words).
+    numerical_dtype: the finite-difference checks' dtype.  strict_tolerances, precision_factor:
+    the strict table, the low-precision criterion's k (2; see gradlab.tolerances).  Ctrl-C
+    returns the rows so far.  Returns a Report: `.passed` (verified: something ran and
+    everything asked for ran and passed), and `.rows` with status, errors, hint and findings
+    per check and variant (gradlab.render.words.message(row) says a row in words).
     """
     from gradlab.apiguard import guarded_run
     from gradlab.checks.context import Options, measured_capabilities
-    from gradlab.model import CAPABILITIES, Target, canonical_check
+    from gradlab.model import Target, canonical_check, canonical_dtype
 
+    _known_capabilities(requires)
     op = _example_op(fn, args, reference=reference, kwargs=kwargs, second_order=second_order,
                      name=name, dtypes=dtypes, devices=devices, tolerances=tolerances,
                      size1=size1, special=special)
-    opt_variants = variants if isinstance(variants, bool) else frozenset(variants)
-    unknown = set(requires) - set(CAPABILITIES)
-    if unknown:
-        raise ValueError(f"requires: unknown capability {sorted(unknown)[0]!r} (expected one of "
-                         f"{', '.join(CAPABILITIES)})")
-    options = Options(seed=seed, variants=opt_variants, mode=mode, budget=budget, strict=strict,
+    options = Options(seed=seed, mode=mode, budget=budget, strict=strict,
+                      variants=variants if isinstance(variants, bool) else frozenset(variants),
                       checks=frozenset(canonical_check(c) for c in checks) if checks else None,
                       capabilities=measured_capabilities(capabilities))
-    # the devices of the examples (or devices=): the plan runs a Target's devices, not the op's
-    target = Target(op=op, source="python", requires=frozenset(requires), devices=op.devices)
+    target = Target(op=_judged(op, strict_tolerances, precision_factor), source="python",
+                    requires=frozenset(requires), devices=op.devices,  # the examples'
+                    numerical_dtype=canonical_dtype(numerical_dtype))
     return guarded_run([target], options, timeout, max_memory, cost_envelope)
 
 
@@ -140,6 +140,37 @@ def _example_op(fn: Callable[..., Any], args: Sequence[Any], *,
                              special_mapping(special, example)),),
                  second_order=second_order, tolerances=tols, fd_tolerance=fd_tol, dtypes=dts,
                  devices=devs)
+
+
+def _known_capabilities(requires: Sequence[str]) -> None:
+    """A ValueError naming the first capability in `requires` gradlab does not know."""
+    from gradlab.model import CAPABILITIES
+
+    unknown = set(requires) - set(CAPABILITIES)
+    if unknown:
+        raise ValueError(f"requires: unknown capability {sorted(unknown)[0]!r} (expected one of "
+                         f"{', '.join(CAPABILITIES)})")
+
+
+def _judged(op: OpDef, strict_tolerances: bool, precision_factor: float | None) -> OpDef:
+    """The op with the API's choice of how values are judged (strict table, criterion's k)."""
+    from dataclasses import replace
+
+    if not strict_tolerances and precision_factor is None:
+        return op
+    return replace(op, strict_tolerances=strict_tolerances,
+                   precision_factor=(op.precision_factor if precision_factor is None
+                                     else _positive(precision_factor)))
+
+
+def _positive(k: float) -> float:
+    """precision_factor, refused unless a finite number >= 1 (below 1 the Function would have
+    to beat the reference it is judged by)."""
+    import math
+
+    if not (isinstance(k, (int, float)) and math.isfinite(k) and k >= 1):
+        raise ValueError(f"precision_factor: expected a finite number >= 1, got {k!r}")
+    return float(k)
 
 
 def _refuse_unsupported(args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:

@@ -10,6 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gradlab.errors import unknown_name
+from gradlab.tolerances import DEFAULT_TOLERANCES as DEFAULT_TOLERANCES
+from gradlab.tolerances import GRADCHECK_TOLERANCE as GRADCHECK_TOLERANCE
+from gradlab.tolerances import PRECISION_FACTOR, STRICT_TOLERANCES, table
+from gradlab.tolerances import Tolerance as Tolerance
 
 #: The dtypes a run is in (the case's floating tensors take the run's dtype); "double",
 #: "float", "half" and a few more are accepted as aliases.
@@ -119,28 +123,8 @@ def non_overlapping(shape: Sequence[int], strides: tuple[int, ...]) -> bool:
     return True
 
 
-@dataclass(frozen=True)
-class Tolerance:
-    """Absolute and relative tolerance for comparing two tensors (|a-b| <= atol + rtol*|b|)."""
-
-    atol: float
-    rtol: float
-
-
-#: Comparison against a float64 reference: loose enough for the rounding of each dtype, tight
-#: enough that a factor-of-two or sign error is far outside it.  float64's is a float64
-#: tolerance (the bundled ops' float64 errors stay below 1e-13 relative to the tensor's scale):
-#: a float64 result only float32-accurate (rounding ~1e-7) fails it, as it should.
-DEFAULT_TOLERANCES: Mapping[str, Tolerance] = {
-    "float64": Tolerance(atol=1e-10, rtol=1e-9),
-    "float32": Tolerance(atol=1e-4, rtol=1e-3),
-    "float16": Tolerance(atol=1e-2, rtol=1e-2),
-    "bfloat16": Tolerance(atol=5e-2, rtol=5e-2),
-}
-
-#: Tolerance for numerical (finite-difference) Jacobians in float64, as torch.autograd.gradcheck.
-GRADCHECK_TOLERANCE = Tolerance(atol=1e-5, rtol=1e-3)
-
+# The tolerance tables and the low-precision criterion's constants live in gradlab.tolerances
+# (torch-free, rendered into the README); re-exported here where the rest of gradlab reads them.
 #: The key of `tolerances:` (spec) / `tolerances=` (API) that sets the finite-difference checks'
 #: tolerance outright (beside the dtype keys).
 FD_TOLERANCE_KEY = "finite_differences"
@@ -235,10 +219,23 @@ class OpDef:
     #: the finite-difference checks' tolerance, set outright (`tolerances: {finite_differences:
     #: ...}`); None: see numerical_tolerance.
     fd_tolerance: Tolerance | None = None
+    #: the tighter fixed table (gradlab.tolerances.STRICT_TOLERANCES) instead of the ecosystem's
+    #: and the low-precision criterion (`tolerances: {strict: true}`, `strict_tolerances=True`).
+    strict_tolerances: bool = False
+    #: the low-precision criterion's k (gradlab.tolerances.PRECISION_FACTOR).
+    precision_factor: float = PRECISION_FACTOR
 
     def tolerance(self, dtype: str) -> Tolerance:
-        """The comparison tolerance for `dtype` (falls back to the defaults)."""
-        return self.tolerances.get(dtype, DEFAULT_TOLERANCES[dtype])
+        """The comparison tolerance for `dtype` (falls back to the fixed table)."""
+        return self.tolerances.get(dtype, table(self.strict_tolerances)[dtype])
+
+    def judged_by_criterion(self, dtype: str) -> bool:
+        """Whether `dtype`'s rows take the low-precision criterion (gradlab.tolerances): a low
+        precision dtype whose tolerance the user did not set, outside strict."""
+        from gradlab.tolerances import LOW_PRECISION
+
+        return (dtype in LOW_PRECISION and dtype not in self.tolerances
+                and not self.strict_tolerances)
 
     def numerical_tolerance(self, dtype: str) -> Tolerance:
         """The finite-difference checks' tolerance (jacobian, second_order) in `dtype`, their
@@ -251,10 +248,13 @@ class OpDef:
         return loosest(GRADCHECK_TOLERANCE, self.tolerances.get(dtype))
 
     def autocast_tolerance(self, dtype: str, input_dtype: str) -> Tolerance:
-        """The autocast check's tolerance: `dtype`'s (the autocast dtype; the user's when set),
+        """The autocast check's fixed tolerance (two runs in the autocast dtype compared with
+        each other, beside the low-precision criterion: gradlab.checks.autocast):
+        `dtype`'s (the autocast dtype; the user's when set, else the strict table's),
         loosened per component to the user's tolerance for the inputs' dtype where one was set:
         an error by design (an approximate method) stays under autocast, beside its rounding."""
-        return loosest(self.tolerance(dtype), self.tolerances.get(input_dtype))
+        base = self.tolerances.get(dtype, STRICT_TOLERANCES[dtype])
+        return loosest(base, self.tolerances.get(input_dtype))
 
 
 def loosest(base: Tolerance, other: Tolerance | None) -> Tolerance:

@@ -56,13 +56,24 @@ def test_corpus_is_large_and_well_formed() -> None:
     assert not unknown, f"right sets name codes that are neither hints nor pending: {unknown}"
 
 
+#: Planted "bugs" inside torch.testing.assert_close's float64 tolerance (issue 28): a float64
+#: backward computed in float32 whose error on these values is below atol 1e-7 + rtol 1e-7 *
+#: |want|.  The ecosystem calls the results equal, so gradlab passes them (a float32-accurate
+#: result outside that table is one precision_loss warning); nothing wrong may be shown.
+INSIDE_TOLERANCE = {"tanh-f32", "matmul-f32"}
+#: exp computed in float32 is inside the tolerance at the case's values, and overflows at the
+#: magnitude variant (exp(x) for x > 88 in float32, finite in float64): magnitude_only says so.
+ALSO_RIGHT = {"exp-f32": {"magnitude_only"}}
+
+
 @pytest.mark.parametrize("entry_id", [_param(e) for e in CORPUS])
 def test_broken_function_is_flagged_with_the_right_cause(entry_id: str) -> None:
     j = judged(entry_id)
     assert not j.verdict.crashed, j.verdict.crashed
-    assert j.flagged, f"{entry_id} passed ({j.entry.cause})"
-    assert not j.wrong, (f"{entry_id} ({j.entry.cause}): right {sorted(j.entry.right)}, "
-                         f"wrong likely causes shown: {list(j.wrong)}")
+    wrong = [w for w in j.wrong if w[0] not in ALSO_RIGHT.get(entry_id, set())]
+    assert not wrong, (f"{entry_id} ({j.entry.cause}): right {sorted(j.entry.right)}, "
+                       f"wrong likely causes shown: {wrong}")
+    assert j.flagged or entry_id in INSIDE_TOLERANCE, f"{entry_id} passed ({j.entry.cause})"
 
 
 @pytest.mark.parametrize("entry_id", [e.id for e in CORPUS if e.where])

@@ -65,11 +65,18 @@ def test_correct_twin_passes(twin: str) -> None:
     assert v.passed, (v.crashed, v.findings)
 
 
+#: A planted "bug" inside torch.testing.assert_close's float64 tolerance (issue 28): hypot's
+#: backward computed in float32 is off by less than atol 1e-7 + rtol 1e-7 * |want| on these
+#: values, which the ecosystem calls equal: gradlab passes it.
+INSIDE_TOLERANCE = {"hypot/float32_backward"}
+
+
 @pytest.mark.parametrize("entry_id", sorted(BY_ID))
 def test_broken_function_is_flagged(entry_id: str) -> None:
     j = judged(entry_id)
     assert not j.verdict.crashed, j.verdict.crashed
-    assert j.flagged, f"{entry_id} passed: a missed bug"
+    assert j.flagged or entry_id in INSIDE_TOLERANCE, f"{entry_id} passed: a missed bug"
+    assert not (entry_id in INSIDE_TOLERANCE and j.wrong), j.wrong
 
 
 def test_hint_precision_floor() -> None:

@@ -28,6 +28,7 @@ from gradlab.model import DEFAULT_TOLERANCES, GRADCHECK_TOLERANCE, OpDef, Tolera
 from gradlab.render.files import row_from_dict
 from gradlab.render.words import message
 from gradlab.results import CheckRow, Report
+from gradlab.tolerances import STRICT_TOLERANCES
 
 TOLS = DATA / "tolerances"
 sys.path.insert(0, str(TOLS))
@@ -143,16 +144,22 @@ def test_numerical_tolerance_is_gradchecks_loosened_by_the_users() -> None:
     assert fd.numerical_tolerance("float64") == Tolerance(1e-6, 1e-4)
 
 
-def test_float64_is_judged_by_a_float64_tolerance() -> None:
-    # float32's rounding (eps 1.2e-7) must fail it by a wide margin
-    tol = DEFAULT_TOLERANCES["float64"]
-    assert tol.rtol <= 1e-8 and tol.atol <= 1e-9
+def test_float64_defaults_are_the_ecosystems_and_strict_keeps_the_old_ones() -> None:
+    # torch.testing.assert_close's defaults (issue 28): a correct adjoint solver at 1e-9 passes;
+    # the former float64-rounding table (a float32-accurate result fails it) is opt-in
+    assert DEFAULT_TOLERANCES["float64"] == Tolerance(atol=1e-7, rtol=1e-7)
+    strict = STRICT_TOLERANCES["float64"]
+    assert strict.rtol <= 1e-8 and strict.atol <= 1e-9
 
 
 def test_a_float32_backward_of_a_float64_function_is_precision_loss() -> None:
     r = gradlab.check(tf.Float32Backward, example(), reference=tf.reference)
     row = base_gradient(r)
-    assert row.status == "fail" and row.hint == "precision_loss", failures(r)
+    # a precision observation within float32's accuracy: one warn per case (issue 28, item 5),
+    # not a failure of every variant
+    assert row.status == "warn" and row.hint == "precision_loss", failures(r)
+    assert [x.variant for x in r.rows if x.hint == "precision_loss"] == ["base"], failures(r)
+    assert not [x for x in r.rows if x.check in ("forward", "gradient") and x.failed]
     assert row.findings[0].passing_tolerance is not None
     assert "tolerances that would pass: {float64: " in message(row)
     # second order (finite differences of a float32-accurate gradient are rounding noise) is
@@ -165,11 +172,11 @@ def test_a_float32_backward_of_a_float64_function_is_precision_loss() -> None:
 def test_a_float32_forward_of_a_float64_function_is_precision_loss() -> None:
     r = gradlab.check(tf.Float32Forward, example(), reference=tf.reference)
     forward = next(x for x in r.rows if x.variant == "base" and x.check == "forward")
-    assert forward.status == "fail" and forward.findings[0].hint == "precision_loss", failures(r)
+    assert forward.status == "warn" and forward.findings[0].hint == "precision_loss", failures(r)
     jacobian = next(x for x in r.rows if x.check == "jacobian")
-    # its finite differences are float32 rounding over a step of 1e-6: noise, no factor
-    assert jacobian.status == "fail" and jacobian.hint == "precision_loss", failures(r)
-    assert all(f.hint != "constant_factor" for f in jacobian.findings), failures(r)
+    # gradcheck's step of 1e-6 would difference float32 rounding (noise, no factor): the step
+    # the forward's noise permits resolves the derivative (gradlab.checks.fdstep)
+    assert jacobian.status == "pass" and "finite-difference step" in jacobian.note, failures(r)
 
 
 def cli(spec: str, capsys: pytest.CaptureFixture[str], tmp_path: Path,
@@ -189,10 +196,11 @@ def test_through_specs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> No
     # about gradcheck's rtol (fast mode's known blind spot); the Jacobian entries do not
     code, out = cli("approx_fd_strict.yaml", capsys, tmp_path, "--mode", "dense")
     assert code == 1 and "jacobian" in out, out
+    # float32-accurate float64 results: one precision_loss warning, no failure (issue 28)
     code, out = cli("float32_backward.yaml", capsys, tmp_path)
-    assert code == 1 and "precision_loss" in out and "second_order_only" not in out, out
+    assert code == 0 and "precision_loss" in out and "second_order_only" not in out, out
     code, out = cli("float32_forward.yaml", capsys, tmp_path)
-    assert code == 1 and "precision_loss" in out and "constant_factor" not in out, out
+    assert code == 0 and "precision_loss" in out and "constant_factor" not in out, out
     code, out = cli("exact.yaml", capsys, tmp_path)
     assert code == 0, out
 
@@ -230,8 +238,9 @@ def test_passing_tolerance_passes_on_random_tensors() -> None:
         assert out is not None
         assert dg.compare(got, want, out, scaled=True).ok, (trial, out)
         assert out.atol >= tol.atol and out.rtol >= tol.rtol
-        for x in (out.atol, out.rtol):  # one significant digit
-            assert float(f"{x:.1g}") == x
+        for x, own in ((out.atol, tol.atol), (out.rtol, tol.rtol)):
+            # one significant digit, or the table's own (float32's rtol is 1.3e-6)
+            assert float(f"{x:.1g}") == x or x == own
 
 
 def test_passing_tolerance_edges() -> None:
@@ -247,7 +256,9 @@ def test_passing_tolerance_edges() -> None:
 def test_level_hint() -> None:
     gen = torch.Generator().manual_seed(1)
     want = torch.randn(200, generator=gen, dtype=torch.float64)
-    tol = DEFAULT_TOLERANCES["float64"]
+    # the level of an error outside float64's rounding: the strict table (the default one,
+    # torch.testing's 1e-7, passes a float32-accurate result outright)
+    tol = STRICT_TOLERANCES["float64"]
 
     def level(got: torch.Tensor, dtype: str = "float64") -> str:
         return hints.level_hint(dg.compare(got, want, tol, scaled=True), dtype)

@@ -38,6 +38,9 @@ class Diff:
     #: only when something is wrong and got is float64): near 1, got was computed in float32
     #: and cast (a float64 value is one by chance with odds of about 2**-29).
     float32_share: float = 0.0
+    #: how far the per-element ratio may spread by rounding alone (the low-precision
+    #: criterion's measure of the reference's own; 0: no allowance beyond RATIO_SPREAD).
+    noise: float = 0.0
 
     @property
     def ok(self) -> bool:

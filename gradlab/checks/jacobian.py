@@ -8,7 +8,9 @@ perturbed through their own (possibly non-contiguous) memory, element by logical
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +22,27 @@ from gradlab.checks.diagnose import unravel
 
 #: Finite-difference step in float64, as torch.autograd.gradcheck.
 EPS = 1e-6
+#: float64's machine epsilon: the relative noise of a forward computed in float64.
+EPS64 = 2.0 ** -52
+#: The step the finite differences take and the relative noise of the forward they difference
+#: (gradlab.checks.fdstep sets both for a forward only float32-accurate); gradcheck's step and
+#: float64's rounding unless set.
+_FD: ContextVar[tuple[float, float]] = ContextVar("gradlab_fd", default=(EPS, EPS64))
+
+
+@contextmanager
+def fd_step(step: float, noise: float) -> Iterator[None]:
+    """Finite differences inside take `step`, for a forward whose relative noise is `noise`."""
+    token = _FD.set((step, noise))
+    try:
+        yield
+    finally:
+        _FD.reset(token)
+
+
+def step_and_noise() -> tuple[float, float]:
+    """The finite differences' current step and the forward's relative noise (see fd_step)."""
+    return _FD.get()
 
 
 def realview(t: Tensor) -> Tensor:
@@ -76,11 +99,13 @@ def _kept(outs: Sequence[Tensor], keep: Sequence[int] | None) -> list[Tensor]:
     return list(outs) if keep is None else [outs[k] for k in keep]
 
 
-def numerical_jacobian(fn: Callable[..., Any], inputs: Inputs, wrt: int, eps: float = EPS,
-                       keep: Sequence[int] | None = None) -> Tensor:
+def numerical_jacobian(fn: Callable[..., Any], inputs: Inputs, wrt: int,
+                       eps: float | None = None, keep: Sequence[int] | None = None) -> Tensor:
     """Central-difference Jacobian of the concatenated outputs w.r.t. args[wrt] (dense).
 
-    keep: the positions of the outputs it covers (Backward.covered; None: all)."""
+    keep: the positions of the outputs it covers (Backward.covered; None: all); eps: the step
+    (None: step_and_noise's)."""
+    eps = step_and_noise()[0] if eps is None else eps
     x = inputs.args[wrt]
     cols = []
     for k in range(real_numel(x)):
@@ -97,9 +122,10 @@ def numerical_jacobian(fn: Callable[..., Any], inputs: Inputs, wrt: int, eps: fl
 
 
 def directional_derivative(fn: Callable[..., Any], inputs: Inputs, wrt: int, direction: Tensor,
-                           eps: float = EPS, keep: Sequence[int] | None = None) -> Tensor:
+                           eps: float | None = None, keep: Sequence[int] | None = None) -> Tensor:
     """(f(x + eps*u) - f(x - eps*u)) / 2eps for args[wrt] = x: the numerical J @ u (over the
-    outputs at positions `keep`, all when None)."""
+    outputs at positions `keep`, all when None; eps None: step_and_noise's)."""
+    eps = step_and_noise()[0] if eps is None else eps
     x = realview(inputs.args[wrt].detach())  # a complex input: along its real view
     orig = x.clone()
     u = direction.reshape(x.shape).to(dtype=x.dtype, device=x.device)
@@ -240,13 +266,14 @@ def bisect(error_of: Callable[[Tensor], float], n: int, threshold: float, *,
 
 
 def one_sided(fn: Callable[..., Any], inputs: Inputs, wrt: int, direction: Tensor,
-              eps: float = EPS, keep: Sequence[int] | None = None
+              eps: float | None = None, keep: Sequence[int] | None = None
               ) -> tuple[Tensor, Tensor, Tensor]:
     """(left, central, right) differences along u for args[wrt] = x (over the outputs at
     positions `keep`, all when None): left (f(x - eps u) - f(x - 2 eps u)) / eps and right
     (f(x + 2 eps u) - f(x + eps u)) / eps, the slopes just beside x that do not cross it, and
     the central (f(x + eps u) - f(x - eps u)) / 2 eps across it.  At a kink of f at x (or
     within eps of it) left and right disagree; at a jump the central one leaves them both."""
+    step = step_and_noise()[0] if eps is None else eps
     def at(t: float) -> Tensor:
         x.copy_(orig + t * u)
         outs = call(fn, inputs)
@@ -256,7 +283,7 @@ def one_sided(fn: Callable[..., Any], inputs: Inputs, wrt: int, direction: Tenso
     orig = x.clone()
     u = direction.reshape(x.shape).to(dtype=x.dtype, device=x.device)
     try:
-        m2, m1, p1, p2 = at(-2 * eps), at(-eps), at(eps), at(2 * eps)
+        m2, m1, p1, p2 = at(-2 * step), at(-step), at(step), at(2 * step)
     finally:
         x.copy_(orig)
-    return (m1 - m2) / eps, (p1 - m1) / (2 * eps), (p2 - p1) / eps
+    return (m1 - m2) / step, (p1 - m1) / (2 * step), (p2 - p1) / step

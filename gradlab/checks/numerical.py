@@ -19,13 +19,14 @@ from torch import Tensor
 from gradlab.cases import Inputs, call, dtype_name
 from gradlab.checks import diagnose as dg
 from gradlab.checks import fdcauses as fd
+from gradlab.checks import fdstep
 from gradlab.checks import jacobian as jac
 from gradlab.checks.compare import chain_rule_ignored
 from gradlab.checks.conjugate import conjugate_missed
 from gradlab.checks.context import CaseContext
 from gradlab.checks.hints import UNEXPLAINED, explain, factor_hint
 from gradlab.model import Tolerance
-from gradlab.results import FAIL, PASS, CheckRow, Element, ErrorStats, Finding, ProbeStats
+from gradlab.results import FAIL, PASS, SKIP, CheckRow, Element, ErrorStats, Finding, ProbeStats
 
 #: A dense Jacobian costs 2 forward calls per input element and one backward call per output
 #: element.  In auto mode a failing probe is diagnosed densely (exact wrong entries, transposed
@@ -64,7 +65,43 @@ def jacobian_check(ctx: CaseContext, check: str, fn: Callable[..., object], inpu
     """Analytical against numerical Jacobian of `fn` w.r.t. every differentiable input, over
     its outputs that require grad (every output when `every_output`, see jac.Backward).
 
-    bw: `fn`'s graph on `inputs` when the caller has built it already (probes reuse it)."""
+    bw: `fn`'s graph on `inputs` when the caller has built it already (probes reuse it).
+    A forward only float32-accurate (or coarser: gradlab.checks.fdstep) is differenced with the
+    step its noise permits; a failure there whose error moves with the step is the step's own,
+    a declared skip saying so (reason fd_unresolved), never a red."""
+    outs = bw.outputs if bw is not None else call(fn, inputs)
+    noise = fdstep.forward_noise(fn, inputs, outs)
+    if noise <= jac.EPS64:
+        return jacobian_row(ctx, check, fn, inputs, tol, gen, max_dense_calls, bw, every_output)
+    step = fdstep.noisy_step(noise)
+    state = gen.get_state()
+    with jac.fd_step(step, noise):
+        row = jacobian_row(ctx, check, fn, inputs, tol, gen, max_dense_calls, bw, every_output)
+    note = (f"the forward is only accurate to {noise:.1g} (relative): finite-difference "
+            f"step {step:.2g}")
+    if not row.failed or row.max_abs_err is None:
+        row.note = "; ".join(filter(None, [row.note, note]))
+        return row
+    ctx.rows.remove(row)
+    gen.set_state(state)
+    with jac.fd_step(2 * step, noise):
+        again = jacobian_row(ctx, check, fn, inputs, tol, gen, max_dense_calls, bw,
+                             every_output)
+    ctx.rows.remove(again)
+    if not fdstep.step_dependent(row.max_abs_err, again.max_abs_err or 0.0):
+        ctx.rows.append(row)  # the same error at twice the step: the derivative's
+        row.note = "; ".join(filter(None, [row.note, note]))
+        return row
+    return ctx.row("base", check, SKIP, declared=True, reason="fd_unresolved",
+                   seconds=row.seconds + again.seconds, dtype=row.dtype,
+                   note=f"{note}: error {row.max_abs_err:.2g}, at twice the step "
+                        f"{again.max_abs_err or 0.0:.2g}")
+
+
+def jacobian_row(ctx: CaseContext, check: str, fn: Callable[..., object], inputs: Inputs,
+                 tol: Tolerance, gen: torch.Generator, max_dense_calls: int = DENSE_MAX_CALLS,
+                 bw: jac.Backward | None = None, every_output: bool = False) -> CheckRow:
+    """jacobian_check at the finite differences' current step (jacobian.step_and_noise)."""
     t0 = time.perf_counter()
     wrt = inputs.diff_index
     mode = ctx.options.mode
@@ -125,7 +162,8 @@ def with_roundoff(tol: Tolerance, outputs: Sequence[Tensor], *, norm: bool) -> T
     if not finite:
         return tol
     size = squares ** 0.5 if norm else top
-    return Tolerance(tol.atol + 4 * torch.finfo(torch.float64).eps * size / jac.EPS, tol.rtol)
+    step, noise = jac.step_and_noise()
+    return Tolerance(tol.atol + 4 * noise * size / step, tol.rtol)
 
 
 def dense_results(fn: Callable[..., object], inputs: Inputs, wrt: Sequence[int],

@@ -13,7 +13,7 @@ from torch import Tensor
 
 from gradlab import ops, tf32
 from gradlab.cases import Inputs, NonLeafInputs, case_seed, materialize
-from gradlab.checks import policy
+from gradlab.checks import lowprec, policy
 from gradlab.checks.autocast import autocast_row
 from gradlab.checks.capabilities import capability_rows
 from gradlab.checks.compare import chain_rule_ignored, compare_runs
@@ -47,7 +47,7 @@ from gradlab.checks.plan import Item, enabled_checks
 from gradlab.checks.rawbackward import grad_output_as
 from gradlab.checks.second_order import blame_precision, second_order_row
 from gradlab.checks.variants import Baseline, variant_rows
-from gradlab.model import Case, Target
+from gradlab.model import Case, OpDef, Target
 from gradlab.repro import save_failures
 from gradlab.results import ERROR, SKIP, CheckRow, Finding
 from gradlab.torchstate import RngState, TorchState, case_rng, preserved_rng
@@ -67,27 +67,26 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
         ctx.row("base", "forward", ERROR, reason="inputs_failed", note=first_line(exc))
         return ctx.rows
     # copied before the Function runs: a forward that writes into its inputs must not change
-    # what the reference sees
+    # what the reference sees (low_inputs: the values as drawn, for gradlab.checks.lowprec)
     ref_inputs = inputs.clone(dtype=torch.float64)
+    low_inputs = inputs.clone() if op.reference is not None and dtype != "float64" else None
     got = run_once(op.function, inputs, None, gen, check_contract="contract" in checks)
     grad_outs = got.grad_outs64 or None
     want = got
     # torch draws other numbers per dtype: a stochastic Function's reference runs in its own
     ref_inputs = as_dtypes_of(ref_inputs, inputs) if got.drew else ref_inputs
+    low = None
     if op.reference is not None:
-        want = run_once(op.reference, ref_inputs, grad_outs, gen)
+        want, fallback = reference_run(op, ref_inputs, low_inputs, grad_outs, gen)
         # the variants compare what the Function differentiates (see as_differentiated)
         ctx.target = as_differentiated(target, got.outs)
-        rows = compare_runs(ctx, "base", got, want, inputs, op.tolerance(dtype), checks=checks)
-        rng_replayed([r for r in rows if r.failed and r.check == "gradient"], got,
-                     draws_matter([(op.function, inputs, got), (op.reference, ref_inputs, want)],
-                                  gen))
-        failed = [r for r in rows if r.failed and r.check == "gradient"]
-        if failed and failed[-1].hint in UNEXPLAINED and chain_rule_ignored(
-                op.function, inputs.clone(), gen):
-            explain(failed[-1], "no_chain_rule")
-        elif failed and failed[-1].hint in UNEXPLAINED and conjugate_missed(op.function, inputs):
-            explain(failed[-1], "conjugate")
+        if (low_inputs is not None and not fallback and lowprec.applies(op, dtype, got.drew)
+                and want.error is None and got.grad_outs64):
+            low = lowprec.reference_in_dtype(op, low_inputs, got.grad_outs64, gen)
+        n_rows = len(ctx.rows)
+        against_reference(ctx, (got, want), (inputs, ref_inputs), low, checks, gen)
+        for r in ctx.rows[n_rows:]:
+            r.note = "; ".join(filter(None, [r.note, fallback]))
     elif got.error is not None:
         ctx.crash_row("base", "forward", got.error)
     if op.reference is None and checks & {"forward", "gradient"}:
@@ -109,10 +108,48 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
             inputs = materialize(case, dtype, device, seed)
         variant_rows(ctx, Baseline(inputs, grad_outs, want, gen,
                                    want_inputs=ref_inputs if op.reference is not None else None,
-                                   got=reusable, stochastic=got.drew), checks)
+                                   got=reusable, stochastic=got.drew,
+                                   low=low if op.reference is not None else None), checks)
     # the variants that took the base's diagnosis, and the contract row
     rng_replayed([r for r in ctx.rows if r.hint == "rng_replay" or r.check == "contract"], got)
     return ctx.rows
+
+
+def reference_run(op: OpDef, ref_inputs: Inputs, low_inputs: Inputs | None,
+                  grad_outs: list[Tensor] | None, gen: torch.Generator) -> tuple[Run, str]:
+    """The reference's run the base rows compare with: in float64 (the gold), or, where its
+    forward refuses float64, in the case's own dtype on the same values (low_inputs), judged by
+    the fixed table; with the note that says so ("" for the float64 run)."""
+    assert op.reference is not None
+    want = run_once(op.reference, ref_inputs, grad_outs, gen)
+    if want.error is None or want.stage != "forward" or low_inputs is None:
+        return want, ""
+    alt = run_once(op.reference, low_inputs.clone(), grad_outs, gen)
+    if alt.error is not None:
+        return want, ""
+    return alt, (f"no float64 run of the reference ({first_line(want.error)}): judged by the "
+                 "fixed tolerance table against the reference in this dtype")
+
+
+def against_reference(ctx: CaseContext, runs: tuple[Run, Run], inputs: tuple[Inputs, Inputs],
+                      low: lowprec.Lows | None, checks: frozenset[str],
+                      gen: torch.Generator) -> None:
+    """The base forward and gradient rows against the reference's run (and its own in the
+    case's dtype, `low`), with the diagnoses only a failing gradient asks for."""
+    (got, want), (inputs_, ref_inputs) = runs, inputs
+    op = ctx.op
+    assert op.reference is not None
+    rows = compare_runs(ctx, "base", got, want, inputs_, op.tolerance(ctx.dtype), checks=checks,
+                        low=low)
+    rng_replayed([r for r in rows if r.failed and r.check == "gradient"], got,
+                 draws_matter([(op.function, inputs_, got), (op.reference, ref_inputs, want)],
+                              gen))
+    failed = [r for r in rows if r.failed and r.check == "gradient"]
+    if failed and failed[-1].hint in UNEXPLAINED and chain_rule_ignored(
+            op.function, inputs_.clone(), gen):
+        explain(failed[-1], "no_chain_rule")
+    elif failed and failed[-1].hint in UNEXPLAINED and conjugate_missed(op.function, inputs_):
+        explain(failed[-1], "conjugate")
 
 
 def base_contract(ctx: CaseContext, got: Run, want: Run, inputs: Inputs,

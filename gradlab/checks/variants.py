@@ -22,7 +22,8 @@ from gradlab.checks.compare import compare_runs
 from gradlab.checks.context import CaseContext, first_line
 from gradlab.checks.contract import contract_row
 from gradlab.checks.execute import UNDEFINED_GRAD, Run, backward_of, run_once, run_undefined
-from gradlab.checks.hints import LEVEL_HINTS, ONLY_HINT
+from gradlab.checks.hints import ONLY_HINT
+from gradlab.checks.lowprec import Lows, variant_low
 from gradlab.checks.repeats import repeat_variants, tie_convention
 from gradlab.checks.sizes import magnitude_inputs, ragged_inputs, ragged_name, ragged_sizes
 from gradlab.checks.values import conventions, left_out, value_families
@@ -35,6 +36,7 @@ from gradlab.checks.verdicts import (
     overflow_alike,
     plain_copy_failures,
     reference_refused,
+    unsure,
     value_variant_failures,
 )
 from gradlab.model import VARIANT_FAMILIES, TensorArg, Tolerance
@@ -194,6 +196,8 @@ class Baseline:
     got: Run | None = None
     #: the Function draws random numbers (its base forward moved torch's generators)
     stochastic: bool = False
+    #: the reference's own runs on the base values (lowprec.reference_in_dtype; None: the table)
+    low: Lows | None = None
 
 
 def expected(ctx: CaseContext, v: Variant, b: Baseline, grad_outs64: list[Tensor]) -> Run:
@@ -264,10 +268,10 @@ def variant_rows(ctx: CaseContext, b: Baseline, checks: frozenset[str]) -> None:
 
     Variants on the base values are compared with b.want, the others get their own expected
     run (Baseline says what each field serves)."""
-    judge = Judge(ctx.op.tolerance(ctx.dtype), checks, any(r.failed for r in ctx.rows),
-                  # when the base case fails too, its diagnosis (e.g. no_chain_rule) is the
-                  # variants' best one (none when it has none)
-                  {r.check: r.hint for r in ctx.rows if r.failed})
+    # when the base case fails too (or is only float32-accurate: a float32 overflow at the
+    # magnitude variant is that), its diagnosis is the variants' best one (none when none)
+    base = [r for r in ctx.rows if r.failed or r.hint == "precision_loss"]
+    judge = Judge(ctx.op.tolerance(ctx.dtype), checks, bool(base), {r.check: r.hint for r in base})
     names = ctx.options.variant_names
     for v in generate(ctx, b.inputs, [tuple(g.shape) for g in b.grad_outs64]):
         if names is not None and not variant_picked(v.name, names):
@@ -316,7 +320,9 @@ def one_variant(ctx: CaseContext, v: Variant, b: Baseline, judge: Judge,
                     reason="ragged_refused", note=first_line(got.error))
         return False
     rows = compare_runs(ctx, v.name, got, want, v.inputs, judge.tol,
-                        checks=checks & {"forward", "gradient"})
+                        checks=checks & {"forward", "gradient"},
+                        low=variant_low(ctx.op, b.low, v.family, v.new_values,
+                                        (b.inputs, v.inputs), want, b.gen))
     left_out(rows, kinks)
     if v.family in ("grad_output", "requires_grad", "undefined_grad"):
         # the forward is the base forward again: keep only the gradient row
@@ -346,14 +352,6 @@ def without_reference(v: Variant, rows: list[CheckRow]) -> None:
         r.reason = r.reason or "no_reference"
         if v.family in VALUE_FAMILIES and not r.failed:
             r.max_abs_err = r.max_rel_err = None
-
-
-def unsure(r: CheckRow) -> None:
-    """No level hint (but the base's), no tolerance advice on the findings of a row the base's
-    error explains."""
-    for f in r.findings:
-        if f.hint in LEVEL_HINTS and f.hint != r.hint:
-            f.hint, f.passing_tolerance = "", None
 
 
 def judge_failures(ctx: CaseContext, v: Variant, b: Baseline, judge: Judge,

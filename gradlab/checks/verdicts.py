@@ -33,6 +33,7 @@ from gradlab.checks.compare import compared_aside
 from gradlab.checks.context import CaseContext, first_line
 from gradlab.checks.execute import Run, run_once
 from gradlab.checks.hints import (
+    LEVEL_HINTS,
     VALUE_LEVEL_FACTOR,
     advise_tolerance,
     level_hint,
@@ -236,3 +237,11 @@ def overflow_alike(ctx: CaseContext, inputs: Inputs, grad_outs64: Sequence[Tenso
         else:
             kept.append(r)
     return kept
+
+
+def unsure(r: CheckRow) -> None:
+    """No level hint (but the base's), no tolerance advice on the findings of a row the base's
+    error explains."""
+    for f in r.findings:
+        if f.hint in LEVEL_HINTS and f.hint != r.hint:
+            f.hint, f.passing_tolerance = "", None

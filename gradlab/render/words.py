@@ -14,9 +14,9 @@ HINTS: dict[str, str] = {
     "sign": "sign flipped",
     "transposed": "gradient is transposed",
     "swapped": "gradients swapped between inputs",
-    "missing": "gradient missing (None) for an input that requires grad (if the input is a "
-               "constant, such as filter taps or a mask, mark it requires_grad: false in the "
-               "spec)",
+    # the constant-input advice only where it applies: describe() adds it on a base
+    # gradient or jacobian row (MISSING_ADVICE_CHECKS), never on second order
+    "missing": "gradient missing (None) for an input that requires grad",
     "zero": "gradient is zero where it should not be",
     "noncontiguous_only": "fails only for non-contiguous inputs (assumes contiguous memory)",
     "transposed_only": "fails only for inputs with transposed memory (assumes row-major "
@@ -174,6 +174,10 @@ HINTS: dict[str, str] = {
 
 #: Why a row was skipped, or passed with a remark.
 REASONS: dict[str, str] = {
+    "fd_unresolved": "not checked: the forward's own rounding noise is above what any "
+                     "finite-difference step resolves (its error moves with the step)",
+    "float32_accurate": "only float32-accurate, within float32's tolerance (the case's one "
+                        "precision_loss warning says so)",
     "cuda_unavailable": "CUDA is not available on this machine",
     "reference_failed": "the reference failed on this case (nothing to compare with)",
     "expanded_refused": "forward does not accept an expanded input",
@@ -251,6 +255,17 @@ def _subject(f: Finding) -> str:
         shape = f" {list(f.shape)}" if f.shape is not None else ""
         return f"{f.subject} {f.index}{shape}{of}"
     return (f"{f.subject} {f.index}" if f.index >= 0 else f.subject) + of
+
+
+def criterion_words(f: Finding, dtype: str) -> str:
+    """The low-precision criterion's numbers on a finding it failed: 'yours 6.3e-2; the
+    reference's own in bfloat16 1.2e-2 (5.2x, allowed 2x); gold in float64'."""
+    if f.own_error is None or f.stats is None:
+        return ""
+    mine, own = f.stats.max_abs, f.own_error
+    times = f"{mine / own:.2g}x" if own > 0 else "the reference exact"
+    return (f"yours {mine:.2g}; the reference's own in {dtype or 'this dtype'} {own:.2g} "
+            f"({times}, allowed {f.allowed_factor:g}x plus one ulp); gold in float64")
 
 
 def _stats(f: Finding) -> str:
@@ -353,8 +368,8 @@ def describe(f: Finding, dtype: str = "", row: CheckRow | None = None) -> str:
             # lost their gradient are not the spec's choice
             words += f" (if input {f.index} is a constant, mark it requires_grad: false)"
     where = pattern_words(f.pattern) if f.pattern is not None else ""
-    body = "; ".join(p for p in (words, _fact(f), where, _stats(f), tolerance_words(f, dtype))
-                     if p)
+    body = "; ".join(p for p in (words, _fact(f), where, criterion_words(f, dtype), _stats(f),
+                                 tolerance_words(f, dtype)) if p)
     return f"{_subject(f)}: {body}" if body else _subject(f)
 
 

@@ -132,6 +132,10 @@ class Finding:
     #: (atol, rtol) under which this comparison would pass (gradlab.checks.diagnose
     #: .passing_tolerance), given with a level hint (precision_loss, approximate).
     passing_tolerance: tuple[float, float] | None = None
+    #: the low-precision criterion (gradlab.tolerances) failed this tensor: the reference's own
+    #: max abs error in the row's dtype against the float64 gold, and the factor k allowed.
+    own_error: float | None = None
+    allowed_factor: float | None = None
     #: |got - want| of this input's gradient as a 2-D array (at most ERROR_MAP_SIDE a side),
     #: kept only when a run asks for plots; never written to the CSV or JSON (too big).
     error_map: Any = field(default=None, repr=False, compare=False)

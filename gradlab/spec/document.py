@@ -37,6 +37,7 @@ from gradlab.spec.values import (
     key_name,
     parse_dtype,
     parse_fd_tolerance,
+    parse_judgement,
     parse_names,
     parse_number,
     parse_switches,
@@ -175,7 +176,8 @@ def parse_op(entry: Any, key: str, lookup: OpLookup, folder: Path | None = None)
     if "tolerances" in entry:
         tk = join(key, "tolerances")
         op = replace(op, tolerances=parse_tolerances(entry["tolerances"], tk, op.tolerances),
-                     fd_tolerance=parse_fd_tolerance(entry["tolerances"], tk, op.fd_tolerance))
+                     fd_tolerance=parse_fd_tolerance(entry["tolerances"], tk, op.fd_tolerance),
+                     **parse_judgement(entry["tolerances"], tk))
     return _target(op, entry, key)
 
 

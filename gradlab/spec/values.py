@@ -153,15 +153,39 @@ def parse_tolerances(v: Any, key: str, base: Mapping[str, Tolerance]) -> dict[st
         raise fail(key, f"expected a mapping dtype: {{atol, rtol}}, got {shown(v)}")
     out = dict(base)
     for name, tol in v.items():
-        if name == FD_TOLERANCE_KEY:
+        if name in (FD_TOLERANCE_KEY, *JUDGEMENT_KEYS):
             continue
         dk = join(key, key_name(name))
         try:
             dtype = canonical_dtype(str(name))
         except ValueError:
-            raise fail(dk, unknown_name("key", name, [*DTYPES, FD_TOLERANCE_KEY],
+            raise fail(dk, unknown_name("key", name, [*DTYPES, FD_TOLERANCE_KEY, *JUDGEMENT_KEYS],
                                         "keys")) from None
         out[dtype] = parse_tolerance(tol, dk, out.get(dtype, DEFAULT_TOLERANCES[dtype]))
+    return out
+
+
+#: The keys of `tolerances:` that choose how values are judged rather than set a dtype's:
+#: `strict: true` (the tighter fixed table) and `precision_factor: K` (the low-precision
+#: criterion's k; gradlab.tolerances).
+JUDGEMENT_KEYS = ("strict", "precision_factor")
+
+
+def parse_judgement(v: Any, key: str) -> dict[str, Any]:
+    """The OpDef fields `tolerances:`'s JUDGEMENT_KEYS set (strict_tolerances,
+    precision_factor), each checked."""
+    out: dict[str, Any] = {}
+    if not isinstance(v, Mapping):
+        return out
+    if "strict" in v:
+        if not isinstance(v["strict"], bool):
+            raise fail(join(key, "strict"), f"expected true or false, got {shown(v['strict'])}")
+        out["strict_tolerances"] = v["strict"]
+    if "precision_factor" in v:
+        k = parse_number(v["precision_factor"], join(key, "precision_factor"))
+        if k < 1:
+            raise fail(join(key, "precision_factor"), f"expected a number >= 1, got {k:g}")
+        out["precision_factor"] = k
     return out
 
 
