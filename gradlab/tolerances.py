@@ -65,8 +65,10 @@ PRECISION_FACTOR = 2.0
 #: 0.020 with one, 0.028 with two).
 FLOOR_ULPS = 1.0
 #: Each dtype's machine epsilon (torch.finfo(dtype).eps), without torch.
+#: "tf32": float32 convolutions and matmuls on a GPU with TF32 on (a 10-bit mantissa, as
+#: float16's), the floor's format there (gradlab.checks.compare.floor_dtype).
 EPS = {"float64": 2.0 ** -52, "float32": 2.0 ** -23, "float16": 2.0 ** -10,
-       "bfloat16": 2.0 ** -7}
+       "bfloat16": 2.0 ** -7, "tf32": 2.0 ** -10}
 
 
 def table(strict: bool = False) -> Mapping[str, Tolerance]:

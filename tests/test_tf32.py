@@ -175,7 +175,11 @@ def test_a_real_float32_bug_still_fails_and_is_not_blamed_on_tf32(
     assert rows, failing(report)
     base = next(r for r in rows if r.variant == "base")
     assert base.hint not in ("tf32", ""), failing(report)
-    assert [f.index for f in base.findings] == [0]  # a's gradient, not b's
+    # a's gradient is wrong in every setting; with TF32 on, b's may be off too: the Function's
+    # matmul rounds to TF32 where this elementwise reference does not, more than the criterion
+    # allows (b's own finding, a TF32 deviation, not the planted bug's)
+    indices = [f.index for f in base.findings]
+    assert indices[0] == 0 and set(indices) <= ({0, 1} if on else {0}), indices
 
 
 def test_a_cpu_failure_is_never_rerun_for_tf32() -> None:
@@ -238,9 +242,5 @@ def test_every_bundled_failure_with_tf32_on_is_named_tf32(bundled_on_tf32: Any) 
 
 
 @pytest.mark.xdist_group("bundled_tf32")
-@pytest.mark.xfail(reason="needs issue 28's low-precision criterion (the reference's own error "
-                          "under the same TF32 settings), built on another branch: at float32's "
-                          "fixed tolerance every float32 conv/matmul case fails with hint tf32",
-                   strict=True)
 def test_the_bundled_specs_pass_on_the_fake_gpu_with_tf32_on(bundled_on_tf32: Any) -> None:
     assert bundled_on_tf32.passed, failing(bundled_on_tf32)[:20]

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from gradlab import tf32
 from gradlab.cases import Inputs, plain_copy
 from gradlab.checks import diagnose as dg
 from gradlab.checks import hints
@@ -80,8 +81,16 @@ def owns(ctx: CaseContext, lows: Sequence[Sequence[Tensor | None] | None] | None
     per = [[r[k] if r is not None and len(r) == len(gold) else None for r in lows]
            for k in range(len(gold))]
     design = ctx.op.tolerances.get("float64") if with_design else None
-    return [own_error(p, w, ctx.dtype, factor, design) if w is not None else None
+    tf32_on = tf32_possible(ctx.dtype, ctx.device)
+    return [own_error(p, w, ctx.dtype, factor, design, tf32=tf32_on) if w is not None else None
             for p, w in zip(per, gold, strict=True)]
+
+
+def tf32_possible(dtype: str, device: str) -> bool:
+    """Whether float32 convolutions and matmuls here may run in TF32 (a 10-bit mantissa): a
+    float32 case on a GPU with a TF32 setting on (lowprec.own_error then takes TF32's unit as
+    the floor where the reference's own error shows it computed in TF32)."""
+    return dtype == "float32" and device.startswith("cuda") and tf32.enabled()
 
 
 def float32_reference(ctx: CaseContext, inputs: Inputs, want: Run
@@ -121,7 +130,7 @@ def precision_row(ctx: CaseContext, variant: str, check: str, worst: tuple[float
     """The row of a float32-accurate float64 result: one warn per op and case carrying the
     evidence, the case's later such rows passes that point to it (lowprec.precision_status)."""
     seen = any(r.hint == "precision_loss" and r.status == WARN for r in ctx.rows)
-    status = precision_status(seen)
+    status = precision_status(seen, check)
     return ctx.row(variant, check, status, max_abs_err=worst[0], max_rel_err=worst[1],
                    hint="precision_loss" if status == WARN else "",
                    findings=findings if status == WARN else [],

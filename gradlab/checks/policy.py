@@ -100,6 +100,11 @@ RULES: tuple[Rule, ...] = (
     Rule("second_order", "second_order_claimed", FAIL,
          "double backward runs where the op declares `second_order: false`",
          why="the declaration is wrong"),
+    *(Rule(check, "precision_loss", WARN,
+           f"a float64 {check} only float32-accurate, yet as accurate as the reference run in "
+           "float32 (one warning per op and case, the evidence on it)",
+           why="likely a float32 step inside a float64 op: a choice or an oversight")
+      for check in ("forward", "gradient")),
     Rule("contract", "output_not_differentiable", WARN,
          "an output does not require grad where the reference's does",
          why="a loss through it gets no gradient"),
