@@ -13,7 +13,7 @@ import io
 import json
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,6 @@ from gradlab.fileio import atomic_write, ensure_writable, read_limited, reserve_
 from gradlab.render.words import message
 from gradlab.results import (
     COLUMNS,
-    SKIP,
     CheckRow,
     Element,
     ErrorStats,
