@@ -231,3 +231,64 @@ def test_watchdog_scopes_stop_their_own_block_and_let_an_outer_limit_through(
         pass  # left before its limit: nothing is raised later
     time.sleep(0.2)
     assert not watchdog.WATCH.scopes
+
+
+@pytest.mark.parametrize("wait", sorted(gf.WAITS))
+def test_a_timeout_stops_a_backward_blocked_in_a_wait(wait: str) -> None:
+    """Issue 30, item 6: in the main thread a signal interrupts time.sleep, a held lock's
+    acquire and an empty queue's get, which the watchdog's asynchronous exception cannot."""
+    fn = gf.blocks_in_float32(wait)
+    gradlab.check(gf.Double, [x34()], reference=gf.double_reference, variants=False,
+                  checks=["forward", "gradient"])  # imports done before the clock starts
+    started = time.monotonic()
+    with pytest.raises(CheckLimitError) as info:
+        gradlab.check(fn, [x34()], reference=gf.double_reference, variants=False,
+                      dtypes=["float64", "float32"], checks=["forward", "gradient"], timeout=1)
+    took = time.monotonic() - started
+    # not stopped, it would have waited gf.BLOCK_S (60 s)
+    assert took < 1 + 5, f"stopped after {took:.1f} s"
+    assert "stopped by timeout=1 s in check gradient" in str(info.value)
+    assert "outside the main thread" not in str(info.value)  # the signal stopped it
+    *measured, last = info.value.report.rows
+    assert (last.dtype, last.reason, last.status) == ("float32", "time_limit", "error")
+    assert measured and {r.dtype for r in measured} == {"float64"}
+    assert all(r.status == "pass" for r in measured)
+
+
+def test_the_timeout_puts_back_a_previous_alarm_handler_and_timer() -> None:
+    import signal
+
+    def theirs(signum: int, frame: object) -> None:
+        raise AssertionError("the caller's alarm fired during the check")
+
+    previous = signal.signal(signal.SIGALRM, theirs)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 1000)
+        gradlab.check(gf.Double, [x34()], reference=gf.double_reference, variants=False,
+                      checks=["forward", "gradient"], timeout=60)
+        left, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert signal.getsignal(signal.SIGALRM) is theirs and 900 < left <= 1000
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_off_the_main_thread_the_timeout_error_says_what_it_cannot_stop() -> None:
+    import threading
+
+    caught: list[BaseException] = []
+
+    def check() -> None:
+        try:
+            gradlab.check(gf.Spins, [x34()], reference=gf.double_reference, timeout=1,
+                          checks=["forward", "gradient"], variants=False)
+        except BaseException as exc:
+            caught.append(exc)
+
+    thread = threading.Thread(target=check)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive(), "the watchdog did not stop a Python loop in 60 s"
+    (exc,) = caught
+    assert isinstance(exc, CheckLimitError), exc
+    assert "cannot interrupt a blocking call (time.sleep, a lock" in str(exc)

@@ -6,7 +6,10 @@ allocates without bound, and a correct one beside them (tests/test_guard.py).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import queue
+import threading
 import time
 from typing import Any
 
@@ -19,6 +22,9 @@ from torch.autograd import Function
 SECONDS_PER_UNIT = 0.01
 #: Bytes one step of Hoards' backward keeps (it never stops by itself).
 HOARD_STEP = 16 << 20
+#: The longest a blocking backward waits: far past any test's timeout, so only a timeout that
+#: fails to interrupt it lets it end (and the test then fails, in a minute, not in an hour).
+BLOCK_S = 60.0
 
 
 class Double(Function):
@@ -107,3 +113,42 @@ class Spins(Function):
     def backward(ctx: Any, g: Tensor) -> Tensor:
         while True:
             time.sleep(0.01)
+
+
+def _sleep() -> None:
+    time.sleep(BLOCK_S)
+
+
+def _lock() -> None:
+    lock = threading.Lock()
+    lock.acquire()
+    lock.acquire(timeout=BLOCK_S)  # held: by this very thread
+
+
+def _queue() -> None:
+    with contextlib.suppress(queue.Empty):
+        queue.Queue().get(timeout=BLOCK_S)  # nothing is ever put
+
+
+#: The blocking waits a backward may sit in (issue 30, item 6): C calls the watchdog's
+#: asynchronous exception cannot interrupt.
+WAITS = {"sleep": _sleep, "lock": _lock, "queue": _queue}
+
+
+def blocks_in_float32(wait: str) -> type[Function]:
+    """y = 2x, correct, whose float32 backward blocks in `wait` (WAITS) for BLOCK_S seconds:
+    the float64 rows are made before it."""
+
+    class BlocksInFloat32(Function):
+        @staticmethod
+        def forward(ctx: Any, x: Tensor) -> Tensor:
+            return x * 2
+
+        @staticmethod
+        def backward(ctx: Any, g: Tensor) -> Tensor:
+            if g.dtype == torch.float32:
+                WAITS[wait]()
+            return g * 2
+
+    BlocksInFloat32.__name__ = BlocksInFloat32.__qualname__ = f"BlocksIn_{wait}"
+    return BlocksInFloat32
