@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import queue
+import signal
 import threading
 import time
 from typing import Any
@@ -152,3 +153,43 @@ def blocks_in_float32(wait: str) -> type[Function]:
 
     BlocksInFloat32.__name__ = BlocksInFloat32.__qualname__ = f"BlocksIn_{wait}"
     return BlocksInFloat32
+
+
+def time_is_up() -> None:
+    """Bring gradlab.check's timeout forward to now: its deadline in the main thread is a
+    SIGALRM timer (gradlab.watchdog.alarm), so the test's stop lands exactly where the Function
+    calls this, however slow the machine, with the test's timeout only a safety net."""
+    signal.setitimer(signal.ITIMER_REAL, 1e-3)
+
+
+class RunsOutOfTimeWithMagnitude(Function):
+    """y = 2x, correct, whose backward runs out of gradlab.check's time (time_is_up) and then
+    spins when max |x| passes 100: in the magnitude variant (1000), after the base case and the
+    variants before it."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.scale = float(x.detach().abs().max())
+        return x * 2
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        if ctx.scale > 100:
+            time_is_up()
+            while True:
+                time.sleep(0.01)
+        return g * 2
+
+
+class RunsOutOfTime(Function):
+    """y = 2x whose backward runs out of gradlab.check's time (time_is_up), then spins."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        return x * 2
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        time_is_up()
+        while True:
+            time.sleep(0.01)
