@@ -28,6 +28,7 @@ import ctypes
 import math
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -139,7 +140,8 @@ class Watchdog:
                 # a thread with an exception on its way is looked at again a poll later (not
                 # every millisecond while a long C call holds it)
                 blocked = {s.tid for s in self.scopes if s.pending}
-                waits = [MEMORY_POLL_S if s.tid in blocked else s.deadline - now
+                waits = [MEMORY_POLL_S if s.tid in blocked or s.deadline <= now
+                         else s.deadline - now
                          for s in self.scopes if s.deadline is not None and not s.fired]
                 if any(s.max_rss is not None and not s.fired for s in self.scopes):
                     waits.append(MEMORY_POLL_S)
@@ -152,6 +154,8 @@ class Watchdog:
         if s.fired or any(o.pending and o.tid == s.tid for o in self.scopes):
             return
         if s.deadline is not None and now >= s.deadline:
+            if importing(sys._current_frames().get(s.tid)):
+                return  # a module half imported would break every later check: a poll later
             s.fired = "timeout"
         elif s.max_rss is not None and (rss := resident_bytes() or 0) > s.max_rss:
             s.fired, s.rss = "memory", rss

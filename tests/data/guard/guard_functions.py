@@ -193,3 +193,34 @@ class RunsOutOfTime(Function):
         time_is_up()
         while True:
             time.sleep(0.01)
+
+
+def envelope_is_up() -> None:
+    """End this thread's variant's cost envelope now (gradlab.watchdog's envelope scope), so
+    the test's stop lands where the Function calls this, however slow the machine; the
+    envelope's floor (ENVELOPE_FLOOR_S) stays at its default, far above a normal variant."""
+    from gradlab import watchdog
+
+    with watchdog.WATCH.cond:
+        for scope in watchdog.WATCH.scopes:
+            if scope.kind == "envelope" and scope.tid == threading.get_ident():
+                scope.deadline = 0.0
+        watchdog.WATCH.cond.notify()
+
+
+class RunsAwayWithMagnitude(Function):
+    """y = 2x, correct, whose backward never ends when max |x| passes 100 (the magnitude
+    variant: 1000), and ends its cost envelope there (envelope_is_up)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.scale = float(x.detach().abs().max())
+        return x * 2
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        if ctx.scale > 100:
+            envelope_is_up()
+            while True:
+                time.sleep(0.01)
+        return g * 2
