@@ -65,11 +65,8 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     reason); strict: all warn-kind ones.  capabilities: "default" measures all but
     torch.compile, "all" that too (seconds more).  special: arg index -> values the special
     variant plants at a few positions of that input besides 0 ({0: [1.0]}).  timeout, max_memory,
-    cost_envelope: limits that stop a runaway check (gradlab.apiguard.guarded_run says how):
-    called from the main thread, the timeout stops a backward blocked in time.sleep, a lock or
-    a queue too; from another thread (or on Windows) it stops Python code only, a blocking
-    call once it returns.
-    Ctrl-C returns the rows so far.  Returns a Report: `.passed`
+    cost_envelope: limits that stop a runaway check (gradlab.apiguard says how; off the main
+    thread the timeout cannot interrupt a blocking wait).  Ctrl-C returns the rows so far.  Returns a Report: `.passed`
     (verified: something ran and everything asked for ran and passed), and `.rows` with
     status, errors, hint and findings per check and variant
     (gradlab.render.words.message(row) says a row in words).

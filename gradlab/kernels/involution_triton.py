@@ -23,11 +23,14 @@ from typing import Any
 
 import torch
 
+from gradlab.exitnoise import quiet_triton_exit
+
 try:
     import triton
     import triton.language as tl
 
     HAVE_TRITON = True
+    quiet_triton_exit()  # no nanobind leak report at this process's exit
 except ImportError:  # the package works without triton; only these kernels need it
     triton = None
     tl = None
