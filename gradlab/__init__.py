@@ -66,9 +66,9 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     torch.compile, "all" that too (seconds more).  special: arg index -> values the special
     variant plants at a few positions of that input besides 0 ({0: [1.0]}).  timeout, max_memory,
     cost_envelope: limits that stop a runaway check (gradlab.apiguard says how; off the main
-    thread the timeout cannot interrupt a blocking wait).  Ctrl-C returns the rows so far.  Returns a Report: `.passed`
-    (verified: something ran and everything asked for ran and passed), and `.rows` with
-    status, errors, hint and findings per check and variant
+    thread the timeout cannot interrupt a blocking wait).  Ctrl-C returns the rows so far.
+    Returns a Report: `.passed` (verified: something ran and everything asked for ran and
+    passed), and `.rows` with status, errors, hint and findings per check and variant
     (gradlab.render.words.message(row) says a row in words).
     """
     from gradlab.apiguard import guarded_run
