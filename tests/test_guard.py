@@ -95,8 +95,7 @@ def x34() -> torch.Tensor:
     return torch.rand(3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
 
 
-def test_a_variant_outside_the_cost_envelope_is_a_declared_skip(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_variant_outside_the_cost_envelope_is_a_declared_skip() -> None:
     # the magnitude variant ends its envelope itself (gf.envelope_is_up): the floor stays at
     # its default, which no normal variant reaches however loaded the machine
     report = gradlab.check(gf.RunsAwayWithMagnitude, [x34()], reference=gf.double_reference,
@@ -165,8 +164,7 @@ def test_bad_limits_are_one_line_value_errors(kw: dict[str, object], words: str)
 
 
 def test_a_specs_cost_envelope_stops_its_runaway_variant_in_the_cli(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from conftest import run_cli
 
     code, out, err = run_cli(["check", str(GUARD / "envelope.yaml"), "--no-isolate",
