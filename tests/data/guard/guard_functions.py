@@ -1,7 +1,7 @@
 """Functions gradlab must stop or survive without taking the caller down: one that segfaults in
-backward (an extension's crash), one whose backward's cost grows with its inputs' magnitude (a
-solver whose step count follows the values: the magnitude variant runs away), one that
-allocates without bound, and a correct one beside them (tests/test_guard.py).
+backward (an extension's crash), ones that run away only at a large magnitude (a solver whose
+step count follows the values: the magnitude variant), one that allocates without bound, ones
+blocked in a wait, and a correct one beside them (tests/test_guard.py).
 """
 
 from __future__ import annotations
@@ -18,9 +18,6 @@ import torch
 from torch import Tensor
 from torch.autograd import Function
 
-#: Seconds of work per unit of the input's largest magnitude in SlowWithMagnitude's backward:
-#: the base case (values up to ~3) takes ~0.03 s, the float64 magnitude variant (1000) ~10 s.
-SECONDS_PER_UNIT = 0.01
 #: Bytes one step of Hoards' backward keeps (it never stops by itself).
 HOARD_STEP = 16 << 20
 #: The longest a blocking backward waits: far past any test's timeout, so only a timeout that
@@ -54,23 +51,6 @@ class SegfaultsInBackward(Function):
     @staticmethod
     def backward(ctx: Any, g: Tensor) -> Tensor:
         ctypes.string_at(0)
-        return g * 2
-
-
-class SlowWithMagnitude(Function):
-    """y = 2x, correct, with a backward that works for a time proportional to max |x| (in short
-    steps, as an adaptive solver's loop would)."""
-
-    @staticmethod
-    def forward(ctx: Any, x: Tensor) -> Tensor:
-        ctx.scale = float(x.detach().abs().max())
-        return x * 2
-
-    @staticmethod
-    def backward(ctx: Any, g: Tensor) -> Tensor:
-        end = time.perf_counter() + SECONDS_PER_UNIT * ctx.scale
-        while time.perf_counter() < end:
-            time.sleep(0.005)
         return g * 2
 
 
