@@ -6,9 +6,6 @@ when the samples were too few to tell."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -18,8 +15,6 @@ from rich.console import Console
 from gradlab.envinfo import timing_distortions
 from gradlab.render.bench import ratio_interval, ratio_words, render_bench, speedup_words
 from gradlab.results.bench import BenchReport, BenchRow
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize(("speedup", "words"), [
@@ -73,19 +68,23 @@ def test_the_terminal_says_the_mode_and_how_long_a_conclusion_takes() -> None:
             "conclusion (--max-time 4)") in text
 
 
-def test_the_report_files_record_the_mode(tmp_path: Path) -> None:
+def test_the_report_files_record_the_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
     """`gradlab bench` under TRITON_INTERPRET=1: the warning in the terminal, the mode in the
     JSON's environment and the CSV's columns."""
-    env = dict(os.environ, TRITON_INTERPRET="1", GRADLAB_ISOLATE="0", COLUMNS="200")
-    proc = subprocess.run(
-        [sys.executable, "-m", "gradlab", "bench", "exp",
-         "--min-time", "0.001", "--min-samples", "3", "--max-time", "0.05",
-         "--report-dir", str(tmp_path)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert "warning: timings distorted by TRITON_INTERPRET=1" in proc.stdout
-    (js,) = tmp_path.glob("bench-*.json")
+    from conftest import run_cli
+
+    spec = tmp_path / "tiny.yaml"
+    spec.write_text("function: user_functions:Square\nreference: user_functions:square_reference\n"
+                    "args: [{shape: [3, 4]}]\nbench: [{name: tiny, args: [{shape: [8]}]}]\n")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # read by the run, not by an import here
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, err = run_cli(["bench", str(spec), "--min-time", "0.001", "--min-samples", "3",
+                              "--max-time", "0.05", "--report-dir", str(tmp_path / "r")], capsys)
+    assert code == 0, out + err
+    assert "warning: timings distorted by TRITON_INTERPRET=1" in out
+    (js,) = (tmp_path / "r").glob("bench-*.json")
     assert json.loads(js.read_text())["env"]["timing_distortions"].startswith(
         "TRITON_INTERPRET=1")
-    (csv,) = tmp_path.glob("bench-*.csv")
+    (csv,) = (tmp_path / "r").glob("bench-*.csv")
     assert str(pd.read_csv(csv)["timing_distortions"].iloc[0]).startswith("TRITON_INTERPRET=1")
