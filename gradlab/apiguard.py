@@ -4,9 +4,12 @@ check and variant it reached, and keeps the rows measured before it (`CheckLimit
 
 The defaults are the CLI's: gradlab.guard.DEFAULT_TIMEOUT_S, and a quarter of the available
 memory (gradlab.guard.default_limit, as `--max-memory`).  The API runs in the caller's process,
-so the limits are kept by gradlab.watchdog's thread (see there for what it can and cannot
-stop); the timeout covers the whole call, the memory limit what the resident memory grows by
-(read from Linux's /proc: elsewhere only the timeout is kept).
+so the limits are kept in it: the timeout by a signal (SIGALRM) when gradlab.check runs in the
+main thread, which stops a backward blocked in time.sleep, a lock's or a queue's wait too, and
+otherwise (another thread, Windows) by gradlab.watchdog's thread, which stops Python code but
+not a blocking call until it returns (see gradlab.watchdog for what each can and cannot stop);
+the memory limit by the watchdog.  The timeout covers the whole call, the memory limit what the
+resident memory grows by (read from Linux's /proc: elsewhere only the timeout is kept).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import replace
 from types import TracebackType
 from typing import Any
@@ -24,7 +28,15 @@ from gradlab.errors import ExitCode, GradlabError
 from gradlab.guard import default_limit, parse_size
 from gradlab.model import Target
 from gradlab.results import ERROR, CheckRow, Report
-from gradlab.watchdog import LimitExceeded, Scope, resident_bytes, watched
+from gradlab.watchdog import (
+    ALARM_UNAVAILABLE,
+    LimitExceeded,
+    Scope,
+    alarm,
+    alarm_available,
+    resident_bytes,
+    watched,
+)
 
 #: max_memory's default: gradlab.guard.default_limit() when the call starts.
 AUTO = "auto"
@@ -98,14 +110,20 @@ def guarded_run(targets: Sequence[Target], options: Options, timeout: float | No
     env: dict[str, Any] = {}
     where = [""]  # the item running: 'op/case dtype device' (driver's heartbeat)
     rss = resident_bytes()
-    scope = Scope("run", deadline=time.monotonic() + timeout if timeout else None,
-                  max_rss=rss + max_memory if max_memory and rss is not None else None)
+    # the deadline is the signal's where one can be sent (it interrupts blocking waits too),
+    # else the watchdog's
+    signalled = timeout is not None and alarm_available()
+    scope = Scope("run", deadline=time.monotonic() + timeout if timeout and not signalled
+                  else None, max_rss=rss + max_memory if max_memory and rss is not None else None)
     try:
-        with watched(scope):
+        with watched(scope), alarm(scope, timeout) if signalled and timeout else nullcontext():
             return run(targets, options, on_rows=rows.extend, on_env=env.update,
                        on_wait=lambda label, _s: where.__setitem__(0, label))
     except LimitExceeded as exc:
-        raise limit_error(exc, scope, rows, env, where[0], timeout, rss) from None
+        error = limit_error(exc, scope, rows, env, where[0], timeout, rss)
+        if scope.fired == "timeout" and not signalled:
+            error.args = (f"{error}; {ALARM_UNAVAILABLE}",)
+        raise error from None
 
 
 def interrupted_at(tb: TracebackType | None) -> tuple[Any, str, str]:

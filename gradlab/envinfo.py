@@ -69,3 +69,32 @@ def environment(seed: int | None = None, device: str = "cpu") -> dict[str, Any]:
     if seed is not None:
         env["seed"] = seed
     return env
+
+
+#: Settings that make timings say little about real runs, and what each does to them: the
+#: environment variables by their values' truthiness (as torch and Triton read them).
+DISTORTING_ENV = {
+    "TRITON_INTERPRET": "the Triton interpreter runs kernels in Python, thousands of times "
+                        "slower than compiled",
+    "CUDA_LAUNCH_BLOCKING": "every CUDA launch waits for the kernel to finish",
+    "PYTORCH_NO_CUDA_MEMORY_CACHING": "every CUDA allocation goes to the driver",
+    "TORCH_COMPILE_DEBUG": "torch.compile writes debug files for every graph",
+}
+
+
+def timing_distortions(environ: Any = None) -> list[str]:
+    """The debug modes on in this process that distort timings, each as 'NAME=VALUE (what it
+    does)': DISTORTING_ENV set to anything but '' or '0', autograd's anomaly mode, and a debug
+    build of torch."""
+    import os
+
+    import torch
+
+    environ = os.environ if environ is None else environ
+    found = [f"{name}={environ[name]} ({why})" for name, why in DISTORTING_ENV.items()
+             if environ.get(name, "").strip() not in ("", "0")]
+    if torch.is_anomaly_enabled():
+        found.append("torch.autograd anomaly mode (every backward records and checks traces)")
+    if getattr(torch.version, "debug", False):
+        found.append("a debug build of torch (no compiler optimisation)")
+    return found

@@ -169,8 +169,9 @@ class SpecItem(pytest.Item):
         if report.rows and all(r.status == SKIP for r in report.rows):
             pytest.skip(skip_reason(report.rows))
         if exit_code(report) != ExitCode.OK:
-            rerun = (f"re-run: gradlab check {shlex.quote(self.shown_path())} --case "
-                     f"{shlex.quote(self.case.name)}")
+            # --op too: ops of one spec may share a case name (the CLI's repro lines name both)
+            rerun = (f"re-run: gradlab check {shlex.quote(self.shown_path())} --op "
+                     f"{shlex.quote(self.target.op.name)} --case {shlex.quote(self.case.name)}")
             raise SpecFailure(f"{failure_text(report, f'{self.name} in {self.shown_path()}')}"
                               f"\n\n{rerun}")
 

@@ -10,10 +10,16 @@ in Python (an adaptive solver's steps, a growing list of tensors) stops within a
 C call (a kernel, one long sleep) only once it returns.  Only another process can stop those:
 `gradlab check` runs each case in a worker for that (gradlab.checks.isolate).
 
-Why not signals or rlimits: a signal handler can only be installed from the main thread (the API
-may run in any), and a restored handler races with a signal already sent; RLIMIT_AS would cap
-the user's whole process (CUDA reserves terabytes of address space) and fail allocations in
-code that cannot take it.  The cost, measured on a small check: under a millisecond per call.
+A run's deadline in the main thread is kept by a signal instead (`alarm`: SIGALRM from
+setitimer, the previous handler and timer saved and put back): a signal interrupts a blocking
+wait there (time.sleep, a lock's or a queue's wait, a socket read) as well as Python code.  A
+signal handler can only be installed from the main thread and only runs there, and Windows has
+no setitimer: elsewhere the deadline is the watchdog's, which cannot interrupt a blocking call
+(`ALARM_UNAVAILABLE` says so in the error).  Neither stops one long computation in C (a
+kernel), nor a backward torch runs on a device thread of its own (CUDA tensors) while the main
+thread waits in torch's engine.  RLIMIT_AS is no memory limit either: it would cap the user's
+whole process (CUDA reserves terabytes of address space) and fail allocations in code that
+cannot take it.  The cost, measured on a small check: under a millisecond per call.
 """
 
 from __future__ import annotations
@@ -21,12 +27,15 @@ from __future__ import annotations
 import ctypes
 import math
 import os
+import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 
 #: How often the watchdog reads the resident memory while a memory limit is on: at a few GB/s
 #: of allocation a runaway overshoots its limit by a few hundred MB at most, and one read of
@@ -40,9 +49,21 @@ MEMORY_POLL_S = 0.05
 ENVELOPE_FLOOR_S = 10.0
 
 
+#: What a deadline without `alarm` cannot stop, for the error that reports it late.
+ALARM_UNAVAILABLE = ("outside the main thread (or without setitimer: Windows) a timeout cannot "
+                     "interrupt a blocking call (time.sleep, a lock, a queue or socket wait): "
+                     "it stops once the call returns")
+
+
 class LimitExceeded(BaseException):
     """Raised into the checking thread when a limit passed.  A BaseException: the checks'
-    `except Exception` (a Function's crash) must not take it for the Function's own error."""
+    `except Exception` (a Function's crash) must not take it for the Function's own error.
+    The watchdog raises the bare class; `alarm` an instance with an argument (`by_alarm`)."""
+
+
+def by_alarm(exc: LimitExceeded) -> bool:
+    """Whether `exc` came from `alarm` (a run's deadline) rather than the watchdog thread."""
+    return bool(exc.args)
 
 
 @dataclass(eq=False)
@@ -119,7 +140,8 @@ class Watchdog:
                 # a thread with an exception on its way is looked at again a poll later (not
                 # every millisecond while a long C call holds it)
                 blocked = {s.tid for s in self.scopes if s.pending}
-                waits = [MEMORY_POLL_S if s.tid in blocked else s.deadline - now
+                waits = [MEMORY_POLL_S if s.tid in blocked or s.deadline <= now
+                         else s.deadline - now
                          for s in self.scopes if s.deadline is not None and not s.fired]
                 if any(s.max_rss is not None and not s.fired for s in self.scopes):
                     waits.append(MEMORY_POLL_S)
@@ -132,6 +154,8 @@ class Watchdog:
         if s.fired or any(o.pending and o.tid == s.tid for o in self.scopes):
             return
         if s.deadline is not None and now >= s.deadline:
+            if importing(sys._current_frames().get(s.tid)):
+                return  # a module half imported would break every later check: a poll later
             s.fired = "timeout"
         elif s.max_rss is not None and (rss := resident_bytes() or 0) > s.max_rss:
             s.fired, s.rss = "memory", rss
@@ -151,8 +175,9 @@ def watched(scope: Scope) -> Iterator[Scope]:
     WATCH.enter(scope)
     try:
         yield scope
-    except LimitExceeded:
-        scope.pending = False  # raised: nothing left to take back
+    except LimitExceeded as exc:
+        if not by_alarm(exc):
+            scope.pending = False  # raised: nothing left to take back
         raise
     finally:
         try:
@@ -185,8 +210,63 @@ def envelope(factor: float | None, base_s: float,
     try:
         with watched(scope):
             yield
-    except LimitExceeded:
-        if not own(scope):
+    except LimitExceeded as exc:
+        if not own(scope) or by_alarm(exc):
             raise  # the run's own limit, passing through this variant
         on_stop(f"stopped after {allowed:.3g} s: more than {factor:g}x the base case's "
                 f"{base_s:.3g} s")
+
+
+def alarm_available() -> bool:
+    """Whether `alarm` can keep a deadline here: the main thread, setitimer (not Windows), and
+    a SIGALRM handler that can be put back (one installed from C reads as None)."""
+    return (hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGALRM) is not None)
+
+
+def importing(frame: FrameType | None) -> bool:
+    """Whether `frame` or a caller of it is importing a module."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+@contextmanager
+def alarm(scope: Scope, seconds: float) -> Iterator[None]:
+    """Raise LimitExceeded in the main thread `seconds` from now, even in a blocking wait
+    (`scope.fired` becomes "timeout"), though not inside an import (tried again a poll later:
+    a module left half imported would break every later check).  The previous SIGALRM handler
+    and ITIMER_REAL timer are put back afterwards, the timer with what was left of it (at
+    least a microsecond, so one that came due meanwhile fires then; it cannot fire during
+    the block).  Only where alarm_available()."""
+    armed = [True]
+
+    def on_alarm(signum: int, frame: FrameType | None) -> None:
+        if not armed[0]:
+            return  # the block is over
+        if importing(frame):  # a module half imported would break every later check
+            signal.setitimer(signal.ITIMER_REAL, MEMORY_POLL_S)
+            return
+        with WATCH.cond:
+            if scope.pending:  # the memory limit's exception, stuck behind a blocking call
+                scope.pending = False
+                _set_async_exc(scope.tid, None)
+            scope.fired = scope.fired or "timeout"
+        raise LimitExceeded("timeout")
+
+    started = time.monotonic()
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    old_delay, old_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        armed[0] = False
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        finally:
+            signal.signal(signal.SIGALRM, previous)
+            if old_delay > 0:
+                left = max(old_delay - (time.monotonic() - started), 1e-6)
+                signal.setitimer(signal.ITIMER_REAL, left, old_interval)

@@ -18,7 +18,11 @@ def pytest_configure(config: pytest.Config) -> None:
     and two OpenMP threads on a loaded 2-core machine made a float64 conv 700x slower."""
     import torch
 
+    from gradlab.exitnoise import quiet_triton_exit
+
     torch.set_num_threads(1)
+    # no nanobind leak report (60 lines) from each pytest process that imported Triton
+    quiet_triton_exit()
 
 
 @pytest.fixture(autouse=True)

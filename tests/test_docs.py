@@ -37,8 +37,9 @@ PLACEHOLDER_FILES = ("my_spec.yaml",)
 #: The quick start's `bash scripts/dev.sh check` runs this, isolated (the longest README
 #: command: test_readme_quick_start_check_passes runs it once for both).
 QUICK_START_RUN = "gradlab check specs/"
-#: Seconds `bash scripts/dev.sh check` may take (about 10 s on the 2-core project machine).
-DEV_CHECK_TIMEOUT_S = 120
+#: Seconds `bash scripts/dev.sh check` may take: a safety net only (about 10 s on the 2-core
+#: project machine, over 60 s with the suite's other workers and two busy processes beside it).
+DEV_CHECK_TIMEOUT_S = 600
 #: Lines the quick start's passing run prints at 100 columns (issue 30: about 50; 60 measured:
 #: a line per case of the 32 bundled ones, the capability matrix with its legend, the verdict).
 QUICK_START_MAX_LINES = 65
@@ -165,6 +166,8 @@ def test_readme_quick_start_check_passes() -> None:
     try:
         proc = subprocess.run(["bash", "scripts/dev.sh", "check"], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=DEV_CHECK_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"`bash scripts/dev.sh check` did not finish in {DEV_CHECK_TIMEOUT_S} s")
     finally:
         # the quick start writes into the checkout's reports/: leave it as it was
         for new in (set(reports.iterdir()) - before) if reports.exists() else set():

@@ -44,8 +44,10 @@ def report_rows(folder: Path) -> tuple[pd.DataFrame, dict[str, object]]:
 
 
 def test_faulty_functions_fail_alone_and_the_run_completes(tmp_path: Path) -> None:
-    # two workers: a dead or hung one is replaced while the other goes on
-    proc = gradlab_cli("check", "faulty.yaml", "--timeout", "3", "--report-dir", str(tmp_path),
+    # two workers: a dead or hung one is replaced while the other goes on.  --timeout 8: what
+    # stops Hangs, and far more than a correct op's item needs even on a loaded machine (a
+    # few milliseconds, its worker started and ready before the clock starts)
+    proc = gradlab_cli("check", "faulty.yaml", "--timeout", "8", "--report-dir", str(tmp_path),
                        "--jobs", "2", cwd=FAULTY)
     out, err = proc.communicate(timeout=240)
     assert proc.returncode == 1, out + err
@@ -94,9 +96,19 @@ ops:
 """
 
 
-def half_way(tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
-    """`gradlab check` of HALF_WAY, started."""
-    (tmp_path / "half_way.yaml").write_text(HALF_WAY)
+#: HALF_WAY with quick as one work item (no variants, no numerical checks), so its rows reach
+#: the report all at once: with its numerical item's rows (a warn among them) arriving in a
+#: later write than its case's, what a partial report held depended on when it was read.
+#: (Not for the interrupt tests: with quick this short, a SIGINT sent on its progress line was
+#: not acted on in 2 of 2 loaded suite runs: under investigation, see issue 30's notes.)
+HALF_WAY_ONE_ITEM = HALF_WAY.replace(
+    "    name: quick\n", "    name: quick\n    variants: false\n"
+    "    checks: [forward, gradient, contract]\n", 1)
+
+
+def half_way(tmp_path: Path, *extra: str, spec: str = HALF_WAY) -> subprocess.Popen[str]:
+    """`gradlab check` of HALF_WAY (or `spec`), started."""
+    (tmp_path / "half_way.yaml").write_text(spec)
     return gradlab_cli("check", str(tmp_path / "half_way.yaml"), "--report-dir", str(tmp_path),
                        "--path", str(FAULTY), *extra, cwd=tmp_path)
 
@@ -185,20 +197,16 @@ def test_an_internal_error_in_the_cli_is_exit_3(monkeypatch: pytest.MonkeyPatch,
 def test_the_report_is_on_disk_while_the_run_goes_on(tmp_path: Path) -> None:
     """Killed outright (SIGKILL: no handler runs), a run leaves the rows of its last write,
     marked as partial."""
-    proc = half_way(tmp_path)
+    proc = half_way(tmp_path, spec=HALF_WAY_ONE_ITEM)
     assert proc.stderr is not None
     for line in proc.stderr:  # quick done: the run now hangs in Hangs
         if line.startswith("checked quick"):
             break
     # the rows reach the disk while Hangs runs (the writer waits a while between writes)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if "quick" in set(report_rows(tmp_path)[0]["op"]):
-                break
-        except (ValueError, KeyError, json.JSONDecodeError, pd.errors.EmptyDataError):
-            pass  # no report yet (a write is atomic: never a half-written one)
-        time.sleep(0.5)
+    deadline = time.monotonic() + 120  # a safety net: the writer writes every few seconds
+    while "quick" not in on_disk(tmp_path):
+        assert time.monotonic() < deadline, "quick's rows were not on disk 120 s after it ended"
+        time.sleep(0.2)
     assert proc.poll() is None  # still hanging
     proc.kill()
     proc.communicate(timeout=60)
@@ -206,6 +214,15 @@ def test_the_report_is_on_disk_while_the_run_goes_on(tmp_path: Path) -> None:
     assert doc["interrupted"] is True and doc["passed"] is False
     # every case finished before the hang is on disk
     assert set(frame["op"]) == {"quick"} and set(frame["status"]) == {"pass"}
+
+
+def on_disk(folder: Path) -> set[str]:
+    """The ops in the report on disk (none before the first write; a write is atomic, so
+    never a half-written report)."""
+    try:
+        return set(report_rows(folder)[0]["op"])
+    except (ValueError, KeyError, json.JSONDecodeError, pd.errors.EmptyDataError):
+        return set()
 
 
 def test_partial_writes_take_a_bounded_share_of_the_run(tmp_path: Path) -> None:

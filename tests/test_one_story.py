@@ -309,7 +309,7 @@ def test_the_plugin_says_the_same_short_story_naming_the_spec_and_case(
     out = proc.stdout.str()
     assert proc.ret == 1, out
     text = out[out.index("gradlab: CubeTwiceGrad/base in cube.yaml: FAILED: "):]
-    text = text[:text.index("re-run: gradlab check cube.yaml --case base")]
+    text = text[:text.index("re-run: gradlab check cube.yaml --op CubeTwiceGrad --case base")]
     assert len(text) < 1500, text
     assert text.count("likely cause: constant_factor") == 1 and "(finding 1 of 1)" in text
     assert len(listed_variants(text)) >= 5

@@ -101,12 +101,20 @@ def test_ini_globs_select_spec_files(project: Path, pytester: pytest.Pytester) -
 
 def test_failing_case_prints_the_diagnosis_and_a_rerun_command(project: Path,
                                                                pytester: pytest.Pytester) -> None:
+    # two ops of one file share the case name `base`: the re-run line names the failing op
+    # too, so it re-runs that op's case alone (issue 30, item 5)
+    (project / "broken.yaml").write_text(
+        "ops:\n"
+        "- {function: 'user_functions:Square', reference: 'user_functions:square_reference',"
+        " dtypes: [float64], args: [{shape: [3, 4]}]}\n"
+        "- {function: 'user_functions:SquareNoChainRule', dtypes: [float64],"
+        " reference: 'user_functions:square_reference', args: [{shape: [3, 4]}]}\n")
     proc = inprocess(pytester, "broken.yaml", "-q")
     assert proc.ret == 1
     out = proc.stdout.str()
-    assert "broken.yaml::SquareNoChainRule/base" in out
+    assert "broken.yaml::SquareNoChainRule/base" in out and "1 failed, 1 passed" in out
     assert "likely cause: no_chain_rule" in out
-    assert "re-run: gradlab check broken.yaml --case base" in out
+    assert "re-run: gradlab check broken.yaml --op SquareNoChainRule --case base" in out
     assert "Traceback" not in out and "gradlab/checks" not in out
 
 

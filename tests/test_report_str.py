@@ -63,3 +63,15 @@ def test_print_report_in_a_user_script() -> None:
                           timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.startswith("PASSED: 1 op, 1 case")
+
+
+def test_a_report_without_a_reference_says_so_in_words() -> None:
+    """Issue 30, item 7: not only the reason code no_reference_base (the terminal's sentence)."""
+    x = torch.rand(3, dtype=torch.float64, requires_grad=True)
+    report = gradlab.check(lambda t: t.sin(), [x], variants=False)
+    lines = str(report).splitlines()
+    assert lines[0].startswith("PASSED: 1 op, 1 case, ")
+    assert lines[-1].startswith("no reference for ") and "forward values not verified" in lines[-1]
+    console = Console(file=io.StringIO(), width=1000, color_system=None)
+    render_check(report, console)
+    assert lines[-1] in console.file.getvalue()  # type: ignore[attr-defined]

@@ -162,7 +162,7 @@ def run(targets: Sequence[Target], options: BenchOptions | None = None, *,
 
     Ctrl-C stops the run and returns the rows measured so far (report.interrupted is set).
     """
-    from gradlab.envinfo import environment
+    from gradlab.envinfo import environment, timing_distortions
 
     options = options or BenchOptions()
     items = list(plan(targets, options))
@@ -174,7 +174,8 @@ def run(targets: Sequence[Target], options: BenchOptions | None = None, *,
     steady = options.steady_heap and steady_heap()
     with intra_op_threads(options.threads):
         # the environment is read inside: it records the thread count the run uses
-        report = BenchReport(env=environment(seed=options.seed, device=env_device),
+        report = BenchReport(env=environment(seed=options.seed, device=env_device)
+                             | {"timing_distortions": "; ".join(timing_distortions())},
                              settings=settings_dict(options) | {"steady_heap": steady})
         try:
             for t, case, dtype, device in items:

@@ -26,6 +26,7 @@ from typing import Any
 
 from gradlab.checks.context import Options
 from gradlab.checks.warm import WARM, spawn
+from gradlab.exitnoise import quiet_triton_exit
 from gradlab.model import Target
 from gradlab.results import ERROR, CheckRow
 
@@ -75,6 +76,7 @@ def child_main(read_fd: int, write_fd: int, parent: int = 0) -> None:
     # Ctrl-C reaches the whole process group: the parent decides, the worker just goes on
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     inbox, outbox = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
+    quiet_triton_exit()  # a worker left to exit (not killed) prints no nanobind leak report
     import torch  # noqa: F401  (the slow part of a start: done while the parent sets up)
 
     try:

@@ -14,6 +14,7 @@ import typer
 from gradlab.cli import bench, check, ci
 from gradlab.cli.app import app, err
 from gradlab.errors import ExitCode, GradlabError
+from gradlab.exitnoise import quiet_triton_exit
 
 __all__ = ["app", "bench", "check", "ci", "main"]
 
@@ -32,6 +33,7 @@ def help_defaults() -> dict[str, Any]:
 
 def main() -> None:
     """Entry point: run the app, turning gradlab errors into one line and exit code 2."""
+    quiet_triton_exit()  # no nanobind leak report after a run that imported Triton
     try:
         # standalone_mode=False: click returns typer.Exit's code instead of raising it.
         code = app(standalone_mode=False, default_map=help_defaults())

@@ -37,6 +37,7 @@ from typing import Any
 
 import torch
 
+from gradlab.exitnoise import quiet_triton_exit
 from gradlab.kernels.involution_launch import (
     AUTOTUNE_ENV,
     AUTOTUNE_MIN_WORK,
@@ -54,6 +55,7 @@ try:
     import triton.language as tl
 
     HAVE_TRITON = True
+    quiet_triton_exit()  # no nanobind leak report at this process's exit
 except ImportError:  # the package works without triton; only these kernels need it
     triton = None
     tl = None

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gradlab.bench.compare import CompareRow
+from gradlab.bench.stats import MIN_INTERVAL_SAMPLES
 from gradlab.render.tables import Column, fit
 from gradlab.results.bench import BenchReport, BenchRow
 from gradlab.results.status import ERROR, PASS, SKIP
@@ -43,14 +44,64 @@ def fmt_bytes(n: int | None) -> str:
     return f"{value:.1f} GiB"  # pragma: no cover
 
 
-def speedup_words(r: BenchRow, digits: str = ".2f") -> str:
-    """'1.23× [1.10, 1.35]'; '1.23× n=3' when too few samples were taken for an interval
-    (gradlab.bench.stats.MIN_INTERVAL_SAMPLES); '-' without a speedup."""
+def ratio_number(v: float) -> str:
+    """A ratio >= 1 in three significant digits, thousands grouped: '1.25', '12.3', '3,600'."""
+    if v >= 100:
+        return f"{round(v):,}"
+    return f"{v:.3g}" if v >= 10 else f"{v:.2f}"
+
+
+def ratio_words(speedup: float) -> str:
+    """A speedup (reference time / custom time) in words: '2.10x faster', '3,600x slower';
+    never '0.00x', whatever the gap."""
+    if not math.isfinite(speedup) or speedup <= 0:
+        return f"{speedup:g}x"
+    if speedup >= 1:
+        return f"{ratio_number(speedup)}x faster"
+    return f"{ratio_number(1 / speedup)}x slower"
+
+
+def ratio_interval(speedup: float, low: float, high: float) -> str:
+    """The 95% interval in the direction the speedup is said: '[1.10, 1.40]' for a faster
+    one, a slower one's as slowdowns ('[3,500, 3,700]')."""
+    if speedup >= 1 or low <= 0 or high <= 0:
+        return f"[{ratio_number(low) if low >= 1 else f'{low:.3g}'}, " \
+               f"{ratio_number(high) if high >= 1 else f'{high:.3g}'}]"
+    return f"[{ratio_number(1 / high) if high <= 1 else f'{1 / high:.3g}'}, " \
+           f"{ratio_number(1 / low) if low <= 1 else f'{1 / low:.3g}'}]"
+
+
+def speedup_words(r: BenchRow) -> str:
+    """'1.25x faster [1.10, 1.40]'; '1.25x faster n=3' when too few samples were taken for an
+    interval (gradlab.bench.stats.MIN_INTERVAL_SAMPLES); '-' without a speedup."""
     if r.speedup is None:
         return "-"
     if r.speedup_low is None or r.speedup_high is None:
-        return f"{r.speedup:{digits}}× n={r.n}"
-    return f"{r.speedup:{digits}}× [{r.speedup_low:{digits}}, {r.speedup_high:{digits}}]"
+        return f"{ratio_words(r.speedup)} n={r.n}"
+    return f"{ratio_words(r.speedup)} {ratio_interval(r.speedup, r.speedup_low, r.speedup_high)}"
+
+
+def distortion_line(env: Mapping[str, Any]) -> str:
+    """'' or the warning that a debug mode distorted this run's timings (envinfo)."""
+    said = env.get("timing_distortions")
+    if not said:
+        return ""
+    return f"warning: timings distorted by {said}: not what a real run takes"
+
+
+def conclusive_words(rows: Sequence[BenchRow]) -> str:
+    """For rows with too few samples for an interval: how many were taken in how long, and
+    about how long a run that concludes would sample ('' when none is short): the slowest
+    task decides when --max-time stops a case."""
+    short = [r for r in rows if r.status == PASS and r.median_s and r.n < MIN_INTERVAL_SAMPLES]
+    if not short:
+        return ""
+    slowest = max(short, key=lambda r: r.median_s * r.number)  # type: ignore[operator]
+    per = slowest.median_s * slowest.number  # type: ignore[operator]
+    spent = sum(slowest.samples_s) * slowest.number if slowest.samples_s else per * slowest.n
+    need = math.ceil(per * MIN_INTERVAL_SAMPLES * 1.2)  # a fifth more: warm-up, noise
+    return (f"too few samples to tell: {slowest.n} in {fmt_time(spent)}; about {need} s of "
+            f"sampling per case for a conclusion (--max-time {need})")
 
 
 def fmt_speedup(r: BenchRow) -> Text:
@@ -110,7 +161,9 @@ def bench_table(report: BenchReport, title: str = "gradlab bench",
 
 
 def render_bench(report: BenchReport, console: Console, wide: bool = False) -> None:
-    """Print the table, the errors and notes, and a one-line summary."""
+    """Print the table, the errors and notes, and a one-line summary (after a warning when a
+    debug mode distorted the timings, and how long a conclusive run would take when samples
+    were too few)."""
     console.print(bench_table(report, width=None if wide else console.width))
     for r in report.rows:
         if r.status == ERROR or (r.note and r.note != "no significant difference"):
@@ -131,6 +184,9 @@ def render_bench(report: BenchReport, console: Console, wide: bool = False) -> N
         summary += f", {few} with too few samples to tell"
     if report.interrupted:
         summary += " (interrupted: partial results)"
+    for said in (distortion_line(report.env), conclusive_words(report.rows)):
+        if said:
+            console.print(Text(said, style="yellow"))
     console.print(Text(summary, style="bold red" if report.errors else "bold"))
 
 

@@ -17,14 +17,13 @@ from rich.text import Text
 from gradlab.errors import ExitCode
 from gradlab.render.capabilities import capability_table
 from gradlab.render.environment import tf32_line
-from gradlab.render.files import op_references
 from gradlab.render.findings import FailureGroup, failing_cases, finding_parts
 from gradlab.render.tables import Column, fit
 from gradlab.render.words import message
 from gradlab.results import ERROR, FAIL, PASS, SKIP, WARN, CheckRow, Report, exit_code
 from gradlab.results.capabilities import capability_matrix
 from gradlab.results.status import SEVERITY
-from gradlab.results.summary import summarize
+from gradlab.results.summary import no_reference_words, summarize
 
 _STYLE = {PASS: "green", FAIL: "bold red", ERROR: "bold magenta", SKIP: "yellow",
           WARN: "yellow"}
@@ -257,13 +256,7 @@ def render_check(report: Report, console: Console, *, verdict: bool = True,
 def reference_line(report: Report) -> str:
     """What the ops checked without a reference were compared with, in one line ("" when every
     op had one): a PASSED there verified less than it says."""
-    ops = [op for op, ref in op_references(report.rows).items() if ref == "none"]
-    if not ops:
-        return ""
-    more = f" (+{len(ops) - 3})" if len(ops) > 3 else ""
-    return (f"no reference for {', '.join(ops[:3])}{more}: forward values not verified; "
-            "variants compared with the Function's own contiguous run, gradients with finite "
-            "differences")
+    return no_reference_words(report.rows)
 
 
 def render_verdict(report: Report, console: Console, *, empty_ok: bool = False) -> None:

@@ -13,7 +13,7 @@ import io
 import json
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,6 @@ from gradlab.fileio import atomic_write, ensure_writable, read_limited, reserve_
 from gradlab.render.words import message
 from gradlab.results import (
     COLUMNS,
-    SKIP,
     CheckRow,
     Element,
     ErrorStats,
@@ -32,7 +31,7 @@ from gradlab.results import (
     Report,
 )
 from gradlab.results.capabilities import capability_matrix, matrix_dict
-from gradlab.results.summary import RunSummary, summarize
+from gradlab.results.summary import RunSummary, op_references, summarize
 
 #: Marks a check JSON file (older files without it are read too, by their keys).
 FORMAT = "gradlab-check"
@@ -61,23 +60,6 @@ def write_report_files(folder: str | Path, stem: str, csv_text: str,
     except OSError as exc:
         raise ReportError(f"{out}: cannot write {name}: {exc.strerror or exc}") from None
     return paths
-
-
-#: Reason codes of rows compared without a reference (gradlab.checks.runner, .variants).
-NO_REFERENCE_REASONS = ("no_reference", "no_reference_base")
-
-
-def op_references(rows: Sequence[CheckRow]) -> dict[str, str]:
-    """{op: "none"} for each op checked without a reference, {op: "given"} for each whose
-    forward or gradient was compared with one; an op with neither kind of row (its forward and
-    gradient checks switched off) is left out: nothing says which."""
-    out: dict[str, str] = {}
-    for r in rows:
-        if r.reason in NO_REFERENCE_REASONS:
-            out[r.op] = "none"
-        elif r.check in ("forward", "gradient") and r.status != SKIP:
-            out.setdefault(r.op, "given")
-    return out
 
 
 def finding_numbers(summary: RunSummary[CheckRow]) -> dict[int, int]:

@@ -307,7 +307,10 @@ class Report:
         return f"{verdict}: {count_words(summary or self.summary())}{extra}"
 
     def __str__(self) -> str:
-        """The terminal's summary in words: the verdict line, then a line per finding."""
+        """The terminal's summary in words: the verdict line, a line per finding, then (for an
+        op checked without a reference) what it was compared with instead."""
+        from gradlab.results.summary import no_reference_words
+
         summary = self.summary()
         lines = [self.verdict(summary=summary)]
         for i, f in enumerate(summary.findings, 1):
@@ -316,7 +319,7 @@ class Report:
                          + (f" {f.subject}" if f.subject else "") + f": {cause} "
                          f"(finding {i} of {len(summary.findings)}; {', '.join(f.checks)}; "
                          f"variants: {', '.join(f.variants)})")
-        return "\n".join(lines)
+        return "\n".join([*lines, no_reference_words(self.rows)]).rstrip("\n")
 
     __repr__ = __str__
 

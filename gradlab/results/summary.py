@@ -67,6 +67,36 @@ class Row(Protocol):
 R = TypeVar("R", bound=Row)
 
 
+#: Reason codes of rows compared without a reference (gradlab.checks.runner, .variants).
+NO_REFERENCE_REASONS = ("no_reference", "no_reference_base")
+
+
+def op_references(rows: Sequence[Row]) -> dict[str, str]:
+    """{op: "none"} for each op checked without a reference, {op: "given"} for each whose
+    forward or gradient was compared with one; an op with neither kind of row (its forward and
+    gradient checks switched off) is left out: nothing says which."""
+    out: dict[str, str] = {}
+    for r in rows:
+        if r.reason in NO_REFERENCE_REASONS:
+            out[r.op] = "none"
+        elif r.check in ("forward", "gradient") and r.status != SKIP:
+            out.setdefault(r.op, "given")
+    return out
+
+
+def no_reference_words(rows: Sequence[Row]) -> str:
+    """What the ops checked without a reference were compared with, in one sentence ("" when
+    every op had one): the terminal's line above its verdict, and `str(report)`'s last line,
+    so a PASSED that verified less than it says is never only a reason code."""
+    ops = [op for op, ref in op_references(rows).items() if ref == "none"]
+    if not ops:
+        return ""
+    more = f" (+{len(ops) - 3})" if len(ops) > 3 else ""
+    return (f"no reference for {', '.join(ops[:3])}{more}: forward values not verified; "
+            "variants compared with the Function's own contiguous run, gradients with finite "
+            "differences")
+
+
 def _unique(values: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(values))
 
