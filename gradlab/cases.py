@@ -263,11 +263,13 @@ def strided_copy(values: Tensor, strides: tuple[int, ...]) -> Tensor:
     return out
 
 
-def plain_copy(inputs: Inputs, *, dtype: torch.dtype | None = None) -> Inputs:
-    """The same values in fresh contiguous memory, floating tensors cast to `dtype` when
-    given (requires_grad as they are; keyword tensors never require it)."""
+def plain_copy(inputs: Inputs, *, dtype: torch.dtype | None = None,
+               keep_layout: bool = False) -> Inputs:
+    """The same values in fresh contiguous memory (in the same layout when `keep_layout`),
+    floating tensors cast to `dtype` when given (requires_grad as they are; keyword tensors
+    never require it)."""
     def plain(a: Any, grad: bool | None) -> Any:
-        return (copy_like(a.contiguous(), dtype=dtype, requires_grad=grad)
+        return (copy_like(a if keep_layout else a.contiguous(), dtype=dtype, requires_grad=grad)
                 if isinstance(a, Tensor) else a)
 
     return Inputs([plain(a, None) for a in inputs.args],

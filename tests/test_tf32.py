@@ -244,3 +244,34 @@ def test_every_bundled_failure_with_tf32_on_is_named_tf32(bundled_on_tf32: Any) 
 @pytest.mark.xdist_group("bundled_tf32")
 def test_the_bundled_specs_pass_on_the_fake_gpu_with_tf32_on(bundled_on_tf32: Any) -> None:
     assert bundled_on_tf32.passed, failing(bundled_on_tf32)[:20]
+
+
+# -- the reference's own error in the Function's layout on a GPU ---------------------------------
+
+
+@pytest.mark.parametrize("gpu", [True, False])
+def test_on_a_gpu_the_reference_measures_its_own_error_in_the_functions_layout(
+        monkeypatch: pytest.MonkeyPatch, gpu: bool) -> None:
+    """cuDNN picks its algorithm per layout: on an H200 with TF32 on, conv2d's grad_input was
+    1.9e-6 off the float64 gold contiguous and 3.5e-3 channels_last.  So on a GPU the reference
+    runs in the variant's layout (a channels_last variant is not judged against a contiguous
+    run's error); off a GPU on contiguous copies, as before."""
+    from gradlab.cases import Inputs, plain_copy
+    from gradlab.checks import lowprec
+
+    x = torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last).requires_grad_()
+    assert plain_copy(Inputs([x]), keep_layout=True).args[0].stride() == x.stride()
+    assert plain_copy(Inputs([x])).args[0].is_contiguous()
+
+    seen: list[tuple[int, ...]] = []
+
+    def reference(t: Tensor) -> Tensor:
+        seen.append(t.stride())
+        return t * 2
+
+    monkeypatch.setattr(lowprec, "on_gpu", lambda inputs: gpu)
+    op = gradlab.model.OpDef(name="twice", summary="2x", function=reference, reference=reference,
+                             second_order=True)
+    lowprec.reference_in_dtype(op, Inputs([x]), [torch.ones(2, 3, 4, 5, dtype=torch.float64)],
+                               torch.Generator().manual_seed(0))
+    assert seen == [x.stride() if gpu else x.contiguous().stride()]
