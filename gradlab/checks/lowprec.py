@@ -108,11 +108,12 @@ def flat_real(t: Tensor) -> Tensor:
 def reference_in_dtype(op: OpDef, inputs: Inputs, grad_outs64: Sequence[Tensor],
                        gen: torch.Generator, *, nudge: bool = False) -> Lows | None:
     """The reference's runs the criterion measures its own error with: in the inputs' own
-    (low) dtype on copies of the same values (contiguous; in the inputs' layout on a GPU), and in float64 on those values moved
-    by half a unit in the last place of that dtype (what the dtype's rounding of the inputs
-    alone changes: where the function is ill-conditioned, e.g. a saturated softmax, two right
-    algorithms differ by about that much; only when `nudge`, see NUDGED_FAMILIES); same
-    grad_outputs.  None when the first raised."""
+    (low) dtype on copies of the same values (contiguous; in the inputs' layout on a GPU),
+    and in float64 on those values moved by half a unit in the last place of that dtype
+    (what the dtype's rounding of the inputs alone changes: where the function is
+    ill-conditioned, e.g. a saturated softmax, two right algorithms differ by about that
+    much; only when `nudge`, see NUDGED_FAMILIES); same grad_outputs.  None when the first
+    raised."""
     if op.reference is None:
         return None
     gos = list(grad_outs64) or None
