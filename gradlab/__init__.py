@@ -56,14 +56,14 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     tensors and plain values; tensors that require grad are differentiated (all floating ones
     when none does).  reference: the same math in plain autograd.  second_order: True checks
     the second-order Jacobian, False asserts that double backward raises, None lets the
-    reference decide (a `warn` where it supports double backward and the Function does not).
-    dtypes default to the examples' dtype; the numerical checks in float64.  tolerances:
+    reference decide (where it has double backward: wrong fails, raising is information).
+    dtypes default to the examples' dtype; the numerical checks run in float64.  tolerances:
     dtype -> (atol, rtol) for every comparison in that dtype (the finite-difference checks
     take the larger of it and gradcheck's per component), and "finite_differences" -> (atol,
     rtol) for the finite-difference checks outright.  checks: names
     from gradlab.model.CHECKS.  requires: capabilities (gradlab.model.CAPABILITIES) whose
-    absence fails instead of warning (or, for the information ones, instead of passing with a
-    reason); strict: all warn-kind ones.  capabilities: "default" measures all but
+    absence fails instead of warning or passing with a reason (gradlab.checks.policy says
+    which); strict: every warn row fails.  capabilities: "default" measures all but
     torch.compile, "all" that too (seconds more).  special: arg index -> values the special
     variant plants at a few positions of that input besides 0 ({0: [1.0]}).  timeout, max_memory,
     cost_envelope: limits that stop a runaway check (gradlab.apiguard.guarded_run says how).

@@ -38,11 +38,14 @@ def cpu_name() -> str:
 
 
 def environment(seed: int | None = None, device: str = "cpu") -> dict[str, Any]:
-    """torch/CUDA/cuDNN versions, device name, threads, math flags, gradlab version, commit."""
+    """torch/CUDA/cuDNN versions, device name, threads, math flags (TF32's among them),
+    gradlab version, commit."""
     import os
     import platform
 
     import torch
+
+    from gradlab import tf32
 
     cuda = torch.cuda.is_available()
     on_cuda = cuda and device.startswith("cuda")
@@ -57,9 +60,9 @@ def environment(seed: int | None = None, device: str = "cpu") -> dict[str, Any]:
         "num_threads": torch.get_num_threads(),
         "cudnn_benchmark": torch.backends.cudnn.benchmark,
         "cudnn_deterministic": torch.backends.cudnn.deterministic,
-        "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
-        "tf32_cudnn": torch.backends.cudnn.allow_tf32,
-        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        # TF32 (gradlab.tf32): tf32_cudnn, tf32_matmul, float32_matmul_precision and the
+        # fp32_precision settings where torch has them
+        **tf32.settings(),
         "python_version": platform.python_version(),
         "platform": platform.platform(),
     }

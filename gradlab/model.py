@@ -51,7 +51,7 @@ LAYOUTS = ("contiguous", "channels_last", "transposed", "strided")
 #: - forward_ad:   forward mode (a custom Function's jvp: torch.func.jvp, jacfwd, dual numbers)
 #:                 against central finite differences along the same tangents and the
 #:                 reference's jvp, in float64 (gradcheck's check_forward_ad; a Function without
-#:                 jvp where the reference has forward mode: a warn capability);
+#:                 jvp where the reference has forward mode: information, the matrix's fwd);
 #: - autocast:     forward and gradients under torch.autocast against the reference under the
 #:                 same autocast (see gradlab.checks.autocast);
 #: - capabilities: what else the Function supports, measured (see gradlab.checks.capabilities):
@@ -62,13 +62,13 @@ CHECKS = ("forward", "gradient", "contract", "jacobian", "second_order", "forwar
 #: Former check names, still accepted in specs and on the command line.
 CHECK_ALIASES = {"gradcheck": "jacobian", "gradgradcheck": "second_order"}
 
-#: Capabilities a Function can lack while its reference has them.  Missing, each is a `warn` row
-#: (a crash waiting in training, e.g. a gradient penalty through a Function without double
-#: backward, or a mixed-precision step); `requires: [...]` in a spec, or --strict, makes it a
-#: failure.
+#: Capabilities a Function can lack while its reference has them, found by a check of their
+#: own (what a missing one is, warn or information: gradlab.checks.policy.MISSING; `requires:
+#: [...]` in a spec makes it a failure).
 WARN_CAPABILITIES = ("second_order", "autocast", "expanded_input", "forward_ad")
-#: Capabilities that are information when missing (many correct Functions lack them): the
-#: capability matrix shows them; `requires: [...]` makes a missing one a failure.
+#: Capabilities measured by gradlab.checks.capabilities' probes, information when missing
+#: (gradlab.checks.policy): the capability matrix shows them; `requires: [...]` makes a missing
+#: one a failure.
 INFO_CAPABILITIES = ("compile", "vmap", "func_grad", "deterministic", "noncontiguous", "cuda",
                      "batched_grad")
 #: Every capability a spec can require.

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 #: The name the fake device reports (envinfo.environment's device_name).
 FAKE_GPU_NAME = "Fake GPU (tests/cuda_fakes.py)"
@@ -173,3 +174,65 @@ def cuda_on_cpu() -> Iterator[CudaOnCpu]:
     """The CudaOnCpu mode for the block."""
     with CudaOnCpu() as mode:
         yield mode
+
+
+# -- a fake TF32 ----------------------------------------------------------------------------------
+
+#: The aten ops cuDNN runs (TF32 by torch.backends.cudnn.allow_tf32) and those cuBLAS runs
+#: (torch.backends.cuda.matmul.allow_tf32 / float32_matmul_precision), forward and backward.
+TF32_CONV_OPS = ("convolution", "convolution_backward", "_convolution")
+TF32_MATMUL_OPS = ("mm", "bmm", "addmm", "baddbmm", "addbmm", "addmv", "mv", "dot")
+
+
+def round_to_tf32(t: torch.Tensor) -> torch.Tensor:
+    """t (float32) with each value rounded to TF32's 10-bit mantissa (round half away from
+    zero on the magnitude bits), strides kept where an elementwise op keeps them."""
+    bits = t.view(torch.int32)
+    return ((bits + 0x1000) & ~0x1FFF).view(torch.float32)
+
+
+def _tf32_on(op: str) -> bool:
+    import gradlab.tf32 as tf32
+
+    s = tf32.settings()
+    if op in TF32_CONV_OPS:
+        return s["tf32_cudnn"] is True or s.get("fp32_precision_cudnn_conv") == "tf32"
+    return s["tf32_matmul"] is True or s["float32_matmul_precision"] != "highest"
+
+
+class FakeTf32(TorchDispatchMode):
+    """Convolutions and matmuls (forward and backward) on float32 tensors round their tensor
+    inputs to TF32 first when torch's TF32 setting for them is on, as cuDNN and cuBLAS do on an
+    Ampere or later GPU: a float32 result's error becomes ~1e-3 instead of ~1e-6.  `rounded`
+    counts the calls that were (proof that the TF32 path ran)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rounded = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                           kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        name = func.overloadpacket.__name__
+        if name in TF32_CONV_OPS + TF32_MATMUL_OPS and _tf32_on(name) and any(
+                isinstance(a, torch.Tensor) and a.dtype == torch.float32 for a in args):
+            self.rounded += 1
+            args = tuple(round_to_tf32(a) if isinstance(a, torch.Tensor)
+                         and a.dtype == torch.float32 else a for a in args)
+        return func(*args, **kwargs)
+
+
+@contextmanager
+def fake_tf32(on: bool = True) -> Iterator[FakeTf32]:
+    """The FakeTf32 mode for the block, with TF32 on for convolutions and matmuls (on=True)
+    or off; torch's settings given back after it."""
+    import gradlab.tf32 as tf32
+
+    saved = tf32.settings()
+    try:
+        torch.backends.cudnn.allow_tf32 = on
+        torch.backends.cuda.matmul.allow_tf32 = on
+        with FakeTf32() as mode:
+            yield mode
+    finally:
+        tf32.restore(saved)

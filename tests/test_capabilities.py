@@ -32,7 +32,7 @@ from typer.testing import CliRunner
 import gradlab
 from gradlab import ops
 from gradlab.cli import app
-from gradlab.model import CHECKS, MATRIX
+from gradlab.model import MATRIX
 from gradlab.render.capabilities import capability_table
 from gradlab.render.tables import width_of
 from gradlab.render.words import message
@@ -93,9 +93,8 @@ def test_the_correct_twin_passes(name: str) -> None:
     _, twin, ref, shapes, requires, check, _, _ = CLASSES_TABLE[name]
     r = gradlab.check(twin, args(shapes), reference=ref, requires=requires)
     assert r.passed, described(r)
-    # the twins are classic Functions without a jvp: forward_ad's warn is another capability
-    # (tests/test_forward_ad.py)
-    assert not [x for x in r.rows if x.status == WARN and x.check != "forward_ad"], described(r)
+    # the twins are classic Functions without a jvp: information (tests/test_forward_ad.py)
+    assert not [x for x in r.rows if x.status == WARN], described(r)
     assert any(x.check == check and x.status == PASS for x in r.rows)
 
 
@@ -112,21 +111,16 @@ def test_through_the_cli(name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: P
     twin = CliRunner().invoke(app, ["check", f"{name}_ok.yaml", "--no-isolate",
                                     "--report-dir", str(tmp_path)])
     assert twin.exit_code == 0, twin.output
-    # no warning but forward_ad's (the twins have no jvp)
-    out = " ".join(twin.output.split())
-    assert "0 warnings" in out or "1 warning (forward_ad_missing 1)" in out, twin.output
-
-
-#: every check but forward_ad (the classic Functions here have no jvp: a warn capability)
-NO_FORWARD_AD = [c for c in CHECKS if c != "forward_ad"]
+    # no warning (the twins have no jvp: information)
+    assert " 0 warnings" in " ".join(twin.output.split()), twin.output
 
 
 def test_strict_fails_a_missing_autocast_but_not_missing_information() -> None:
     assert not gradlab.check(bf.MatmulNoAmp, args(MATMUL), reference=bf.matmul_reference,
                              strict=True).passed
-    # vmap and grad are missing from a classic Function: information, even under --strict
-    r = gradlab.check(bf.Exp, args(SQUARE), reference=torch.exp, strict=True,
-                      checks=NO_FORWARD_AD)  # no jvp: a warn capability, failing under strict
+    # vmap, grad and a jvp are missing from a classic Function: information, even under
+    # --strict
+    r = gradlab.check(bf.Exp, args(SQUARE), reference=torch.exp, strict=True)
     assert r.passed, described(r)
     (vmap,) = [x for x in r.rows if x.check == "capabilities" and x.variant == "vmap"]
     assert (vmap.status, vmap.reason) == (PASS, "vmap_missing")
@@ -244,7 +238,7 @@ def test_the_table_fits_a_100_column_terminal() -> None:
     lines = console.export_text().splitlines()
     assert max(len(ln.rstrip()) for ln in lines) <= 100
     # the long name goes on a line of its own (tests/test_list_devices.py); no state is cut
-    assert all(ln.split()[-11:] == ["yes", "yes", "-", "yes", "yes", "no", "no", "yes", "yes",
+    assert all(ln.split()[-11:] == ["yes", "yes", "no", "yes", "yes", "no", "no", "yes", "yes",
                                     "yes", "-"]
                for ln in lines if ln.split()[:1] == ["linear"])
     short = capability_table(matrix[:-1], 100)

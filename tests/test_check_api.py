@@ -14,6 +14,7 @@ from torch.autograd.function import once_differentiable
 import gradlab
 from gradlab.render.words import location, message
 from gradlab.results import COLUMNS, CheckRow
+from gradlab.results.capabilities import NO, capability_matrix
 
 F64 = torch.float64
 CHECKS = {"forward", "gradient", "contract", "jacobian", "second_order", "forward_ad", "autocast",
@@ -243,21 +244,27 @@ def test_second_order_false_once_differentiable_passes() -> None:
     assert row.status == "pass"
 
 
-def test_second_order_unknown_once_differentiable_warns_where_the_reference_can() -> None:
-    # the reference can be differentiated twice: a capability missing, a warn that passes
-    r = gradlab.check(SquareOnce, [rand(3, 4)], reference=square_ref)
+@pytest.mark.parametrize("strict", [False, True])
+def test_second_order_unknown_once_differentiable_is_information_where_the_reference_can(
+        strict: bool) -> None:
+    # the reference can be differentiated twice, the Function raises as once_differentiable
+    # makes it: a capability it lacks, shown in the matrix (2nd: no), no warn row, not even
+    # under --strict (gradlab.checks.policy: raising is the declared, safe way to lack it)
+    r = gradlab.check(SquareOnce, [rand(3, 4)], reference=square_ref, strict=strict)
     assert r.passed, [(x.variant, x.check, x.hint, message(x)) for x in r.failures]
+    assert not [x for x in r.rows if x.status == "warn"]
     (row,) = [row for row in r.rows if row.check == "second_order"]
-    assert (row.status, row.hint) == ("warn", "second_order_missing")
-    assert "declare second_order: false" in message(row)
+    assert (row.status, row.reason) == ("pass", "second_order_missing")
+    (line,) = capability_matrix(r.rows)
+    assert line.cell("second_order").state == NO
 
 
-@pytest.mark.parametrize("how", [{"requires": ["second_order"]}, {"strict": True}])
-def test_a_required_missing_second_order_fails(how: dict[str, Any]) -> None:
-    r = gradlab.check(SquareOnce, [rand(3, 4)], reference=square_ref, **how)
+def test_a_required_missing_second_order_fails() -> None:
+    r = gradlab.check(SquareOnce, [rand(3, 4)], reference=square_ref, requires=["second_order"])
     assert not r.passed
     (row,) = [row for row in r.rows if row.check == "second_order"]
     assert (row.status, row.hint) == ("fail", "second_order_missing")
+    assert "declare second_order: false" in message(row)
 
 
 def test_second_order_unknown_without_a_reference_is_a_declared_skip() -> None:

@@ -96,7 +96,7 @@ def test_outputs_the_reference_differentiates_and_the_function_does_not_warn(
     """A warning, not a failure: the gradients are compared without those outputs' share."""
     r = gradlab.check(of.BatchStats, example((6, 4)), reference=of.batch_stats_differentiable)
     assert r.passed, failing(r)
-    warned = [x for x in r.rows if x.status == "warn" and x.check != "forward_ad"]  # no jvp
+    warned = [x for x in r.rows if x.status == "warn"]  # (no jvp: information)
     assert [(x.variant, x.check, x.hint) for x in warned] == [
         ("base", "contract", "output_not_differentiable")]
     assert [(f.subject, f.index) for f in warned[0].findings] == [("output", 1), ("output", 2)]
@@ -104,6 +104,11 @@ def test_outputs_the_reference_differentiates_and_the_function_does_not_warn(
     result = CliRunner().invoke(app, ["check", "bn_stats_undifferentiated.yaml", "--no-isolate",
                                       "--report-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
+    # --strict: every warn fails (gradlab.checks.policy), this one too
+    strict = gradlab.check(of.BatchStats, example((6, 4)),
+                           reference=of.batch_stats_differentiable, strict=True)
+    assert [(x.check, x.hint) for x in strict.failures] == [
+        ("contract", "output_not_differentiable")]
 
 
 def test_the_differentiability_finding_names_the_output() -> None:

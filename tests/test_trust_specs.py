@@ -78,14 +78,27 @@ def test_skip_unavailable_with_nothing_left_is_not_a_pass(tmp_path: Path) -> Non
     assert "nothing was checked" in " ".join(result.output.split())
 
 
-def test_a_missing_capability_warns_by_default_and_fails_under_strict(tmp_path: Path) -> None:
-    spec = tmp_path / "warns.yaml"
-    # forward_ad off: its own warn (no jvp) is tested in tests/test_forward_ad.py
+def test_a_missing_second_order_is_information_even_under_strict(tmp_path: Path) -> None:
+    # once_differentiable where the reference is twice differentiable (no jvp either): the
+    # capability matrix says `no`, no warn row (gradlab.checks.policy); requires: fails it
+    # (once_differentiable.yaml)
+    spec = tmp_path / "informs.yaml"
     spec.write_text("function: trust_functions:ExpOnce\nreference: torch:exp\n"
-                    "checks: {forward_ad: false}\nargs: [{shape: [3, 4]}]\n")
+                    "args: [{shape: [3, 4]}]\n")
+    for strict in ((), ("--strict",)):
+        result = check(str(spec), *strict, report_dir=tmp_path)
+        assert result.exit_code == 0, result.output
+        assert " 0 warnings" in " ".join(result.output.split()), result.output
+
+
+def test_a_warn_capability_warns_by_default_and_fails_under_strict(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # raising under torch.autocast where the reference runs: a crash in a mixed-precision step
+    monkeypatch.syspath_prepend(str(DATA / "bugclasses"))
+    spec = DATA / "bugclasses" / "autocast_missing.yaml"
     result = check(str(spec), report_dir=tmp_path)
     assert result.exit_code == 0, result.output
-    assert "1 warning (second_order_missing 1)" in " ".join(result.output.split())
+    assert "1 warning (autocast_missing 1)" in " ".join(result.output.split())
     assert check(str(spec), "--strict", report_dir=tmp_path).exit_code == 1
 
 

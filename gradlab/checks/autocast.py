@@ -20,13 +20,14 @@ from typing import Any
 import torch
 
 from gradlab.cases import Inputs, materialize, torch_dtype
+from gradlab.checks import policy
 from gradlab.checks.compare import compared_aside
 from gradlab.checks.context import CaseContext, crash_location, first_line
 from gradlab.checks.execute import run_once
 from gradlab.checks.hints import autocast_hint, plain_hint
 from gradlab.checks.lowprec import applies, reference_in_dtype
 from gradlab.model import AUTOCAST_DTYPES
-from gradlab.results import FAIL, PASS, SKIP
+from gradlab.results import PASS, SKIP
 
 #: The dtype autocast's inputs are in: autocast casts float32 to its low-precision dtype and
 #: leaves float64 alone.
@@ -107,7 +108,7 @@ def compared_row(ctx: CaseContext, got: Any, want: Any, inputs: Inputs, dtype: s
     rels = [r.max_rel_err for r in rows if r.max_rel_err is not None]
     hint = autocast_hint(bool(failed), lambda: outside_autocast(ctx, inputs,
                                                                 got.grad_outs64 or None))
-    ctx.row("base", "autocast", FAIL if failed else PASS, hint=hint,
+    ctx.row("base", "autocast", policy.status("autocast", hint) if failed else PASS, hint=hint,
             max_abs_err=max(errs, default=None), max_rel_err=max(rels, default=None),
             findings=[f for r in failed for f in r.findings], **kw)
 

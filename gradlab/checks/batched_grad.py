@@ -9,7 +9,7 @@ kernel raises there; one that takes another path when it cannot (a fallback arou
 can give other gradients.  Measured on the case's float64 values: the batched backward against
 B single backwards of the same graph (retain_graph), each grad_output random.
 
-Why information (model.INFO_CAPABILITIES) and not a warn: a backward that calls a compiled
+Why information (gradlab.checks.policy.MISSING) and not a warn: a backward that calls a compiled
 kernel (a C++/CUDA extension, Triton, ctypes: the usual reason to write a custom Function)
 reads grad_output's data pointer, which vmap refuses, and so does `grad_output.detach()` under
 the legacy vmap.  Those Functions are correct, and torch's own gradcheck leaves
@@ -30,8 +30,9 @@ from torch import Tensor
 
 from gradlab.cases import Inputs, flat_outputs, standard_normal
 from gradlab.checks import diagnose as dg
+from gradlab.checks import policy
 from gradlab.checks.context import CaseContext, first_line
-from gradlab.results import FAIL, PASS, SKIP, Finding
+from gradlab.results import PASS, SKIP, Finding
 from gradlab.torchstate import replay
 
 #: The size of the grad_output batch: two would do to see a batch mixed; three keeps a backward
@@ -188,8 +189,8 @@ def batched_grad_row(ctx: CaseContext, inputs: Inputs) -> None:
         if found and not reentrant():
             return  # the loop disagrees with itself: not_reentrant, on the contract row
         if found:
-            ctx.row(CAPABILITY, "capabilities", FAIL, hint="batched_grad_wrong",
-                    findings=found)
+            ctx.row(CAPABILITY, "capabilities", policy.status("capabilities", "batched_grad_wrong"),
+                    hint="batched_grad_wrong", findings=found)
         else:
             ctx.row(CAPABILITY, "capabilities", PASS)
         return

@@ -38,6 +38,7 @@ from torch import Tensor
 
 from gradlab.cases import Inputs, flat_outputs, relayout
 from gradlab.checks import diagnose as dg
+from gradlab.checks import policy
 from gradlab.checks.batched_grad import batched_grad_row
 from gradlab.checks.compare import compared_aside
 from gradlab.checks.context import CaseContext, first_line
@@ -46,7 +47,7 @@ from gradlab.checks.execute import Run, run_once
 from gradlab.checks.jacobian import realview
 from gradlab.checks.rawbackward import custom_nodes
 from gradlab.model import INFO_CAPABILITIES, Tolerance
-from gradlab.results import FAIL, PASS, SKIP, Finding
+from gradlab.results import PASS, SKIP, Finding
 from gradlab.results.capabilities import BREAKS, NO, WRONG, YES
 from gradlab.torchstate import RngState, replay
 
@@ -274,8 +275,8 @@ def measured_row(ctx: CaseContext, m: Measured) -> None:
     """The row of one measurement (variant: the capability, check: capabilities)."""
     cap = m.capability
     if m.state == WRONG:
-        ctx.row(cap, "capabilities", FAIL, hint=WRONG_HINTS[cap], note=m.note,
-                findings=m.findings)
+        ctx.row(cap, "capabilities", policy.status("capabilities", WRONG_HINTS[cap]),
+                hint=WRONG_HINTS[cap], note=m.note, findings=m.findings)
     elif m.state == NO:
         ctx.capability_row(cap, "capabilities", cap, hint=f"{cap}_missing",
                            reason=f"{cap}_missing", note=m.note)

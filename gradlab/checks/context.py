@@ -8,9 +8,10 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
+from gradlab.checks import policy
 from gradlab.checks.hints import crash_hint
 from gradlab.model import CAPABILITIES, COSTLY_CAPABILITIES, INFO_CAPABILITIES, OpDef, Target
-from gradlab.results import ERROR, FAIL, PASS, SKIP, WARN, CheckRow
+from gradlab.results import ERROR, SKIP, CheckRow
 from gradlab.watchdog import envelope
 
 #: The capabilities a run measures unless told otherwise: all but the costly ones.
@@ -52,7 +53,8 @@ class Options:
     repro_command: Callable[[CheckRow], str] | None = None
     #: intra-op CPU threads during the run (see gradlab.torchstate); None leaves torch's alone.
     threads: int | None = 1
-    #: a missing capability (a `warn` row) fails the run, as if every spec required it.
+    #: every `warn` row (gradlab.checks.policy: a warn-level capability or cause) fails the
+    #: run; information stays information.
     strict: bool = False
     #: cases on a device this machine lacks are declared skips instead of failing the run.
     skip_unavailable: bool = False
@@ -103,16 +105,16 @@ class CaseContext:
         return r
 
     def capability_row(self, variant: str, check: str, capability: str, **kw: Any) -> CheckRow:
-        """A capability the Function lacks.  One the reference has (CAPABILITIES' warn kind):
-        `warn`, or a failure when the spec requires it or the run is --strict.  An information
-        capability: a pass (the reason says what is missing), or a failure when required."""
+        """A capability the Function lacks where the reference has it: the row status
+        gradlab.checks.policy gives it (a warn kind: `warn`, a failure under --strict; an
+        information kind: a pass whose reason says what is missing), a failure when the spec
+        requires it."""
         assert capability in CAPABILITIES, capability
         required = capability in self.target.requires
-        if capability in INFO_CAPABILITIES:
-            if not required:
-                kw.pop("hint", None)  # information, not a likely cause: the reason says it
-            return self.row(variant, check, FAIL if required else PASS, **kw)
-        return self.row(variant, check, FAIL if required or self.options.strict else WARN, **kw)
+        if policy.informational(capability) and not required:
+            kw.pop("hint", None)  # information, not a likely cause: the reason says it
+        return self.row(variant, check, policy.missing_status(
+            capability, required=required, strict=self.options.strict), **kw)
 
     def measures(self, capability: str) -> bool:
         """Whether this run measures an information capability (asked for, or required)."""

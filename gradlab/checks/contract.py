@@ -20,9 +20,10 @@ import torch
 from torch import Tensor
 
 from gradlab.cases import Inputs, flat_outputs
+from gradlab.checks import policy
 from gradlab.checks.context import CaseContext, first_line
 from gradlab.model import Target, Tolerance
-from gradlab.results import FAIL, PASS, SKIP, WARN, Finding
+from gradlab.results import PASS, SKIP, Finding
 from gradlab.torchcompat import missing_note
 from gradlab.torchstate import preserved_rng
 
@@ -215,18 +216,27 @@ def backward_checks(fn: Callable[..., Any], outs: Sequence[Tensor], inputs: Inpu
 
 def differentiability(got: Sequence[Tensor], want: Sequence[Tensor]
                       ) -> tuple[list[Finding], list[Finding]]:
-    """Outputs whose requires_grad differs from the reference's: (failures, warnings).
+    """Outputs whose requires_grad differs from the reference's: (failures, warnings), as
+    gradlab.checks.policy says.
 
     Differentiable where the reference's is not: a failure (a running-statistics buffer updated
     from it keeps every step's graph alive, and a second backward through it raises).  Not
     differentiable where the reference's is: a warning (a loss through it gets no gradient)."""
-    fails, warns = [], []
+    found = []
     for k, (a, b) in enumerate(zip(got, want, strict=False)):
         if a.requires_grad and not b.requires_grad:
-            fails.append(Finding("output", k, "output_differentiable"))
+            found.append(Finding("output", k, "output_differentiable"))
         elif b.requires_grad and not a.requires_grad:
-            warns.append(Finding("output", k, "output_not_differentiable"))
-    return fails, warns
+            found.append(Finding("output", k, "output_not_differentiable"))
+    return by_level(found)
+
+
+def by_level(findings: Sequence[Finding]) -> tuple[list[Finding], list[Finding]]:
+    """Contract findings as (failures, warnings), by gradlab.checks.policy's level of each
+    hint (information ones dropped)."""
+    levels = [policy.level("contract", f.hint) for f in findings]
+    return ([f for f, lv in zip(findings, levels, strict=True) if lv == policy.FAIL],
+            [f for f, lv in zip(findings, levels, strict=True) if lv == policy.WARN])
 
 
 @dataclass(frozen=True)
@@ -257,16 +267,18 @@ def as_differentiated(target: Target, outs: Sequence[Tensor]) -> Target:
 def contract_row(ctx: CaseContext, variant: str, findings: Sequence[Finding], *,
                  passing: bool, unavailable: str = "", no_custom: bool = False,
                  note: str = "", warnings: Sequence[Finding] = ()) -> None:
-    """A contract row: FAIL with `findings` (hint: the first's; `warnings` follow them); else
-    WARN with `warnings`; else, when asked for, PASS (saying so when only the in-place checks
-    applied), or SKIP saying why when backward's raw return value could not be checked (never
-    a pass)."""
+    """A contract row: with `findings`, the status gradlab.checks.policy gives the first's hint
+    (a failure; `warnings` follow them); else the first warning's (a warn, a failure under
+    --strict); else, when asked for, PASS (saying so when only the in-place checks applied),
+    or SKIP saying why when backward's raw return value could not be checked (never a
+    pass)."""
     if findings:
-        ctx.row(variant, "contract", FAIL, hint=findings[0].hint,
-                findings=[*findings, *warnings])
+        ctx.row(variant, "contract", policy.status("contract", findings[0].hint),
+                hint=findings[0].hint, findings=[*findings, *warnings])
     elif warnings:
-        ctx.row(variant, "contract", WARN, hint=warnings[0].hint, findings=list(warnings),
-                note=note)
+        ctx.row(variant, "contract", policy.status("contract", warnings[0].hint,
+                                                   strict=ctx.options.strict),
+                hint=warnings[0].hint, findings=list(warnings), note=note)
     elif passing and unavailable == missing_note("node_metadata"):
         # a torch older than the feature: declared, the note names the release needed
         ctx.row(variant, "contract", SKIP, declared=True, reason="old_torch", note=unavailable)

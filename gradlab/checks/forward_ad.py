@@ -10,8 +10,9 @@ differences that the reference's jvp shares is the example values' (a kink), not
 Probe mode localises a wrong J u to input elements by bisection over masks of u; dense mode
 (forced, or a failing small case in auto mode) builds J column by column from unit tangents
 against `jacobian.numerical_jacobian`.  A Function that raises NotImplementedError under
-forward mode where the reference runs lacks a capability (`warn`, `requires: [forward_ad]`
-makes it a failure); another exception is its jvp's crash.
+forward mode where the reference runs lacks a capability (information, gradlab.checks.policy:
+the capability matrix's `fwd` column; `requires: [forward_ad]` makes it a failure); another
+exception is its jvp's crash.
 """
 
 from __future__ import annotations
@@ -30,11 +31,12 @@ from torch import Tensor
 from gradlab.cases import Inputs, flat_outputs
 from gradlab.checks import diagnose as dg
 from gradlab.checks import jacobian as jac
+from gradlab.checks import policy
 from gradlab.checks.context import CaseContext, crash_location, first_line
 from gradlab.checks.hints import factor_hint
 from gradlab.checks.numerical import DENSE_MAX_CALLS, with_roundoff
 from gradlab.model import Tolerance
-from gradlab.results import FAIL, PASS, SKIP, CheckRow, Element, Finding
+from gradlab.results import PASS, SKIP, CheckRow, Element, Finding
 from gradlab.torchstate import replay
 
 #: torch.autograd.forward_ad (dual numbers; custom Functions' jvp since torch 1.11): None on a
@@ -162,7 +164,8 @@ def forward_ad_row(ctx: CaseContext, inputs: Inputs, gen: torch.Generator,
         hint = "forward_ad_only"  # backward is right: the jvp has a formula of its own
         for f in findings:
             f.hint = f.hint or hint
-    return ctx.row("base", "forward_ad", FAIL, hint=hint, findings=findings, **kw)
+    return ctx.row("base", "forward_ad", policy.status("forward_ad", hint), hint=hint,
+                   findings=findings, **kw)
 
 
 def input_result(ctx: CaseContext, inputs: Inputs, i: int, tol: Tolerance,

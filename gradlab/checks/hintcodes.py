@@ -19,7 +19,7 @@ CODES: dict[str, tuple[str, ...]] = {
               "value_dependent", "rng_replay", "second_order_only", "autocast_only",
               "also_without_autocast", "wrong_count", "non_tensor_grad",
               "wrong_shape", "inplace_saved", "crash"),
-    "compare": ("forward", "missing"), "runner": ("no_chain_rule", "global_state"),
+    "compare": ("forward", "missing"), "runner": ("no_chain_rule", "global_state", "tf32"),
     "numerical": ("cached_forward", "conjugate"),
     "forward_ad": ("forward_ad_only", "forward_ad_missing"), "autocast": ("autocast_missing",),
     "contract": ("inplace_grad_output", "inplace_input", "not_reentrant", "state_outside_ctx",

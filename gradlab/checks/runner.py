@@ -11,9 +11,10 @@ from dataclasses import replace
 import torch
 from torch import Tensor
 
-from gradlab import ops
+from gradlab import ops, tf32
 from gradlab.cases import Inputs, NonLeafInputs, case_seed, materialize
 from gradlab.checks import lowprec
+from gradlab.checks import policy
 from gradlab.checks.autocast import autocast_row
 from gradlab.checks.capabilities import capability_rows
 from gradlab.checks.compare import chain_rule_ignored, compare_runs
@@ -49,7 +50,7 @@ from gradlab.checks.second_order import blame_precision, second_order_row
 from gradlab.checks.variants import Baseline, variant_rows
 from gradlab.model import Case, OpDef, Target
 from gradlab.repro import save_failures
-from gradlab.results import ERROR, FAIL, SKIP, CheckRow, Finding
+from gradlab.results import ERROR, SKIP, CheckRow, Finding
 from gradlab.torchstate import RngState, TorchState, case_rng, preserved_rng
 
 
@@ -265,13 +266,15 @@ def item_rows(item: Item, options: Options) -> list[CheckRow]:
             # An in-place Function (ctx.mark_dirty) cannot take a leaf that requires grad; in a
             # model its input is always an intermediate: give it one.
             inplace = replace(t, op=replace(t.op, function=NonLeafInputs(t.op.function)))
-            rows = guarded_rows((kind, inplace, case, dtype, device), options, seed)
+            item = (kind, inplace, case, dtype, device)
+            rows = guarded_rows(item, options, seed)
+        tf32_judged(rows, item, lambda: guarded_rows(item, options, seed))
         after = TorchState.now()
         before.restore()
     changed = before.changed(after)
     if changed:
-        rows.append(CheckRow(t.op.name, case.name, dtype, device, "base", "contract", FAIL,
-                             hint="global_state",
+        rows.append(CheckRow(t.op.name, case.name, dtype, device, "base", "contract",
+                             policy.status("contract", "global_state"), hint="global_state",
                              findings=[Finding("setting", -1, "global_state", got=(name, new),
                                                want=old) for name, old, new in changed]))
     if options.repro_dir:
@@ -284,6 +287,37 @@ def item_rows(item: Item, options: Options) -> list[CheckRow]:
                     r.note = "; ".join(filter(None, [r.note, f"repro not saved: "
                                                                f"{first_line(exc)}"]))
     return rows
+
+
+#: The dtypes whose CUDA convolutions and matmuls TF32 rounds (gradlab.tf32).
+TF32_DTYPES = ("float32", "complex64")
+#: The checks whose failure TF32's rounding can cause (the case item's comparisons).
+TF32_CHECKS = ("forward", "gradient")
+
+
+def tf32_judged(rows: list[CheckRow], item: Item, again: Callable[[], list[CheckRow]]) -> None:
+    """A float32 CUDA case run with TF32 on: its failing forward and gradient rows (variants
+    too) that do not fail when the case runs again with every TF32 setting off (`again`,
+    inside gradlab.tf32.disabled) get the hint `tf32`, on the row and its findings.  A
+    failure that stays is the Function's, and keeps its own hint.  (Not failing rather than
+    passing: a variant that only localises a failure, or a forward row a variant adds only
+    when it differs, is not made when all is well.)  A rerun with an error says nothing."""
+    kind, _, _, dtype, device = item
+    if kind != "case" or not device.startswith("cuda") or dtype not in TF32_DTYPES:
+        return
+    failing = [r for r in rows if r.failed and r.status != ERROR and r.check in TF32_CHECKS]
+    if not failing or not tf32.enabled():
+        return
+    with tf32.disabled():
+        rerun = again()
+    if any(r.status == ERROR for r in rerun):
+        return
+    still = {(r.variant, r.check) for r in rerun if r.failed}
+    for r in failing:
+        if (r.variant, r.check) not in still:
+            r.hint = "tf32"
+            for f in r.findings:
+                f.hint, f.pattern = "tf32", None
 
 
 #: What autograd says when an in-place Function (ctx.mark_dirty) is given a leaf.

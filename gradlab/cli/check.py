@@ -157,8 +157,8 @@ VARIANT_HELP = ("only the rows of these variants (repeatable): a family (noncont
                 "repeated_index), one variant as the report names it ('noncontiguous[0]'), "
                 "or base (the case itself, and the checks made on it only: jacobian, ...)")
 
-Strict = Annotated[bool, typer.Option("--strict", help="a capability the reference has and the "
-                                      "Function lacks (a warn row) fails the run")]
+Strict = Annotated[bool, typer.Option("--strict", help="a warn row (a likely bug that leaves "
+                                      "every result right) fails the run")]
 SkipUnavailable = Annotated[bool, typer.Option("--skip-unavailable", help="skip (and say so) the "
                                                "cases on a device this machine lacks, instead "
                                                "of exit 2")]

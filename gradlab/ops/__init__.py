@@ -26,10 +26,10 @@ SPEC_FOLDER = "specs"
 
 #: What a bundled op written as a classic Function (forward(ctx, ...), no setup_context)
 #: supports, as `gradlab check specs/ --capabilities all` measured it on a CPU-only machine
-#: (cuda "-": not measured there; forward_ad "-": none has a jvp, and their specs declare
-#: `checks: {forward_ad: false}`); the states are gradlab.results.capabilities'.  The README's
-#: op table gives the reasons; tests/ops/test_registry.py measures them again.
-CLASSIC_FUNCTION = {"first_order": "yes", "second_order": "yes", "forward_ad": "-",
+#: (cuda "-": not measured there; forward_ad "no": none has a jvp, information); the states
+#: are gradlab.results.capabilities'.  The README's op table gives the reasons;
+#: tests/ops/test_registry.py measures them again.
+CLASSIC_FUNCTION = {"first_order": "yes", "second_order": "yes", "forward_ad": "no",
                     "autocast": "yes", "compile": "yes", "vmap": "no", "func_grad": "no",
                     "batched_grad": "yes", "deterministic": "yes", "noncontiguous": "yes",
                     "cuda": "-"}

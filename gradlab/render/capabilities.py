@@ -37,8 +37,8 @@ SHORT_LEGEND = ("amp: autocast; cmp: compile; vmp: vmap; grd: grad; bgr: bgrad; 
                 "det: deterministic; str: strided; cu: cuda.")
 
 #: The legend under the table.
-LEGEND = ("yes: runs and matches; no: raises (2nd order, fwd and autocast: a warn where the "
-          "reference has them; deterministic: two runs differ bitwise); wrong: differs (a "
+LEGEND = ("yes: runs and matches; no: raises (information; autocast: a warn where the "
+          "reference has it; deterministic: two runs differ bitwise); wrong: differs (a "
           "failure); n/a: the reference lacks it too; breaks: torch.compile matches with graph "
           "breaks; -: not measured (compile: --capabilities all; cuda: no GPU).  fwd: forward "
           "mode (a jvp: torch.func.jvp, jacfwd).  grad and vmap: torch.func; bgrad: backward "

@@ -16,6 +16,7 @@ from rich.text import Text
 
 from gradlab.errors import ExitCode
 from gradlab.render.capabilities import capability_table
+from gradlab.render.environment import tf32_line
 from gradlab.render.files import op_references
 from gradlab.render.findings import FailureGroup, failing_cases, finding_parts
 from gradlab.render.tables import Column, fit
@@ -182,6 +183,9 @@ def render_check(report: Report, console: Console, *, verdict: bool = True,
     for line in failure_lines(report):
         # a command stays one copyable line; words wrap at the console's width
         console.print(line, soft_wrap=line.plain.startswith("  gradlab "))
+    tf32 = tf32_line(report.rows, report.env)
+    if tf32:  # a CUDA run: the settings float32 convolutions and matmuls ran with
+        console.print(Text(tf32))
     if verdict:
         render_verdict(report, console, empty_ok=empty_ok)
 

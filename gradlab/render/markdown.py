@@ -9,6 +9,7 @@ from pathlib import Path
 from gradlab.model import MATRIX
 from gradlab.render.capabilities import HEADERS
 from gradlab.render.diagnosis import hint_words
+from gradlab.render.environment import tf32_line
 from gradlab.render.words import message
 from gradlab.results import CheckRow, Report
 from gradlab.results.capabilities import capability_matrix
@@ -53,6 +54,9 @@ def summary_markdown(report: Report, title: str = "gradlab check") -> str:
     verdict = "PASSED" if report.passed else "FAILED"
     lines = [f"## {title}: {verdict}", "", f"**{count_words(summary)}** (a check is an op, "
              "case and check over its dtypes, devices and variants; a finding is one bug)."]
+    tf32 = tf32_line(report.rows, report.env)
+    if tf32:
+        lines += ["", tf32]
     if report.truncated:
         lines += ["", "Stopped early by `--budget`: the cases not started are missing, and "
                       "count as a failure."]

@@ -27,14 +27,26 @@ HINTS: dict[str, str] = {
                           "assumes a contiguous grad_output; .sum() gives a stride-0 one)",
     "requires_grad_subset": "fails only for some requires_grad subsets (gradient gated on the "
                             "wrong needs_input_grad entry?)",
-    "second_order_only": "first order is right but second order is wrong (a tensor kept on ctx "
-                         "instead of save_for_backward, or a backward that is not differentiable)",
+    "second_order_only": "first order is right but double backward is silently wrong: backward "
+                         "is not differentiable as written (a tensor kept on ctx instead of "
+                         "save_for_backward, or one computed in forward, such as a fused "
+                         "kernel's statistics, used as a constant). Fix: decorate backward with "
+                         "@torch.autograd.function.once_differentiable, so double backward "
+                         "raises instead of being wrong, or make backward differentiable "
+                         "(recompute what it needs from saved inputs with torch ops)",
     "second_order_claimed": "the op claims no double backward, but second order ran without "
                             "error: if backward really is not differentiable, decorate it with "
                             "@torch.autograd.function.once_differentiable; if second order is "
                             "simply not to be checked, say checks: {second_order: false} (spec) "
                             "or leave second_order out of checks= (API); else declare "
                             "second_order: true (or auto)",
+    "tf32": "right with TF32 off: on this GPU float32 convolutions (torch.backends.cudnn."
+            "allow_tf32, on by default) or matmuls (torch.backends.cuda.matmul.allow_tf32, "
+            "torch.set_float32_matmul_precision) round their inputs to 10 mantissa bits, and "
+            "this Function's result is further from the float64 reference than that allows. "
+            "The run passes with torch.backends.cudnn.allow_tf32 = False and "
+            "torch.backends.cuda.matmul.allow_tf32 = False (or NVIDIA_TF32_OVERRIDE=0); the "
+            "run's TF32 settings are in its environment record",
     "inplace_grad_output": "backward modified grad_output in place",
     "inplace_saved": "a saved tensor or input was modified in place during backward",
     "inplace_input": "forward modified an input in place without ctx.mark_dirty",
