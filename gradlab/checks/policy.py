@@ -100,6 +100,10 @@ RULES: tuple[Rule, ...] = (
     Rule("second_order", "second_order_claimed", FAIL,
          "double backward runs where the op declares `second_order: false`",
          why="the declaration is wrong"),
+    Rule("contract", "ctx_input", WARN,
+         "an input kept on ctx instead of save_for_backward (found by aliasing, not shown "
+         "by an in-place update)",
+         why="a hazard: wrong only if the input is updated in place before backward"),
     Rule("contract", "output_not_differentiable", WARN,
          "an output does not require grad where the reference's does",
          why="a loss through it gets no gradient"),

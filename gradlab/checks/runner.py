@@ -13,8 +13,7 @@ from torch import Tensor
 
 from gradlab import ops, tf32
 from gradlab.cases import Inputs, NonLeafInputs, case_seed, materialize
-from gradlab.checks import lowprec
-from gradlab.checks import policy
+from gradlab.checks import lowprec, policy
 from gradlab.checks.autocast import autocast_row
 from gradlab.checks.capabilities import capability_rows
 from gradlab.checks.compare import chain_rule_ignored, compare_runs
