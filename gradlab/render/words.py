@@ -223,13 +223,10 @@ REASONS: dict[str, str] = {
                       "valid subgradient)",
     "overflow_alike": "non-finite where the reference overflows alike in this dtype (the "
                       "dtype's range, not the Function's bug)",
-    "outside_domain": "the variant's values lie outside the reference's own domain (it raises "
-                      "or is not finite in float64 there): not judgeable, not a bug of the "
-                      "Function (the note says how)",
-    "ill_conditioned": "the reference itself is ill-conditioned on the variant's values (its "
-                       "results move by more than 1e-2 relative between float32 and float64 "
-                       "or under a 1e-7 nudge: condition number above ~1e5): not judgeable "
-                       "(the note gives the numbers)",
+    "outside_domain": "the reference itself raises or is not finite in float64 on the "
+                      "variant's values: outside its domain, not judgeable (see the note)",
+    "ill_conditioned": "the reference itself is ill-conditioned on the variant's values "
+                       "(condition number above ~1e5): not judgeable (the note's numbers)",
     "special_kink": "planted special values left out where they are a kink of the reference "
                     "(its one-sided slopes disagree, the Function's value between them: a "
                     "convention such as relu'(0)) or outside its domain",
