@@ -187,6 +187,22 @@ class NaiveLogSumExp(Function):
         return g[..., None] * e / e.sum(-1, keepdim=True)
 
 
+class ExpFloat32(Function):
+    """exp whose float64 forward and backward are computed in float32: right at the base case
+    (within float64's 1e-7), inf from x ~ 89 where the float64 reference is finite to 709."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        out = x.float().exp().to(x.dtype)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        (out,) = ctx.saved_tensors
+        return g * out
+
+
 class StableLogSumExp(Function):
     """The twin with the max shift."""
 
@@ -297,6 +313,14 @@ def test_the_domain_skips_say_why_with_numbers() -> None:
     assert ill[0].status == "skip" and ill[0].declared and "moves by" in ill[0].note
 
 
+def test_a_partly_finite_reference_still_judges_its_finite_elements() -> None:
+    # the magnitude variant: the reference is inf past 709 and finite below, where the
+    # float32 overflow is the bug
+    r = gradlab.check(ExpFloat32.apply, lse_args(torch.float64), reference=torch.exp)
+    assert [x for x in r.failures if x.variant == "magnitude"], _table(r)
+    assert not [x for x in r.rows if x.reason in ("outside_domain", "ill_conditioned")]
+
+
 def test_moved_measures_relative_change() -> None:
     from gradlab.checks.execute import Run
 
@@ -305,5 +329,7 @@ def test_moved_measures_relative_change() -> None:
     assert domain.moved(a, b) == pytest.approx(0.1)
     c = Run([torch.tensor([1.0, float("inf")], dtype=torch.float64)], [])
     assert domain.moved(a, c) == float("inf")
+    # only where the first run is finite
+    assert domain.moved(c, a) == 0.0
     # the threshold and the nudge name the same condition number
     assert domain.ILL_CONDITIONED / domain.NUDGE == pytest.approx(1e5)
