@@ -5,13 +5,14 @@ for a correct Function with a domain (an explicit ODE solver stable for small ra
 rotation unique for a full-rank matrix, an eigh-based square root of distinct eigenvalues) the
 new values can lie where the math itself is not judgeable.  Asked only for a variant that failed
 while its base case passed (a correct run costs nothing), with a reference: the reference runs on
-the variant's values in float64, in float32, and in float64 with every differentiable input
-nudged by NUDGE relative.  Where it raises, or is finite nowhere, in float64 the values are
-outside its domain (`outside_domain`); where its own outputs or gradients move by more than
-ILL_CONDITIONED between float64 and float32, or under the nudge, the problem is ill-conditioned
-there (`ill_conditioned`).  Either way the variant's failing rows become a declared skip whose
-note gives the numbers.  A Function that is wrong where the reference is stable and
-well-conditioned (a naive logsumexp overflowing at the magnitude variant) stays a failure.
+the variant's values in float64, in float64 with every differentiable input nudged by NUDGE
+relative, and (for a float32 run) in float32.  Where it raises, or is finite nowhere, in
+float64 the values are outside its domain (`outside_domain`); where its own outputs or
+gradients move by more than ILL_CONDITIONED under the nudge, or between float64 and float32, the
+problem is ill-conditioned there (`ill_conditioned`).  Either way the variant's failing rows
+become a declared skip whose note gives the numbers.  A Function that is wrong where the
+reference is stable and well-conditioned (a naive logsumexp overflowing at the magnitude
+variant) stays a failure.
 """
 
 from __future__ import annotations
