@@ -271,7 +271,12 @@ def contract_row(ctx: CaseContext, variant: str, findings: Sequence[Finding], *,
     (a failure; `warnings` follow them); else the first warning's (a warn, a failure under
     --strict); else, when asked for, PASS (saying so when only the in-place checks applied),
     or SKIP saying why when backward's raw return value could not be checked (never a
-    pass)."""
+    pass).  A finding the base row already has is left out of a variant's (one ctx attribute
+    seen by every variant is one finding of the case, not one row per variant)."""
+    if variant != "base":
+        findings, warnings = seen_at_base(ctx, findings), seen_at_base(ctx, warnings)
+    fails, warns = by_level(findings)
+    findings, warnings = fails, [*warns, *warnings]
     if findings:
         ctx.row(variant, "contract", policy.status("contract", findings[0].hint),
                 hint=findings[0].hint, findings=[*findings, *warnings])
@@ -287,3 +292,14 @@ def contract_row(ctx: CaseContext, variant: str, findings: Sequence[Finding], *,
     elif passing:
         ctx.row(variant, "contract", PASS, reason="no_custom_function" if no_custom else "",
                 note=note)
+
+
+def _key(f: Finding) -> tuple[Any, ...]:
+    return (f.subject, f.index, f.hint, str(f.got), f.node)
+
+
+def seen_at_base(ctx: CaseContext, findings: Sequence[Finding]) -> list[Finding]:
+    """`findings` less those the case's base contract row already reports."""
+    base = {_key(f) for r in ctx.rows if r.variant == "base" and r.check == "contract"
+            for f in r.findings}
+    return [f for f in findings if _key(f) not in base]

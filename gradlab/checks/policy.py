@@ -105,6 +105,10 @@ RULES: tuple[Rule, ...] = (
            "float32 (one warning per op and case, the evidence on it)",
            why="likely a float32 step inside a float64 op: a choice or an oversight")
       for check in ("forward", "gradient")),
+    Rule("contract", "ctx_input", WARN,
+         "an input kept on ctx instead of save_for_backward (found by aliasing, not shown "
+         "by an in-place update)",
+         why="a hazard: wrong only if the input is updated in place before backward"),
     Rule("contract", "output_not_differentiable", WARN,
          "an output does not require grad where the reference's does",
          why="a loss through it gets no gradient"),

@@ -111,13 +111,31 @@ def ragged_case(case: Case, sizes: Sequence[int]) -> Case:
             a = replace(a, shape=shape, layout="contiguous" if a.layout == "strided" else
                         a.layout, strides=None)
         elif isinstance(a, Tensor) and (a.is_floating_point() or a.is_complex()):
-            gen = torch.Generator().manual_seed(RAGGED_SEED)
-            shape = (*_grown(a.shape, sizes), *((2,) if a.is_complex() else ()))
-            values = 2 * torch.rand(shape, generator=gen, dtype=torch.float64) - 1
-            values = torch.view_as_complex(values) if a.is_complex() else values
-            a = values.to(a.dtype).requires_grad_(a.requires_grad)
+            a = grown_within(a, _grown(a.shape, sizes)).requires_grad_(a.requires_grad)
         args.append(a)
     return replace(case, args=tuple(args))
+
+
+def grown_within(a: Tensor, shape: Sequence[int]) -> Tensor:
+    """An example tensor grown to `shape`: its own values in the leading block, the new elements
+    drawn uniformly within its observed min..max (per real and imaginary part).
+
+    A tensor given to the API is the only evidence of its domain (an entmax alpha must exceed
+    1, a variance be positive): values drawn from [-1, 1] instead left it and blamed the
+    Function for the reference's own NaN (entmax_bisect's ragged rows)."""
+    t = a.detach().to("cpu")
+    real = torch.view_as_real(t).to(torch.float64) if t.is_complex() else t.to(torch.float64)
+    lead = tuple(slice(0, n) for n in t.shape)
+    out_shape = (*shape, *((2,) if t.is_complex() else ()))
+    gen = torch.Generator().manual_seed(RAGGED_SEED)
+    u = torch.rand(out_shape, generator=gen, dtype=torch.float64)
+    if real.numel():
+        flat = real.reshape(-1, 2) if t.is_complex() else real.reshape(-1, 1)
+        lo, hi = flat.amin(0), flat.amax(0)
+        u = lo + (hi - lo) * u
+        u[lead] = real  # the case's own values where they fit
+    values = torch.view_as_complex(u.contiguous()) if t.is_complex() else u
+    return values.to(device=a.device, dtype=a.dtype)
 
 
 def ragged_inputs(case: Case, sizes: Sequence[int], dtype: str, device: str) -> Inputs:

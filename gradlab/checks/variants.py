@@ -21,6 +21,7 @@ from gradlab.cases import Inputs, copy_like, materialize, narrowed, plain_copy, 
 from gradlab.checks.compare import compare_runs
 from gradlab.checks.context import CaseContext, first_line
 from gradlab.checks.contract import contract_row
+from gradlab.checks.domain import outside_domain
 from gradlab.checks.execute import UNDEFINED_GRAD, Run, backward_of, run_once, run_undefined
 from gradlab.checks.hints import ONLY_HINT
 from gradlab.checks.lowprec import Lows, variant_low
@@ -337,6 +338,8 @@ def one_variant(ctx: CaseContext, v: Variant, b: Baseline, judge: Judge,
         failing = overflow_alike(ctx, v.inputs, b.grad_outs64, got, failing, b.gen)
     if failing and v.family == "ties":
         failing = tie_convention(v.inputs, (got, want), failing, judge.tol)
+    if failing and v.new_values and not (judge.base_failed or b.stochastic):
+        failing = outside_domain(ctx, v.family, v.inputs, want.grad_outs64, failing, b.gen)
     if failing:
         # contract rows keep their own, more specific, hint
         judge_failures(ctx, v, b, judge, failing, (got, want))

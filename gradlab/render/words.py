@@ -223,6 +223,10 @@ REASONS: dict[str, str] = {
                       "valid subgradient)",
     "overflow_alike": "non-finite where the reference overflows alike in this dtype (the "
                       "dtype's range, not the Function's bug)",
+    "outside_domain": "the reference itself raises, or is finite nowhere, in float64 on the "
+                      "variant's values: outside its domain, not judgeable (see the note)",
+    "ill_conditioned": "the reference itself is ill-conditioned on the variant's values "
+                       "(condition number above ~1e5): not judgeable (the note's numbers)",
     "special_kink": "planted special values left out where they are a kink of the reference "
                     "(its one-sided slopes disagree, the Function's value between them: a "
                     "convention such as relu'(0)) or outside its domain",
