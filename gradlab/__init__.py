@@ -66,11 +66,10 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     which); strict: every warn row fails.  capabilities: "default" measures all but
     torch.compile, "all" that too (seconds more).  special: arg index -> values the special
     variant plants at a few positions of that input besides 0 ({0: [1.0]}).  timeout, max_memory,
-    cost_envelope: limits that stop a runaway check (gradlab.apiguard says how; off the
-    main thread the timeout cannot interrupt a blocking wait).
-    numerical_dtype: the finite-difference checks' dtype.  strict_tolerances, precision_factor:
-    the strict table, the low-precision criterion's k (2; see gradlab.tolerances).  Ctrl-C
-    returns the rows so far.  Returns a Report: `.passed` (verified: something ran and
+    cost_envelope: limits that stop a runaway check (gradlab.apiguard; off the main thread a
+    blocking wait outlasts them).  numerical_dtype: the finite-difference checks' dtype.
+    strict_tolerances, precision_factor: the strict table, the low-precision criterion's k (2;
+    gradlab.tolerances).  Ctrl-C returns the rows so far.  Returns a Report: `.passed` (verified: something ran and
     everything asked for ran and passed), and `.rows` with status, errors, hint and findings
     per check and variant (gradlab.render.words.message(row) says a row in words).
     """
