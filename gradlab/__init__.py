@@ -69,9 +69,9 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     cost_envelope: limits that stop a runaway check (gradlab.apiguard; off the main thread a
     blocking wait outlasts them).  numerical_dtype: the finite-difference checks' dtype.
     strict_tolerances, precision_factor: the strict table, the low-precision criterion's k (2;
-    gradlab.tolerances).  Ctrl-C returns the rows so far.  Returns a Report: `.passed` (verified: something ran and
-    everything asked for ran and passed), and `.rows` with status, errors, hint and findings
-    per check and variant (gradlab.render.words.message(row) says a row in words).
+    gradlab.tolerances).  Ctrl-C returns the rows so far.  Returns a Report: `.passed`
+    (verified: something ran and everything asked for ran and passed), and `.rows` with
+    status, errors, hint and findings per check and variant (words.message(row) says one).
     """
     from gradlab.apiguard import guarded_run
     from gradlab.checks.context import Options, measured_capabilities
