@@ -4,11 +4,14 @@ it against CUDA's limits for every RedNet layer without launching anything."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = ["AUTOTUNE_ENV", "CONFIGS", "MAX_BLOCK_C", "TUNE_REP_MS", "TUNE_WARMUP_MS",
            "LaunchConfig", "block_c", "default_config", "launch_config", "pixel_blocks",
            "tuning_candidates"]
+
+IntPair = int | Sequence[int]
 
 
 #: The channel block: the whole group up to this many channels (RedNet: C/G = 16).  Register
@@ -95,3 +98,31 @@ def launch_config(kernel: str, rows: int, cols: int, batch: int, groups: int, cp
     n_cb = 1 if kernel == "grad_weight" else -(-cpg // bc)
     n_pb = pixel_blocks(rows, cols, block_p, tile_w)
     return LaunchConfig((n_pb * batch * groups * n_cb, 1, 1), bc, block_p, n_pb)
+
+
+def pair(v: IntPair) -> tuple[int, int]:
+    """(v, v) for an int, the two ints of a 2-sequence otherwise."""
+    if isinstance(v, int):
+        return (v, v)
+    a, b = v
+    return (int(a), int(b))
+
+
+def geometry(
+    x_shape: Sequence[int], w_shape: Sequence[int], stride: IntPair, padding: IntPair,
+    dilation: IntPair,
+) -> dict[str, int]:
+    """Every size a kernel needs, checked for consistency between x and w."""
+    if len(x_shape) != 4 or len(w_shape) != 6:
+        raise ValueError(f"expected x [B,C,H,W] and w [B,G,KH,KW,Ho,Wo], got {tuple(x_shape)} "
+                         f"and {tuple(w_shape)}")
+    b, c, h, w = (int(n) for n in x_shape)
+    wb, g, kh, kw, ho, wo = (int(n) for n in w_shape)
+    (sh, sw), (ph, pw), (dh, dw) = pair(stride), pair(padding), pair(dilation)
+    exp_ho = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    exp_wo = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    if wb != b or g <= 0 or c % g or (ho, wo) != (exp_ho, exp_wo):
+        raise ValueError(f"w shape {tuple(w_shape)} does not fit x shape {tuple(x_shape)} "
+                         f"(expected [{b}, G | {c}, KH, KW, {exp_ho}, {exp_wo}])")
+    return {"B": b, "C": c, "H": h, "W": w, "Ho": ho, "Wo": wo, "G": g, "CPG": c // g,
+            "KH": kh, "KW": kw, "sh": sh, "sw": sw, "ph": ph, "pw": pw, "dh": dh, "dw": dw}

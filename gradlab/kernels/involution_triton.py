@@ -44,8 +44,10 @@ from gradlab.kernels.involution_launch import (
     CONFIGS,
     TUNE_REP_MS,
     TUNE_WARMUP_MS,
+    IntPair,
     block_c,
     default_config,
+    geometry,
     launch_config,
     tuning_candidates,
 )
@@ -65,18 +67,9 @@ __all__ = ["AUTOTUNE_ENV", "CONFIGS", "HAVE_TRITON", "KERNELS", "chosen_configs"
            "involution_forward", "involution_grad_input", "involution_grad_weight",
            "launch_config"]
 
-IntPair = int | Sequence[int]
 
 #: The three kernels, in the order a forward + backward launches them.
 KERNELS = ("forward", "grad_input", "grad_weight")
-
-def _pair(v: IntPair) -> tuple[int, int]:
-    """(v, v) for an int, the two ints of a 2-sequence otherwise."""
-    if isinstance(v, int):
-        return (v, v)
-    a, b = v
-    return (int(a), int(b))
-
 
 def _acc_dtype(dtype: torch.dtype) -> Any:
     """float64 accumulates in float64; everything else in float32."""
@@ -86,26 +79,6 @@ def _acc_dtype(dtype: torch.dtype) -> Any:
 def _require_triton() -> None:
     if not HAVE_TRITON:
         raise RuntimeError("the involution Triton kernels need triton, which is not installed")
-
-
-def _geometry(
-    x_shape: Sequence[int], w_shape: Sequence[int], stride: IntPair, padding: IntPair,
-    dilation: IntPair,
-) -> dict[str, int]:
-    """Every size a kernel needs, checked for consistency between x and w."""
-    if len(x_shape) != 4 or len(w_shape) != 6:
-        raise ValueError(f"expected x [B,C,H,W] and w [B,G,KH,KW,Ho,Wo], got {tuple(x_shape)} "
-                         f"and {tuple(w_shape)}")
-    b, c, h, w = (int(n) for n in x_shape)
-    wb, g, kh, kw, ho, wo = (int(n) for n in w_shape)
-    (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
-    exp_ho = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
-    exp_wo = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
-    if wb != b or g <= 0 or c % g or (ho, wo) != (exp_ho, exp_wo):
-        raise ValueError(f"w shape {tuple(w_shape)} does not fit x shape {tuple(x_shape)} "
-                         f"(expected [{b}, G | {c}, KH, KW, {exp_ho}, {exp_wo}])")
-    return {"B": b, "C": c, "H": h, "W": w, "Ho": ho, "Wo": wo, "G": g, "CPG": c // g,
-            "KH": kh, "KW": kw, "sh": sh, "sw": sw, "ph": ph, "pw": pw, "dh": dh, "dw": dw}
 
 
 # Kernel parameters stay unannotated (hence the type: ignore): triton gives annotations meaning
@@ -349,7 +322,7 @@ def involution_forward(
     """out [B, C, Ho, Wo] from x [B, C, H, W] and w [B, G, KH, KW, Ho, Wo]."""
     _require_triton()
     _check_dtypes(x, w)
-    geo = _geometry(x.shape, w.shape, s, p, d)
+    geo = geometry(x.shape, w.shape, s, p, d)
     out = x.new_empty((geo["B"], geo["C"], geo["Ho"], geo["Wo"]))
     if out.numel():
         _launch("forward", geo, x.dtype, x.contiguous(),
@@ -364,7 +337,7 @@ def involution_grad_input(
     """grad of x [B, C, H, W] from grad_output [B, C, Ho, Wo] and w."""
     _require_triton()
     _check_dtypes(go, w)
-    geo = _geometry(x_shape, w.shape, s, p, d)
+    geo = geometry(x_shape, w.shape, s, p, d)
     shape = tuple(int(n) for n in x_shape)
     if not (w.numel() and geo["Ho"] * geo["Wo"]):  # no output pixel reads x: all zeros
         return w.new_zeros(shape)
@@ -383,7 +356,7 @@ def involution_grad_weight(
     """grad of w [B, G, KH, KW, Ho, Wo] from grad_output [B, C, Ho, Wo] and x."""
     _require_triton()
     _check_dtypes(go, x)
-    geo = _geometry(x.shape, w_shape, s, p, d)
+    geo = geometry(x.shape, w_shape, s, p, d)
     gw = x.new_empty(tuple(int(n) for n in w_shape))  # every element written once
     if gw.numel():
         _launch("grad_weight", geo, x.dtype, go.contiguous(),

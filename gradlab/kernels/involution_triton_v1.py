@@ -27,6 +27,8 @@ from typing import Any
 
 import torch
 
+from gradlab.kernels.involution_launch import IntPair, geometry
+
 try:
     import triton
     import triton.language as tl
@@ -40,21 +42,12 @@ except ImportError:  # the package works without triton; only these kernels need
 __all__ = ["HAVE_TRITON", "involution_forward", "involution_grad_input", "involution_grad_weight",
            "launch_config"]
 
-IntPair = int | Sequence[int]
 
 #: Elements in one program's [taps, pixels] register tile.  4096 float32 values over 4 warps is
 #: 32 registers a thread: room for the tile plus the per-channel operand without spilling.
 _TILE_ELEMS = 4096
 _MIN_BLOCK_P = 16
 _MAX_BLOCK_P = 256
-
-
-def _pair(v: IntPair) -> tuple[int, int]:
-    """(v, v) for an int, the two ints of a 2-sequence otherwise."""
-    if isinstance(v, int):
-        return (v, v)
-    a, b = v
-    return (int(a), int(b))
 
 
 def _blocks(taps: int) -> tuple[int, int]:
@@ -80,26 +73,6 @@ def _acc_dtype(dtype: torch.dtype) -> Any:
 def _require_triton() -> None:
     if not HAVE_TRITON:
         raise RuntimeError("the involution Triton kernels need triton, which is not installed")
-
-
-def _geometry(
-    x_shape: Sequence[int], w_shape: Sequence[int], stride: IntPair, padding: IntPair,
-    dilation: IntPair,
-) -> dict[str, int]:
-    """Every size a kernel needs, checked for consistency between x and w."""
-    if len(x_shape) != 4 or len(w_shape) != 6:
-        raise ValueError(f"expected x [B,C,H,W] and w [B,G,KH,KW,Ho,Wo], got {tuple(x_shape)} "
-                         f"and {tuple(w_shape)}")
-    b, c, h, w = (int(n) for n in x_shape)
-    wb, g, kh, kw, ho, wo = (int(n) for n in w_shape)
-    (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
-    exp_ho = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
-    exp_wo = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
-    if wb != b or g <= 0 or c % g or (ho, wo) != (exp_ho, exp_wo):
-        raise ValueError(f"w shape {tuple(w_shape)} does not fit x shape {tuple(x_shape)} "
-                         f"(expected [{b}, G | {c}, KH, KW, {exp_ho}, {exp_wo}])")
-    return {"B": b, "C": c, "H": h, "W": w, "Ho": ho, "Wo": wo, "G": g, "CPG": c // g,
-            "KH": kh, "KW": kw, "sh": sh, "sw": sw, "ph": ph, "pw": pw, "dh": dh, "dw": dw}
 
 
 # Kernel parameters stay unannotated (hence the type: ignore): triton gives annotations meaning
@@ -250,7 +223,7 @@ def involution_forward(
     """out [B, C, Ho, Wo] from x [B, C, H, W] and w [B, G, KH, KW, Ho, Wo]."""
     _require_triton()
     _check_dtypes(x, w)
-    geo = _geometry(x.shape, w.shape, s, p, d)
+    geo = geometry(x.shape, w.shape, s, p, d)
     out = x.new_empty((geo["B"], geo["C"], geo["Ho"], geo["Wo"]))
     if out.numel():
         _launch(_forward_kernel, geo["Ho"] * geo["Wo"], geo, x.dtype,
@@ -265,7 +238,7 @@ def involution_grad_input(
     """grad of x [B, C, H, W] from grad_output [B, C, Ho, Wo] and w."""
     _require_triton()
     _check_dtypes(go, w)
-    geo = _geometry(x_shape, w.shape, s, p, d)
+    geo = geometry(x_shape, w.shape, s, p, d)
     gx = w.new_zeros(tuple(int(n) for n in x_shape))
     # .contiguous() also materialises a stride-0 grad_output (e.g. from out.sum().backward()).
     if gx.numel() and w.numel():
@@ -281,7 +254,7 @@ def involution_grad_weight(
     """grad of w [B, G, KH, KW, Ho, Wo] from grad_output [B, C, Ho, Wo] and x."""
     _require_triton()
     _check_dtypes(go, x)
-    geo = _geometry(x.shape, w_shape, s, p, d)
+    geo = geometry(x.shape, w_shape, s, p, d)
     gw = x.new_zeros(tuple(int(n) for n in w_shape))
     if gw.numel():
         _launch(_grad_weight_kernel, geo["Ho"] * geo["Wo"], geo, x.dtype,
