@@ -53,7 +53,8 @@ import itertools
 import os
 import sys
 import types
-from typing import Any, Callable, Dict, Tuple
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -89,7 +90,7 @@ def _imp(name):
 class Config:
     name: str
     package: str
-    make: Callable[[], Tuple[Callable, tuple, Dict[str, Any]]]
+    make: Callable[[], tuple[Callable, tuple, dict[str, Any]]]
     reference: Callable
     why: str
     measured: str = ""

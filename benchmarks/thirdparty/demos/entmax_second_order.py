@@ -19,11 +19,9 @@ Run: bash benchmarks/thirdparty/install.sh && python3 benchmarks/thirdparty/demo
 """
 import sys
 
-import torch
-
-from _common import fd_vjp
-
 import entmax
+import torch
+from _common import fd_vjp
 
 D = torch.float64
 x = torch.tensor([[1.2, 0.3, 0.9, -0.8, 0.55, -1.5]], dtype=D)   # well-separated logits

@@ -19,11 +19,9 @@ Run: bash benchmarks/thirdparty/install.sh && python3 benchmarks/thirdparty/demo
 """
 import sys
 
-import torch
-
-from _common import fd_vjp, vjp
-
 import pywt
+import torch
+from _common import fd_vjp, vjp
 from pytorch_wavelets import DWT1DForward, DWT1DInverse
 
 D = torch.float64

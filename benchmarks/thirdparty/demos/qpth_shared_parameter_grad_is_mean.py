@@ -16,11 +16,9 @@ Run: bash benchmarks/thirdparty/install.sh && python3 benchmarks/thirdparty/demo
 """
 import sys
 
-import torch
-
-from _common import fd_vjp, vjp
-
 import qpth.qp as qp
+import torch
+from _common import fd_vjp, vjp
 
 torch.manual_seed(0)
 D = torch.float64

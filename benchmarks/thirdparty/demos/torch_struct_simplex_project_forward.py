@@ -13,9 +13,7 @@ Run: bash benchmarks/thirdparty/install.sh && python3 benchmarks/thirdparty/demo
 import sys
 
 import torch
-
 from _common import fd_vjp, vjp
-
 from torch_struct.semirings.sparse_max import _SimplexProject
 
 torch.manual_seed(0)
