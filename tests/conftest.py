@@ -1,7 +1,9 @@
 """Shared test setup: tests/ on sys.path so specs can load `user_functions:...`; run_cli."""
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,3 +70,20 @@ def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
         sys.argv = old
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """torch.cuda faked (tests/cuda_fakes.py), for the CUDA paths' tests without a GPU."""
+    from cuda_fakes import FakeCuda
+
+    return FakeCuda().install(monkeypatch)
+
+
+@pytest.fixture
+def on_cpu(fake: Any) -> Iterator[Any]:
+    """The fake GPU with cuda tensors mapped to the CPU (cuda_fakes.cuda_on_cpu)."""
+    from cuda_fakes import cuda_on_cpu
+
+    with cuda_on_cpu() as mode:
+        yield mode

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import sys
 import types
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 from conftest import DATA, run_cli
-from cuda_fakes import FAKE_CUDA_VERSION, FAKE_GPU_NAME, CudaOnCpu, FakeCuda, cuda_on_cpu
+from cuda_fakes import FAKE_CUDA_VERSION, FAKE_GPU_NAME, CudaOnCpu, FakeCuda
 
 import gradlab
 from gradlab import bench
@@ -45,17 +44,6 @@ from gradlab.torchstate import (
 #: Bench settings that make a bench case take milliseconds (the numbers are not the point).
 FAST = bench.BenchOptions(min_time=1e-4, min_samples=3, max_time=0.0, warmup_time=0.0,
                           resamples=50, steady_heap=False)
-
-
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> FakeCuda:
-    return FakeCuda().install(monkeypatch)
-
-
-@pytest.fixture
-def on_cpu(fake: FakeCuda) -> Iterator[CudaOnCpu]:
-    with cuda_on_cpu() as mode:
-        yield mode
 
 
 def x64(*shape: int) -> torch.Tensor:

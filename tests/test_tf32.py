@@ -27,17 +27,6 @@ from gradlab.render.words import message
 from gradlab.results import FAIL
 
 
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> FakeCuda:
-    return FakeCuda().install(monkeypatch)
-
-
-@pytest.fixture
-def on_cpu(fake: FakeCuda) -> Iterator[CudaOnCpu]:
-    with cuda_on_cpu() as mode:
-        yield mode
-
-
 @pytest.fixture(autouse=True)
 def settings_kept() -> Iterator[None]:
     saved = tf32.settings()
