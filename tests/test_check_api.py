@@ -230,11 +230,42 @@ def test_crash_in_backward_is_an_error_row_and_the_run_goes_on() -> None:
     assert {"forward", "gradient", "jacobian"} <= {row.check for row in r.rows}
 
 
-def test_second_order_false_but_double_backward_works() -> None:
+class SquareKept(Square):
+    """First order right; 2x kept from forward as a plain attribute, so double backward runs
+    and misses the x-share of the second derivative (zero instead of 2)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.twice = (2 * x).detach()
+        return x * x
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tensor:
+        return grad * ctx.twice
+
+
+def test_second_order_false_but_double_backward_works_and_is_right_passes() -> None:
+    # declaring less than the Function has is no bug: it passes, the reason says so
     r = gradlab.check(Square, [rand(3, 4)], reference=square_ref, second_order=False)
-    assert not r.passed
-    rows = [row for row in r.failures if row.check == "second_order"]
-    assert rows and rows[0].hint == "second_order_claimed", table(r.rows)
+    assert r.passed, table(r.rows)
+    (row,) = [row for row in r.rows if row.check == "second_order"]
+    assert (row.status, row.reason) == ("pass", "runs_undeclared"), table(r.rows)
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_second_order_false_but_double_backward_silently_wrong_warns(strict: bool) -> None:
+    r = gradlab.check(SquareKept, [rand(3, 4)], reference=square_ref, second_order=False,
+                      strict=strict)
+    (row,) = [row for row in r.rows if row.check == "second_order"]
+    # a warn; --strict makes it a failure
+    assert (row.status, row.hint) == ("fail" if strict else "warn", "second_order_claimed"), \
+        table(r.rows)
+    assert "once_differentiable" in message(row)
+    assert r.passed is not strict
+    # undeclared (the default), the same Function fails second order outright
+    r = gradlab.check(SquareKept, [rand(3, 4)], reference=square_ref)
+    (row,) = [row for row in r.rows if row.check == "second_order"]
+    assert row.status == "fail" and not r.passed, table(r.rows)
 
 
 def test_second_order_false_once_differentiable_passes() -> None:

@@ -220,10 +220,10 @@ def test_describe_gives_the_advice_only_with_a_base_row() -> None:
 # --- second_order_claimed says the fix -------------------------------------------------------
 
 def test_second_order_claimed_says_the_fix() -> None:
-    r = gradlab.check(cf.Sin, example(4, 6), reference=cf.sin_reference, second_order=False,
-                      variants=False)
+    r = gradlab.check(cf.SinCosKept, example(4, 6), reference=cf.sin_reference,
+                      second_order=False, variants=False)
     (row,) = rows_of(r, "second_order")
-    assert row.hint == "second_order_claimed"
+    assert (row.status, row.hint) == ("warn", "second_order_claimed")
     text = message(row)
     assert "once_differentiable" in text and "checks: {second_order: false}" in text
     assert "checks=" in text
@@ -298,7 +298,9 @@ SPECS = [
 def test_through_a_spec(broken: str, says: str, never: str, twin: str,
                         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(CALIB)
-    out = CliRunner().invoke(app, ["check", f"{broken}.yaml", "--no-isolate",
+    # sin_claimed is a warn (gradlab.checks.policy): --strict makes it the failure it tests
+    strict = ["--strict"] if broken == "sin_claimed" else []
+    out = CliRunner().invoke(app, ["check", f"{broken}.yaml", "--no-isolate", *strict,
                                    "--report-dir", str(tmp_path)])
     text = " ".join(out.output.split())  # the terminal wraps long lines
     assert out.exit_code == 1 and says in text and never not in text, out.output

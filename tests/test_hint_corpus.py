@@ -89,7 +89,8 @@ def test_pattern_holds_exactly_the_wrong_elements(entry_id: str) -> None:
 def test_right_finding_says(entry_id: str) -> None:
     """Words the right finding must carry: the advice that fixes it, the subject's name."""
     j = judged(entry_id)
-    texts = [text for hint, text in j.verdict.findings if hint in j.entry.right]
+    texts = [text for hint, text in (*j.verdict.findings, *j.verdict.warnings)
+             if hint in j.entry.right]
     assert any(j.entry.says in t for t in texts), texts
 
 

@@ -1,5 +1,7 @@
-"""The second_order check: the Jacobian of the gradient function (gradgradcheck's math), or, for
-an op that declares no double backward, that double backward raises."""
+"""The second_order check: the Jacobian of the gradient function (gradgradcheck's math).  An op
+that declares no double backward (`second_order: false`) passes where it raises; where it runs
+anyway, it is checked the same way, and a silently wrong result is policy's
+`second_order_claimed`."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from gradlab.checks.execute import random_like, run_once
 from gradlab.checks.hints import NOISE_HINTS, level_hint, precision_blamed, second_order_hint
 from gradlab.checks.numerical import DENSE_MAX_CALLS_2ND, jacobian_check
 from gradlab.model import OpDef
-from gradlab.results import PASS, SKIP, CheckRow, Finding
+from gradlab.results import ERROR, PASS, SKIP, CheckRow, Finding
 from gradlab.torchstate import replay
 
 
@@ -136,15 +138,12 @@ def second_order_row(ctx: CaseContext, op: OpDef, inputs: Inputs, gen: torch.Gen
     on these inputs, when already made."""
     t0 = time.perf_counter()
     if op.second_order is False:
-        exc = double_backward_raises(op.function, inputs)
-        if exc is None:
-            ctx.row("base", "second_order", policy.status("second_order", "second_order_claimed"),
-                    hint="second_order_claimed",
-                    seconds=time.perf_counter() - t0)
-        else:
+        exc = double_backward_raises(op.function, inputs.clone())
+        if exc is not None:
             ctx.row("base", "second_order", PASS, seconds=time.perf_counter() - t0,
                     reason="raises_as_declared", note=type(exc).__name__)
-        return
+            return
+    bw = None
     bw = None
     if op.second_order is None:
         try:
@@ -167,7 +166,9 @@ def second_order_row(ctx: CaseContext, op: OpDef, inputs: Inputs, gen: torch.Gen
                              op.numerical_tolerance(ctx.dtype), gen,
                              max_dense_calls=DENSE_MAX_CALLS_2ND, bw=bw, every_output=True)
         name_grad_outputs(row.findings, len(inputs.args))
-        if row.failed:
+        if op.second_order is False:
+            unclaimed(row, strict=ctx.options.strict)
+        elif row.failed:
             row.hint = second_order_hint(row.hint, first_ok)
             if first_ok:
                 blame_precision(row, ctx, op, inputs, gen, outputs=False)
@@ -177,6 +178,19 @@ def second_order_row(ctx: CaseContext, op: OpDef, inputs: Inputs, gen: torch.Gen
                 row.hint = not_reentrant(op, inputs, gen) or row.hint
     except Exception as exc:
         ctx.crash_row("base", "second_order", exc, seconds=time.perf_counter() - t0)
+
+
+def unclaimed(row: CheckRow, *, strict: bool) -> None:
+    """The row of an op declaring `second_order: false` whose double backward runs: right, it
+    passes (the matrix shows what it has); silently wrong, policy's level for
+    `second_order_claimed` (a warn, a failure when strict: the op said not to rely on it, but a
+    Hessian or gradient penalty through it would be wrong without an error, where
+    once_differentiable raises)."""
+    if row.failed and row.status != ERROR:
+        row.status = policy.status("second_order", "second_order_claimed", strict=strict)
+        row.hint = "second_order_claimed"
+    elif not row.failed:
+        row.reason = row.reason or "runs_undeclared"
 
 
 def precision_hint(ctx: CaseContext, op: OpDef, inputs: Inputs, gen: torch.Generator, *,

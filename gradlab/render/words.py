@@ -34,12 +34,13 @@ HINTS: dict[str, str] = {
                          "@torch.autograd.function.once_differentiable, so double backward "
                          "raises instead of being wrong, or make backward differentiable "
                          "(recompute what it needs from saved inputs with torch ops)",
-    "second_order_claimed": "the op claims no double backward, but second order ran without "
-                            "error: if backward really is not differentiable, decorate it with "
-                            "@torch.autograd.function.once_differentiable; if second order is "
-                            "simply not to be checked, say checks: {second_order: false} (spec) "
-                            "or leave second_order out of checks= (API); else declare "
-                            "second_order: true (or auto)",
+    "second_order_claimed": "the op declares second_order: false, yet double backward runs and "
+                            "is silently wrong: a Hessian or gradient penalty through it gets "
+                            "wrong numbers without an error. Fix: decorate backward with "
+                            "@torch.autograd.function.once_differentiable so double backward "
+                            "raises, or make backward differentiable; to leave second order "
+                            "unchecked, say checks: {second_order: false} (spec) or leave "
+                            "second_order out of checks= (API)",
     "tf32": "right with TF32 off: on this GPU float32 convolutions (torch.backends.cudnn."
             "allow_tf32, on by default) or matmuls (torch.backends.cuda.matmul.allow_tf32, "
             "torch.set_float32_matmul_precision) round their inputs to 10 mantissa bits, and "
@@ -191,6 +192,8 @@ REASONS: dict[str, str] = {
     "first_order_failed": "not checked: first order already fails",
     "no_custom_function": "no custom Function in the graph: only in-place writes were checked",
     "raises_as_declared": "double backward raises as declared",
+    "runs_undeclared": "double backward runs and is right, though the op declares "
+                       "second_order: false",
     "inputs_failed": "could not make inputs",
     "autocast_missing": "capability missing: torch.autocast",
     "forward_ad_missing": "capability missing: forward-mode AD (no jvp)",

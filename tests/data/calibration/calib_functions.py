@@ -8,7 +8,8 @@ classic case that keeps its hint, and the correct twins.
   indices 17..29 wrong (no tile boundary: a slice);
 - Mul whose backward detaches grad_output (second order: grad_output 0, not "input 2");
 - Mul whose gradient for w is gated on needs_input_grad[0] (missing in a requires_grad subset);
-- Sin declared without double backward (second_order: false) whose double backward runs;
+- SinCosKept declared without double backward (second_order: false) whose double backward runs,
+  silently wrong;
 - Scale whose forward caches its weight by tensor identity (ignores in-place updates);
 - ReLU and abs checked at 0 and within the finite-difference step of 0 (kinks), and an abs
   whose backward has the wrong sign at positive values.
@@ -71,6 +72,20 @@ class Sin(Function):
     def backward(ctx: Any, g: Tensor) -> Tensor:
         (x,) = ctx.saved_tensors
         return g * torch.cos(x)
+
+
+class SinCosKept(Sin):
+    """sin whose backward multiplies by cos(x) computed in forward and kept on ctx as a plain
+    attribute: first order right, double backward silently misses the -sin(x) share."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.cos = torch.cos(x).detach()
+        return torch.sin(x)
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        return g * ctx.cos
 
 
 class SinTwice(Sin):

@@ -48,6 +48,21 @@ from corpus_special import (
 # a false claim of no double backward; a kink in the example values; a grouped op
 
 
+class ExpKept(Exp):
+    """Declared `second_order=False`, yet double backward runs: exp(x) kept on ctx as a plain
+    attribute, so the second derivative silently misses its x-share (issue 28: a warn that
+    names once_differentiable; a double backward that is right would pass)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.y = x.exp().detach()
+        return x.exp()
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        return g * ctx.y
+
+
 class ExpOnce(Exp):
     """Correct for `second_order=False`: backward is once_differentiable, so double backward
     raises as declared."""
@@ -171,8 +186,9 @@ def special() -> list[Entry]:
         Entry("mulconstant-grad_for_float", MulConstantGradForFloat, MulConstant,
               mulconstant_reference, lambda: [*values(3, 4), 2.5], H("non_tensor_grad"),
               "a gradient returned for a python float"),
-        Entry("exp-second_order_claimed", Exp, ExpOnce, torch.exp, one,
-              H("second_order_claimed"), "second_order: False claimed, double backward runs",
+        Entry("exp-second_order_claimed", ExpKept, ExpOnce, torch.exp, one,
+              H("second_order_claimed"), "second_order: False claimed, double backward runs "
+              "silently wrong",
               options={"second_order": False}, says="once_differentiable"),
         Entry("relu-slope2_at_kink", ReluSlope2, Relu, torch.relu, relu_at_kink,
               H("constant_factor"), "backward scaled by 2 (example values at the kink)"),

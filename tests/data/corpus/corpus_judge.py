@@ -32,6 +32,8 @@ class Verdict:
     #: the hints of its warn rows (a float64 result only float32-accurate is one warning per
     #: case, not a failure: issue 28)
     warned: tuple[str, ...] = ()
+    #: (hint, "check / variant: message") of each warn row, as `findings` has the failures'
+    warnings: tuple[tuple[str, str], ...] = ()
 
     @property
     def hints(self) -> list[str]:
@@ -73,7 +75,9 @@ def verdict(fn: object, entry: Entry) -> Verdict:
     return Verdict(report.passed, tuple(
         (g.hint, f"{g.example.check} / {g.example.variant}: {message(g.example)}")
         for g in groups), patterns=patterns,
-        warned=tuple(dict.fromkeys(r.hint for r in report.rows if r.status == "warn" and r.hint)))
+        warned=tuple(dict.fromkeys(r.hint for r in report.rows if r.status == "warn" and r.hint)),
+        warnings=tuple((r.hint, f"{r.check} / {r.variant}: {message(r)}")
+                       for r in report.rows if r.status == "warn" and r.hint))
 
 
 def judge(entry: Entry) -> Judged:
