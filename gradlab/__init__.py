@@ -55,9 +55,8 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     fn: an autograd.Function subclass (its `apply` is called) or a callable.  args: example
     tensors and plain values; tensors that require grad are differentiated (all floating ones
     when none does).  reference: the same math in plain autograd.  second_order: True checks
-    the second-order Jacobian; False declares none (raising or right passes, silently wrong
-    warns); None lets the reference decide (where it has double backward: wrong fails, raising
-    is information).
+    it; False declares none (raising or right passes, silently wrong warns); None lets the
+    reference decide (where it has double backward: wrong fails, raising is information).
     dtypes default to the examples' dtype; the numerical checks in numerical_dtype.  tolerances:
     dtype -> (atol, rtol) for every comparison in that dtype (the finite-difference checks
     take the larger of it and gradcheck's per component), and "finite_differences" -> (atol,

@@ -252,6 +252,30 @@ def test_second_order_false_but_double_backward_works_and_is_right_passes() -> N
     assert (row.status, row.reason) == ("pass", "runs_undeclared"), table(r.rows)
 
 
+class SquareRaisesLater(Square):
+    """Double backward runs once, then raises (as qpth's does: an in-place write to what its
+    backward saved, seen on the next run through the graph)."""
+
+    calls = 0
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tensor:
+        if torch.is_grad_enabled():
+            SquareRaisesLater.calls += 1
+            if SquareRaisesLater.calls > 1:
+                raise RuntimeError("modified by an inplace operation")
+        (x,) = ctx.saved_tensors
+        return grad * 2 * x
+
+
+def test_second_order_false_raising_on_a_later_probe_is_as_declared() -> None:
+    SquareRaisesLater.calls = 0
+    r = gradlab.check(SquareRaisesLater, [rand(3, 4)], reference=square_ref, second_order=False,
+                      variants=False)
+    (row,) = [row for row in r.rows if row.check == "second_order"]
+    assert (row.status, row.reason) == ("pass", "raises_as_declared"), table(r.rows)
+
+
 @pytest.mark.parametrize("strict", [False, True])
 def test_second_order_false_but_double_backward_silently_wrong_warns(strict: bool) -> None:
     r = gradlab.check(SquareKept, [rand(3, 4)], reference=square_ref, second_order=False,

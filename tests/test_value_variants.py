@@ -177,3 +177,45 @@ def test_listed_values_are_planted_in_a_constant_input_too() -> None:
     r = gradlab.check(lambda a, b: a / b, [x, w], reference=lambda a, b: a / b,
                       special={1: [2.0]})
     assert r.passed, failures(r)
+
+
+# --- scale_limited: an absolute constant by design warns, a cancellation fails ---------------
+
+class DampedIdentity(torch.autograd.Function):
+    """x -> x with a backward damped as a pseudo-inverse is (roma's 1 / (s_k + s_l), qpth's
+    clamp): g * x^2 / (x^2 + EPS^2).  Right to 1e-10 at the user's values (|x| ~ 1); at the
+    small variant's 1e-12 the gradient is ~0 instead of g, alike in float32 and float64."""
+
+    EPS = 1e-5
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        return g * x * x / (x * x + DampedIdentity.EPS ** 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_a_damping_constant_by_design_warns_at_the_small_variant(dtype: torch.dtype) -> None:
+    x = (torch.rand(4, 5, dtype=torch.float64) + 0.5).to(dtype).requires_grad_()
+    r = gradlab.check(DampedIdentity, [x], reference=lambda t: t.clone(),
+                      checks=["forward", "gradient"])
+    assert r.passed, failures(r)
+    (row,) = [x for x in r.rows if x.variant == "small" and x.check == "gradient"]
+    assert (row.status, row.reason) == ("warn", "scale_limited"), failures(r)
+    assert "absolute scale by design" in message(row)
+    strict = gradlab.check(DampedIdentity, [x], reference=lambda t: t.clone(),
+                           checks=["forward", "gradient"], strict=True)
+    assert not strict.passed
+
+
+def test_a_cancellation_at_the_small_variant_still_fails() -> None:
+    # the naive 1 / (exp(x) - 1): 5-16% wrong in float32 at 1e-6, right in float64 there
+    r = gradlab.check(vf.LogExpm1Naive, example(torch.float32, 0.1),
+                      reference=vf.log_expm1_reference)
+    (row,) = [x for x in r.rows if x.variant == "small" and x.check == "gradient"]
+    assert row.status == "fail" and row.reason != "scale_limited", failures(r)

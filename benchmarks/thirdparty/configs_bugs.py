@@ -176,7 +176,37 @@ def ref_smoothed_max(x: torch.Tensor) -> torch.Tensor:
     return (x * w).sum(-1) - 0.5 * (w * w).sum(-1)
 
 
+def _qpth_batched() -> Made:
+    ind = _independent()
+    return ind._rg(ind._mk_qpth_batched)()
+
+
+def _qpth_single() -> Made:
+    ind = _independent()
+    return ind._rg(ind._mk_qpth_single)()
+
+
+def ref_qp(*args: torch.Tensor) -> torch.Tensor:
+    return _independent().ref_qp(*args)
+
+
+# ---- torchsde: the reversible adjoint is exact only for a dt that is a power of two ------
+
+def _sde_inexact_dt() -> Made:
+    return lead._sde(True, 10)
+
+
 BUGS: list[Config] = [
+    Config("torchsde:sdeint_adjoint:revheun,dt=0.05", lead.TORCHSDE, _sde_inexact_dt,
+           lead._reversible_heun(True, 10), "at dt = 0.05 the reversible adjoint does not retrace "
+           "the forward's grid: float64 gradient 6.4e-3 off the same scheme written out, which "
+           "finite differences confirm (demos/torchsde_adjoint_inexact_dt.py)"),
+    Config("qpth:QPFunction:nz3,ineq4,eq1,unbatched", QPTH, _qpth_single, ref_qp,
+           "backward clamps lambda / s of the KKT system at 1e8: float64 gradients off by "
+           "5e-7 to 3e-6 (demos/qpth_backward_clamp.py)"),
+    Config("qpth:QPFunction:b2,nz4,ineq3,eq1", QPTH, _qpth_batched, ref_qp,
+           "the same clamp, batched: off where a multiplier is small (a grown problem) "
+           "(demos/qpth_backward_clamp.py)"),
     Config("torchinterp1d:interp1d:y,3x6->3x8", lead.TORCHINTERP1D, lead._interp_values,
            lead.ref_interp1d, "backward differentiates the saved output, whose grad_fn is "
            "Interp1d itself: it re-enters its own backward without end "

@@ -107,6 +107,12 @@ RULES: tuple[Rule, ...] = (
            "float32 (one warning per op and case, the evidence on it)",
            why="likely a float32 step inside a float64 op: a choice or an oversight")
       for check in ("forward", "gradient")),
+    Rule(ANY, "scale_limited", WARN,
+         "a forward or gradient wrong only at the magnitude or small variant's rescaled inputs, "
+         "every value finite where the reference's is (or the Function raises there)",
+         why="values 1e3x or 1e-12x from the user's: an unstable formula, or a method's "
+             "absolute scale by design (damping, solver tolerance, step); a non-finite value "
+             "stays a failure"),
     Rule("contract", "ctx_input", WARN,
          "an input kept on ctx instead of save_for_backward (found by aliasing, not shown "
          "by an in-place update)",

@@ -37,8 +37,10 @@ from gradlab.checks.verdicts import (
     overflow_alike,
     plain_copy_failures,
     reference_refused,
+    scale_limited,
     unsure,
     value_variant_failures,
+    without_reference,
 )
 from gradlab.model import VARIANT_FAMILIES, TensorArg, Tolerance
 from gradlab.results import FAIL, SKIP, CheckRow
@@ -330,7 +332,7 @@ def one_variant(ctx: CaseContext, v: Variant, b: Baseline, judge: Judge,
         for r in [r for r in rows if r.check == "forward" and not r.failed]:
             ctx.rows.remove(r)
     if ctx.op.reference is None:
-        without_reference(v, [r for r in rows if any(r is x for x in ctx.rows[n_before:])])
+        without_reference(v.family, [r for r in rows if any(r is x for x in ctx.rows[n_before:])])
     if "contract" in checks:
         contract_row(ctx, v.name, got.contract, passing=False)
     failing = [r for r in ctx.rows[n_before:] if r.failed and r.check != "contract"]
@@ -346,15 +348,6 @@ def one_variant(ctx: CaseContext, v: Variant, b: Baseline, judge: Judge,
     for r in ctx.rows[n_before:]:
         r.seconds = time.perf_counter() - t0
     return not any(r.failed for r in ctx.rows[n_before:])
-
-
-def without_reference(v: Variant, rows: list[CheckRow]) -> None:
-    """Rows compared with the Function's own contiguous run (no reference) say so; a value
-    variant's is that run on the same plain values again, which measures nothing: no errors."""
-    for r in rows:
-        r.reason = r.reason or "no_reference"
-        if v.family in VALUE_FAMILIES and not r.failed:
-            r.max_abs_err = r.max_rel_err = None
 
 
 def judge_failures(ctx: CaseContext, v: Variant, b: Baseline, judge: Judge,
@@ -398,3 +391,4 @@ def judge_failures(ctx: CaseContext, v: Variant, b: Baseline, judge: Judge,
             mark_value_level(r, got, want, v.inputs, judge.tol)
         else:
             r.hint = ONLY_HINT[v.family]
+    scale_limited(ctx, v.family, got, v.inputs, b.grad_outs64, failing, b.gen)

@@ -29,6 +29,7 @@ from torch import Tensor
 
 from gradlab.cases import Inputs, copy_like, plain_copy
 from gradlab.checks import diagnose as dg
+from gradlab.checks import policy
 from gradlab.checks.compare import compared_aside
 from gradlab.checks.context import CaseContext, first_line
 from gradlab.checks.execute import Run, run_once
@@ -44,7 +45,7 @@ from gradlab.checks.repeats import untied
 from gradlab.checks.sizes import magnitude_inputs
 from gradlab.checks.values import small_inputs
 from gradlab.model import Tolerance
-from gradlab.results import PASS, SKIP, CheckRow, Finding
+from gradlab.results import ERROR, PASS, SKIP, CheckRow, Finding
 
 #: Families whose variant keeps the values and changes only the memory layout (expanded and
 #: the stride-0 grad_output repeat one slice's values: their plain copy keeps those values).
@@ -245,3 +246,96 @@ def unsure(r: CheckRow) -> None:
     for f in r.findings:
         if f.hint in LEVEL_HINTS and f.hint != r.hint:
             f.hint, f.passing_tolerance = "", None
+
+
+#: The variant families that rescale every input away from the user's values (1e3 up, 1e-12
+#: down in float64): a Function right at the user's values and wrong only there may be an
+#: unstable formula, or a method with an absolute scale by design (a damping epsilon, a
+#: solver's tolerance or fixed step).
+SCALE_FAMILIES = ("magnitude", "small")
+#: A small-variant failure is rounding's (a formula that cancels in the run's precision: a bug)
+#: when the Function's error on the same values grows by at least this factor from float64 to
+#: float32: rounding error scales with the dtype's epsilon (float32's is 5e8x float64's), an
+#: absolute constant's does not (roma's damped Procrustes derivative: 1.0 relative in both; a
+#: naive log(expm1) backward at 1e-6: 5% in float32, 1e-10 in float64).  At the magnitude
+#: variant the bug it hunts is an overflow (non-finite, a failure whatever this says); a
+#: finite error there is, in the corpus measured, a method's (an adaptive solver's tolerance,
+#: tightened in float64 by its caller, looks like rounding to this probe), so it is not asked.
+PRECISION_DRIVEN = 100.0
+
+
+def precision_driven(ctx: CaseContext, inputs: Inputs, grad_outs64: Sequence[Tensor],
+                     gen: torch.Generator) -> bool:
+    """Whether the Function's error against the float64 reference on `inputs` grows by
+    PRECISION_DRIVEN from float64 to float32 (True too where nothing can be measured: the
+    failure stands).  A float32 inf counts: it is the cancellation itself (exp(x) - 1 = 0)."""
+    from gradlab.checks.domain import moved
+
+    ref = ctx.op.reference
+    gold = run_once(ref, plain_copy(inputs, dtype=torch.float64), grad_outs64, gen) \
+        if ref is not None else None
+    if gold is None or gold.error is not None:
+        return True
+    err = []
+    for dtype in (torch.float64, torch.float32):
+        run = run_once(ctx.op.function, plain_copy(inputs, dtype=dtype), grad_outs64, gen)
+        err.append(moved(gold, run) if run.error is None else math.inf)
+    hi, lo = err
+    return lo >= PRECISION_DRIVEN * max(hi, 1e-300)
+
+
+def range_reached(ctx: CaseContext, got: Run, inputs: Inputs, grad_outs64: Sequence[Tensor],
+                  gen: torch.Generator) -> bool:
+    """Whether every non-finite output or gradient element of the Function's run `got` is
+    non-finite in the reference run in the same dtype on `inputs` too: the math leaves the
+    dtype's range there (an unstable scheme at stiff rates, in the reference as in the
+    Function), no overflow of the Function's own.  (exp computed in float32 inside a float64
+    Function is inf from 89, the float64 reference only from 709: not reached.)"""
+    ref = ctx.op.reference
+    if ref is None or got.error is not None:
+        return False
+    same = run_once(ref, inputs.clone(), grad_outs64, gen)
+    if same.error is not None:
+        return False
+    pairs = [*zip(got.outs, same.outs, strict=False), *zip(got.grads, same.grads, strict=False)]
+    for a, b in pairs:
+        if not isinstance(a, Tensor) or not a.is_floating_point():
+            continue
+        if not isinstance(b, Tensor) or a.shape != b.shape:
+            return False
+        if not bool((~torch.isfinite(a) <= ~torch.isfinite(b.to(a.device))).all()):
+            return False
+    return True
+
+
+def scale_limited(ctx: CaseContext, family: str, got: Run, inputs: Inputs,
+                  grad_outs64: Sequence[Tensor], failing: list[CheckRow],
+                  gen: torch.Generator) -> None:
+    """A rescaling variant's failing rows (the base case passed) that are policy's
+    `scale_limited` (a warn, a failure under --strict; the row's hint kept): every value
+    finite where the reference's is (or the reference in the run's dtype leaves the range
+    too), or the Function raised; at the small variant the error not rounding's
+    (precision_driven).  A non-finite value where the reference is finite (a naive softplus
+    overflowing) or a cancellation stays a failure.  Measured on correct third-party
+    Functions (benchmarks/thirdparty): roma's damped Procrustes derivative at 1e-12, adaptive
+    ODE solvers at stiff rates, an SDE scheme diverging at large parameters."""
+    if family not in SCALE_FAMILIES or not failing:
+        return
+    finite = all(r.status == ERROR or (r.findings and all(
+        f.stats is None or not f.stats.nonfinite for f in r.findings)) for r in failing)
+    if not finite and not range_reached(ctx, got, inputs, grad_outs64, gen):
+        return
+    if family == "small" and precision_driven(ctx, inputs, grad_outs64, gen):
+        return
+    for r in failing:
+        r.status = policy.status(r.check, "scale_limited", strict=ctx.options.strict)
+        r.reason = "scale_limited"
+
+
+def without_reference(family: str, rows: list[CheckRow]) -> None:
+    """Rows compared with the Function's own contiguous run (no reference) say so; a value
+    variant's is that run on the same plain values again, which measures nothing: no errors."""
+    for r in rows:
+        r.reason = r.reason or "no_reference"
+        if family in VALUE_FAMILIES and not r.failed:
+            r.max_abs_err = r.max_rel_err = None
