@@ -75,7 +75,7 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     status, errors, hint and findings per check and variant (words.message(row) says one).
     """
     from gradlab.apiguard import guarded_run
-    from gradlab.checks.context import Options, measured_capabilities
+    from gradlab.checks.numeric.context import Options, measured_capabilities
     from gradlab.model import Target, canonical_check, canonical_dtype
 
     _known_capabilities(requires)
@@ -105,7 +105,7 @@ def _example_op(fn: Callable[..., Any], args: Sequence[Any], *,
     import torch
 
     from gradlab.cases import dtype_name
-    from gradlab.checks.values import special_mapping
+    from gradlab.checks.families.values import special_mapping
     from gradlab.model import FD_TOLERANCE_KEY, Case, OpDef, Tolerance, canonical_dtype
     from gradlab.spec import as_callable
     from gradlab.spec.imports import function_name

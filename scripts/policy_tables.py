@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gradlab.checks.policy import rendered
+from gradlab.checks.diagnosis.policy import rendered
 
 ROOT = Path(__file__).resolve().parent.parent
 #: file -> whether it holds the short table.

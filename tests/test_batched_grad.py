@@ -13,7 +13,7 @@ from conftest import DATA
 from typer.testing import CliRunner
 
 import gradlab
-from gradlab.checks import batched_grad
+from gradlab.checks.numeric import batched_grad
 from gradlab.cli import app
 from gradlab.results import FAIL, PASS, SKIP
 from gradlab.results.capabilities import NA, NO, WRONG, YES, capability_matrix

@@ -19,7 +19,7 @@ from torch.autograd import Function
 from torch.autograd.function import once_differentiable
 
 import gradlab
-from gradlab.checks import domain
+from gradlab.checks.families import domain
 
 STEPS, DT = 12, 0.05
 
@@ -322,7 +322,7 @@ def test_a_partly_finite_reference_still_judges_its_finite_elements() -> None:
 
 
 def test_moved_measures_relative_change() -> None:
-    from gradlab.checks.execute import Run
+    from gradlab.checks.numeric.execute import Run
 
     a = Run([torch.tensor([1.0, 2.0], dtype=torch.float64)], [])
     b = Run([torch.tensor([1.0, 2.2], dtype=torch.float64)], [])

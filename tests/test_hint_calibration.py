@@ -23,9 +23,9 @@ from conftest import DATA
 from typer.testing import CliRunner
 
 import gradlab
-from gradlab.checks import diagnose as dg
-from gradlab.checks import hints
-from gradlab.checks.patterns import find_pattern
+from gradlab.checks.diagnosis import diagnose as dg
+from gradlab.checks.diagnosis import hints
+from gradlab.checks.diagnosis.patterns import find_pattern
 from gradlab.cli import app
 from gradlab.model import Tolerance
 from gradlab.render.words import describe, message

@@ -16,7 +16,7 @@ from torch.autograd.function import once_differentiable
 
 import gradlab
 from gradlab.cases import Inputs
-from gradlab.checks import fdstep
+from gradlab.checks.numeric import fdstep
 from gradlab.model import DEFAULT_TOLERANCES
 from gradlab.render.words import message
 from gradlab.results import CheckRow, Report

@@ -15,7 +15,7 @@ from torch.autograd import Function
 from torch.autograd.function import once_differentiable
 
 import gradlab
-from gradlab.checks import hintcodes, policy
+from gradlab.checks.diagnosis import hintcodes, policy
 from gradlab.model import CAPABILITIES
 from gradlab.render.words import HINTS, REASONS, message
 from gradlab.results import STATUSES, WARN
@@ -51,7 +51,7 @@ def test_every_cause_is_a_code_gradlab_words() -> None:
 
 def test_the_policy_module_is_plain_data() -> None:
     """No torch, no other gradlab module: it moves with checks/'s restructuring (issue 31)."""
-    tree = ast.parse((CHECKS_DIR / "policy.py").read_text(encoding="utf-8"))
+    tree = ast.parse((CHECKS_DIR / "diagnosis" / "policy.py").read_text(encoding="utf-8"))
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
                 for a in n.names}
     imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree)
@@ -69,7 +69,7 @@ STILL_INLINE = {"compare.py", "numerical.py", "variants.py"}
 
 def test_checks_ask_the_policy_for_fail_and_warn() -> None:
     inline = set()
-    for path in CHECKS_DIR.glob("*.py"):
+    for path in CHECKS_DIR.rglob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for n in ast.walk(tree):
             if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith(

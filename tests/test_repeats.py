@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 import gradlab
 from gradlab.cases import Inputs
-from gradlab.checks.repeats import (
+from gradlab.checks.families.repeats import (
     groups_agree,
     paired,
     repeat_variants,

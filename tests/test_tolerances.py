@@ -22,8 +22,8 @@ import torch
 from conftest import DATA, run_cli
 
 import gradlab
-from gradlab.checks import diagnose as dg
-from gradlab.checks import hints
+from gradlab.checks.diagnosis import diagnose as dg
+from gradlab.checks.diagnosis import hints
 from gradlab.model import DEFAULT_TOLERANCES, GRADCHECK_TOLERANCE, OpDef, Tolerance
 from gradlab.render.files import row_from_dict
 from gradlab.render.words import message

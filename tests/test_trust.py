@@ -14,8 +14,8 @@ from torch.autograd import Function
 from torchguards import needs
 
 import gradlab
-from gradlab.checks import driver, runner
-from gradlab.checks.context import Options
+from gradlab.checks.numeric.context import Options
+from gradlab.checks.run import driver, runner
 from gradlab.model import Case, OpDef, Target, TensorArg
 from gradlab.render.words import message
 from gradlab.results import CheckRow, Report
@@ -469,7 +469,7 @@ class RawBackwardRaises(Function):
 
 def test_a_contract_that_cannot_run_is_an_undeclared_skip_not_a_pass() -> None:
     from gradlab.cases import Inputs
-    from gradlab.checks.rawbackward import raw_backward
+    from gradlab.checks.numeric.rawbackward import raw_backward
 
     res = raw_backward(RawBackwardRaises.apply, Inputs([rand(3)], {}),
                        [torch.ones(3, dtype=F64)], "contiguous")

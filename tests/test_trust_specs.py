@@ -12,8 +12,8 @@ import pytest
 from conftest import DATA
 from typer.testing import CliRunner
 
-from gradlab.checks import driver
-from gradlab.checks.context import Options
+from gradlab.checks.numeric.context import Options
+from gradlab.checks.run import driver
 from gradlab.cli import app
 from gradlab.render.words import message
 from gradlab.spec import resolve

@@ -21,7 +21,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import gradlab
-from gradlab.checks.hints import VALUE_LEVEL_FACTOR
+from gradlab.checks.diagnosis.hints import VALUE_LEVEL_FACTOR
 from gradlab.cli import app
 from gradlab.render.check import check_table, group_rows, render_verdict, verdict_line
 from gradlab.render.files import check_report_texts, read_check_json
