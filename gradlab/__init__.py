@@ -57,11 +57,10 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     when none does).  reference: the same math in plain autograd.  second_order: True checks
     the second-order Jacobian; False declares none (raising or right passes, silently wrong
     warns); None lets the reference decide (where it has double backward: wrong fails, raising
-    is information).
-    dtypes default to the examples' dtype; the numerical checks in numerical_dtype.  tolerances:
-    dtype -> (atol, rtol) for every comparison in that dtype (the finite-difference checks
-    take the larger of it and gradcheck's per component), and "finite_differences" -> (atol,
-    rtol) for the finite-difference checks outright.  checks: names
+    is information).  dtypes default to the examples' dtype; the numerical checks in
+    numerical_dtype.  tolerances: dtype -> (atol, rtol) for every comparison in that dtype (the
+    finite-difference checks take the larger of it and gradcheck's per component), and
+    "finite_differences" -> (atol, rtol) for the finite-difference checks outright.  checks: names
     from gradlab.model.CHECKS.  requires: capabilities (gradlab.model.CAPABILITIES) whose
     absence fails instead of warning or passing with a reason (gradlab.checks.policy says
     which); strict: every warn row fails.  capabilities: "default" measures all but
