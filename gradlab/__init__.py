@@ -62,7 +62,7 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     finite-difference checks take the larger of it and gradcheck's per component), and
     "finite_differences" -> (atol, rtol) for the finite-difference checks outright.  checks: names
     from gradlab.model.CHECKS.  requires: capabilities (gradlab.model.CAPABILITIES) whose
-    absence fails instead of warning or passing with a reason (gradlab.checks.policy says
+    absence fails instead of warning or passing with a reason (gradlab.checks.diagnosis.policy says
     which); strict: every warn row fails.  capabilities: "default" measures all but
     torch.compile, "all" that too (seconds more).  special: arg index -> values the special
     variant plants at a few positions of that input besides 0 ({0: [1.0]}).  timeout, max_memory,

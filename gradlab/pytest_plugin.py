@@ -13,7 +13,7 @@ Which YAML files it collects, conservatively (a repository's other YAML is never
 and of those only files that parse as gradlab specs: a YAML mapping with an `op:`, `function:`
 or `ops:` key.  An invalid spec of that shape is a collection error naming file and key.
 
-Each item runs in a worker process (gradlab.checks.isolate), as `gradlab check` runs cases: a
+Each item runs in a worker process (gradlab.checks.run.isolate), as `gradlab check` runs cases: a
 Function that segfaults, exits or hangs past gradlab.guard.DEFAULT_TIMEOUT_S fails its item
 (naming the signal) and the session goes on.  One worker serves the whole session (kept
 between items, replaced after a death), started as collection ends: an item costs a few

@@ -1,5 +1,5 @@
-"""Render gradlab.checks.policy's table into README.md (short) and docs/verdicts.md (full),
-between their <!-- policy:begin --> and <!-- policy:end --> markers.
+"""Render gradlab.checks.diagnosis.policy's table into README.md (short) and docs/verdicts.md
+(full), between their <!-- policy:begin --> and <!-- policy:end --> markers.
 
     python scripts/policy_tables.py          # rewrite both files
     python scripts/policy_tables.py --check  # exit 1 when either is out of date

@@ -1,5 +1,5 @@
-"""The batched_grad capability (gradlab.checks.batched_grad): backward under vmap over a batch
-of grad_outputs (autograd.grad with is_grads_batched) against one backward per grad_output,
+"""The batched_grad capability (gradlab.checks.numeric.batched_grad): backward under vmap over a
+batch of grad_outputs (autograd.grad with is_grads_batched) against one backward per grad_output,
 through gradlab.check and through specs, beside a correct twin."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""gradlab.checks.domain: a variant that leaves the reference's own domain is a declared skip,
-never a failure of a correct Function, and never hides a wrong backward.
+"""gradlab.checks.families.domain: a variant that leaves the reference's own domain is a declared
+skip, never a failure of a correct Function, and never hides a wrong backward.
 
 Correct Functions with a domain edge (an explicit RK4 solver with a hand-written adjoint,
 unstable at the magnitude variant's rates; an eigh-based square root and a nearest rotation

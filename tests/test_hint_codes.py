@@ -1,4 +1,5 @@
-"""The hint vocabulary against its decisions (gradlab.checks.hintcodes.CODES, words.HINTS).
+"""The hint vocabulary against its decisions (gradlab.checks.diagnosis.hintcodes.CODES,
+words.HINTS).
 
 - every code a decision gives has a sentence, and every sentence a decision (no exceptions);
 - each code is written in the module CODES says decides it (a code moved or renamed there

@@ -1,5 +1,5 @@
-"""What turns red (gradlab.checks.policy, issue 28 items 6 and 7): the one table every check
-asks, the README and docs tables rendered from it, and the levels it gives, each beside a
+"""What turns red (gradlab.checks.diagnosis.policy, issue 28 items 6 and 7): the one table every
+check asks, the README and docs tables rendered from it, and the levels it gives, each beside a
 Function that must be flagged and a correct twin that must pass."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The small and special value variants (gradlab.checks.values): a backward that cancels at small
-magnitudes, a removable singularity at a planted zero, and a convention at a kink (relu'(0))
+"""The small and special value variants (gradlab.checks.families.values): a backward that cancels at
+small magnitudes, a removable singularity at a planted zero, and a convention at a kink (relu'(0))
 that is no bug; each through `gradlab.check` and through a spec, beside a correct twin."""
 
 from __future__ import annotations

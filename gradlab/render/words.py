@@ -294,7 +294,7 @@ def _stats(f: Finding) -> str:
 
 
 #: A per-element ratio range narrower than this (relative to the best-fit ratio) goes
-#: unsaid: the ratio is one constant (gradlab.checks.hints.RATIO_SPREAD decides the hint).
+#: unsaid: the ratio is one constant (gradlab.checks.diagnosis.hints.RATIO_SPREAD decides the hint).
 SAID_SPREAD = 1e-3
 
 

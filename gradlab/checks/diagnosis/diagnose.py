@@ -1,7 +1,7 @@
 """Error statistics between a tensor and the one it should be: the facts hint decisions take.
 
 This module measures (Diff, the per-element ratio's range, a transpose that would match, the
-tolerance that would pass); gradlab.checks.hints decides which hint code the facts name.
+tolerance that would pass); gradlab.checks.diagnosis.hints decides which hint code the facts name.
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ def _cosine_ratio(g: Tensor | np.ndarray, w: Tensor | np.ndarray) -> tuple[float
 def ratio_range(g: Tensor, w: Tensor) -> tuple[float | None, float | None]:
     """The RATIO_QUANTILES of got/want over the elements where |want| is significant (see
     RATIO_FLOOR), or (None, None) with fewer than MIN_RATIO_ELEMENTS of them (thresholds of
-    the factor hint: gradlab.checks.hints)."""
+    the factor hint: gradlab.checks.diagnosis.hints)."""
     if not w.numel():
         return None, None
     big = w.abs() > RATIO_FLOOR * float(w.abs().max())

@@ -1,5 +1,5 @@
 """Every hint code gradlab gives, by the gradlab.checks module that decides it (the
-vocabulary of gradlab.checks.hints' decisions and of the measuring modules' own facts).
+vocabulary of gradlab.checks.diagnosis.hints' decisions and of the measuring modules' own facts).
 
 A module of its own beside hints.py: hints.py holds the decisions and their thresholds; a new
 check registers the codes it writes here.

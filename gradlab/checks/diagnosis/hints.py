@@ -74,7 +74,7 @@ def constant_ratio(s: ErrorStats, noise: float = 0.0) -> bool:
 
 
 class Compared(Protocol):
-    """What a comparison measured (gradlab.checks.diagnose.Diff)."""
+    """What a comparison measured (gradlab.checks.diagnosis.diagnose.Diff)."""
 
     stats: ErrorStats
     scale: float
@@ -277,7 +277,7 @@ RNG_CONTRACT_HINTS = frozenset({"not_reentrant", "state_outside_ctx"})
 
 
 class Draws(Protocol):
-    """What a run measured of torch's generators (gradlab.checks.execute.Run)."""
+    """What a run measured of torch's generators (gradlab.checks.numeric.execute.Run)."""
 
     drew: bool
     drew_backward: bool

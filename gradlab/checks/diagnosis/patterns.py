@@ -21,7 +21,7 @@ from gradlab.checks.diagnosis.hints import BORDER_FRACTION, MIN_ELEMENTS, TILES,
 from gradlab.results import Pattern
 
 #: The thresholds that decide when a region is a pattern (TILES, BORDER_FRACTION, MIN_ELEMENTS,
-#: MIN_DENSITY, MAX_CHANCE) and the hint each pattern gives are gradlab.checks.hints'.
+#: MIN_DENSITY, MAX_CHANCE) and the hint each pattern gives are gradlab.checks.diagnosis.hints'.
 
 
 def border(mask: Tensor) -> Pattern | None:

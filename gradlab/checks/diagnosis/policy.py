@@ -1,7 +1,7 @@
 """What turns a row red, in one table: each check and cause mapped to fail, warn or information.
 
-A cause is a hint or reason code (gradlab.checks.hintcodes), or a capability the Function lacks
-(`missing`: the capability names of gradlab.model.CAPABILITIES).  Three levels:
+A cause is a hint or reason code (gradlab.checks.diagnosis.hintcodes), or a capability the Function
+lacks (`missing`: the capability names of gradlab.model.CAPABILITIES).  Three levels:
 
 - fail:        a likely bug, or a claim the Function breaks: the run fails;
 - warn:        a likely bug that does not make a result wrong (the run passes; --strict fails it);
@@ -175,7 +175,7 @@ def split(check: str, causes: Iterable[str]) -> tuple[list[str], list[str]]:
 #: The line under each table.
 FOOTNOTE = ("`requires: [capability]` in a spec (`requires=` in the API) makes a missing "
             "capability a failure; `--strict` makes a warn a failure. Rendered from "
-            "`gradlab/checks/policy.py`")
+            "`gradlab/checks/diagnosis/policy.py`")
 
 
 def markdown(*, short: bool = False) -> str:

@@ -104,7 +104,7 @@ def layout_variants(fams: set[str], base: Inputs) -> Iterator[Variant]:
 
 
 def value_variants(ctx: CaseContext, fams: set[str], base: Inputs) -> Iterator[Variant]:
-    """Large magnitudes and ragged sizes (gradlab.checks.sizes)."""
+    """Large magnitudes and ragged sizes (gradlab.checks.families.sizes)."""
     if "magnitude" in fams:
         big = magnitude_inputs(base, ctx.dtype)
         if big is not None:
@@ -114,13 +114,13 @@ def value_variants(ctx: CaseContext, fams: set[str], base: Inputs) -> Iterator[V
         if sizes:
             yield ragged_variant(ctx, sizes)
     for name, family, inputs in repeat_variants(fams, base, ctx.op.reference is not None):
-        yield Variant(name, family, inputs, new_values=True)  # gradlab.checks.repeats
+        yield Variant(name, family, inputs, new_values=True)  # gradlab.checks.families.repeats
     for family, inputs in value_families(ctx.case, fams, base, ctx.dtype):
-        yield Variant(family, family, inputs, new_values=True)  # gradlab.checks.values
+        yield Variant(family, family, inputs, new_values=True)  # gradlab.checks.families.values
 
 
 def ragged_variant(ctx: CaseContext, sizes: Sequence[int]) -> Variant:
-    """The case with `sizes` grown (gradlab.checks.sizes)."""
+    """The case with `sizes` grown (gradlab.checks.families.sizes)."""
     return Variant(ragged_name(sizes), "ragged",
                    ragged_inputs(ctx.case, sizes, ctx.dtype, ctx.device), new_values=True,
                    sizes=tuple(sizes))
@@ -362,9 +362,9 @@ def judge_failures(ctx: CaseContext, v: Variant, b: Baseline, judge: Judge,
     """The hints of a variant's failing forward and gradient rows.
 
     The base case passed: the variant's hint (`*_only`, grad_output_layout) when the failure is
-    the variant's, a value-level one when it is the values' (gradlab.checks.verdicts).  The base
-    fails this check too: its diagnosis is the bug's (a no_chain_rule backward looks like a
-    constant factor under an all-alike grad_output)."""
+    the variant's, a value-level one when it is the values' (gradlab.checks.families.verdicts).
+    The base fails this check too: its diagnosis is the bug's (a no_chain_rule backward looks
+    like a constant factor under an all-alike grad_output)."""
     if judge.base_failed:
         for r in failing:
             if r.check in judge.base_hints and r.status == FAIL:

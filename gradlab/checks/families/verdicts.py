@@ -1,5 +1,5 @@
-"""How a variant's outcome is judged (gradlab.checks.variants asks): refusals, and whether a
-failure is the layout's or the values'.
+"""How a variant's outcome is judged (gradlab.checks.families.variants asks): refusals, and whether
+a failure is the layout's or the values'.
 
 - Refusals: a variant the reference refuses lies outside the op's domain (a declared skip, never
   the Function's bug); an expanded input the Function alone refuses is a missing capability.
@@ -51,7 +51,8 @@ from gradlab.results import PASS, SKIP, CheckRow, Finding
 LAYOUT_FAMILIES = ("noncontiguous", "transposed", "channels_last", "expanded", "grad_output")
 #: Families whose variant draws other values (or sizes) in plain contiguous memory.
 VALUE_FAMILIES = ("magnitude", "ragged", "size1", "small", "special", "ties", "repeated_index")
-#: (VALUE_LEVEL_FACTOR, and the hints a value-level failure gets or keeps: gradlab.checks.hints.)
+#: (VALUE_LEVEL_FACTOR, and the hints a value-level failure gets or keeps:
+#: gradlab.checks.diagnosis.hints.)
 
 
 def accepts(fn: Callable[..., Any], inputs: Inputs) -> bool:

@@ -94,7 +94,7 @@ def compared_row(ctx: CaseContext, got: Any, want: Any, inputs: Inputs, dtype: s
                           ctx.op.autocast_tolerance(dtype, INPUT_DTYPE))
     if any(r.failed for r in rows) and applies(ctx.op, dtype):
         # the low-precision criterion: against the reference in float64 on the same values,
-        # as far off as the reference under the same autocast (gradlab.checks.lowprec); a
+        # as far off as the reference under the same autocast (gradlab.checks.numeric.lowprec); a
         # pass by either is a pass (the fixed table keeps an error by design the user allowed)
         gold = run_once(ctx.op.reference, inputs.clone(dtype=torch.float64),  # type: ignore[arg-type]
                         got.grad_outs64 or None, torch.Generator().manual_seed(0))

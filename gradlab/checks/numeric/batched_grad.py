@@ -9,8 +9,8 @@ kernel raises there; one that takes another path when it cannot (a fallback arou
 can give other gradients.  Measured on the case's float64 values: the batched backward against
 B single backwards of the same graph (retain_graph), each grad_output random.
 
-Why information (gradlab.checks.policy.MISSING) and not a warn: a backward that calls a compiled
-kernel (a C++/CUDA extension, Triton, ctypes: the usual reason to write a custom Function)
+Why information (gradlab.checks.diagnosis.policy.MISSING) and not a warn: a backward that calls a
+compiled kernel (a C++/CUDA extension, Triton, ctypes: the usual reason to write a custom Function)
 reads grad_output's data pointer, which vmap refuses, and so does `grad_output.detach()` under
 the legacy vmap.  Those Functions are correct, and torch's own gradcheck leaves
 check_batched_grad off by default for the same reason: a warn would be a false red on most

@@ -19,7 +19,7 @@ again here):
 - noncontiguous: every tensor input non-contiguous at once (each alone is a variant);
 - cuda: the Function on CUDA against the Function on the CPU (only when a GPU is there);
 - batched_grad: backward under vmap over a batch of grad_outputs (is_grads_batched) against
-  one backward per grad_output (gradlab.checks.batched_grad).
+  one backward per grad_output (gradlab.checks.numeric.batched_grad).
 
 A probe that raises means the capability is missing: information (a passing row whose reason
 says so), or a failure when the spec requires it.  torch.compile is measured only on request

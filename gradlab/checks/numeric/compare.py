@@ -36,7 +36,7 @@ def compare_runs(ctx: CaseContext, variant: str, got: Run, want: Run, inputs: In
                  design: bool = True) -> list[CheckRow]:
     """forward and gradient rows for `got` (the Function) against `want` (reference/base).
 
-    low: the reference's run in the checked dtype (gradlab.checks.lowprec): when given, each
+    low: the reference's run in the checked dtype (gradlab.checks.numeric.lowprec): when given, each
     tensor is judged by the low-precision criterion against `want`, the float64 gold (design:
     the user's float64 tolerance, an error by design, added to its limit)."""
     rows: list[CheckRow] = []
@@ -74,7 +74,8 @@ def compare_runs(ctx: CaseContext, variant: str, got: Run, want: Run, inputs: In
 def owns(ctx: CaseContext, lows: Sequence[Sequence[Tensor | None] | None] | None,
          gold: Sequence[Tensor | None], with_design: bool = True) -> list[Own | None] | None:
     """The criterion's measure of each tensor (None: that tensor takes the table); lows: the
-    reference's runs' tensors (gradlab.checks.lowprec.reference_in_dtype), in gold's order."""
+    reference's runs' tensors (gradlab.checks.numeric.lowprec.reference_in_dtype), in gold's
+    order."""
     if lows is None or lows[0] is None or len(lows[0]) != len(gold):
         return None
     factor = ctx.op.precision_factor

@@ -53,19 +53,19 @@ class Options:
     repro_command: Callable[[CheckRow], str] | None = None
     #: intra-op CPU threads during the run (see gradlab.torchstate); None leaves torch's alone.
     threads: int | None = 1
-    #: every `warn` row (gradlab.checks.policy: a warn-level capability or cause) fails the
-    #: run; information stays information.
+    #: every `warn` row (gradlab.checks.diagnosis.policy: a warn-level capability or cause) fails
+    #: the run; information stays information.
     strict: bool = False
     #: cases on a device this machine lacks are declared skips instead of failing the run.
     skip_unavailable: bool = False
-    #: run each work item in a worker process (see gradlab.checks.isolate): a segfault, exit
+    #: run each work item in a worker process (see gradlab.checks.run.isolate): a segfault, exit
     #: or hang fails that item only.  Needs picklable targets (every spec's are).
     isolate: bool = False
     #: worker processes running items side by side when isolated (each one item at a time).
     jobs: int = 1
     #: seconds one work item may take in a worker before it is stopped (None: no limit).
     timeout: float | None = None
-    #: healthy workers stay up after the run for the next one (gradlab.checks.isolate.IDLE):
+    #: healthy workers stay up after the run for the next one (gradlab.checks.run.isolate.IDLE):
     #: the pytest plugin runs one item per run.
     keep_workers: bool = False
     #: a variant running longer than this many times the base case (and than
@@ -75,7 +75,7 @@ class Options:
     error_maps: bool = False
     #: stop after the first case with a failing row (its other dtypes and devices still run).
     fail_fast: bool = False
-    #: the information capabilities measured (see gradlab.checks.capabilities); a spec's
+    #: the information capabilities measured (see gradlab.checks.numeric.capabilities); a spec's
     #: `requires` adds its own.
     capabilities: frozenset[str] = DEFAULT_MEASURED
 
@@ -106,7 +106,7 @@ class CaseContext:
 
     def capability_row(self, variant: str, check: str, capability: str, **kw: Any) -> CheckRow:
         """A capability the Function lacks where the reference has it: the row status
-        gradlab.checks.policy gives it (a warn kind: `warn`, a failure under --strict; an
+        gradlab.checks.diagnosis.policy gives it (a warn kind: `warn`, a failure under --strict; an
         information kind: a pass whose reason says what is missing), a failure when the spec
         requires it."""
         assert capability in CAPABILITIES, capability

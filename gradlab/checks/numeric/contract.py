@@ -1,8 +1,8 @@
 """The contract check: what backward returns and what the Function must leave untouched.
 
 - the raw return value of the custom Function's backward, called directly (see
-  gradlab.checks.rawbackward): one gradient per forward input, None for non-tensors, each with
-  its input's shape, dtype and device;
+  gradlab.checks.numeric.rawbackward): one gradient per forward input, None for non-tensors, each
+  with its input's shape, dtype and device;
 - nothing written in place that must not be: inputs in forward (without ctx.mark_dirty),
   grad_output, saved inputs and saved outputs in backward;
 - backward state kept in ctx: backward again on a graph gives the same gradients, and so after
@@ -217,7 +217,7 @@ def backward_checks(fn: Callable[..., Any], outs: Sequence[Tensor], inputs: Inpu
 def differentiability(got: Sequence[Tensor], want: Sequence[Tensor]
                       ) -> tuple[list[Finding], list[Finding]]:
     """Outputs whose requires_grad differs from the reference's: (failures, warnings), as
-    gradlab.checks.policy says.
+    gradlab.checks.diagnosis.policy says.
 
     Differentiable where the reference's is not: a failure (a running-statistics buffer updated
     from it keeps every step's graph alive, and a second backward through it raises).  Not
@@ -232,7 +232,7 @@ def differentiability(got: Sequence[Tensor], want: Sequence[Tensor]
 
 
 def by_level(findings: Sequence[Finding]) -> tuple[list[Finding], list[Finding]]:
-    """Contract findings as (failures, warnings), by gradlab.checks.policy's level of each
+    """Contract findings as (failures, warnings), by gradlab.checks.diagnosis.policy's level of each
     hint (information ones dropped)."""
     levels = [policy.level("contract", f.hint) for f in findings]
     return ([f for f, lv in zip(findings, levels, strict=True) if lv == policy.FAIL],
@@ -267,8 +267,8 @@ def as_differentiated(target: Target, outs: Sequence[Tensor]) -> Target:
 def contract_row(ctx: CaseContext, variant: str, findings: Sequence[Finding], *,
                  passing: bool, unavailable: str = "", no_custom: bool = False,
                  note: str = "", warnings: Sequence[Finding] = ()) -> None:
-    """A contract row: with `findings`, the status gradlab.checks.policy gives the first's hint
-    (a failure; `warnings` follow them); else the first warning's (a warn, a failure under
+    """A contract row: with `findings`, the status gradlab.checks.diagnosis.policy gives the first's
+    hint (a failure; `warnings` follow them); else the first warning's (a warn, a failure under
     --strict); else, when asked for, PASS (saying so when only the in-place checks applied),
     or SKIP saying why when backward's raw return value could not be checked (never a
     pass).  A finding the base row already has is left out of a variant's (one ctx attribute

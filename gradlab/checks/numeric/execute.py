@@ -219,8 +219,8 @@ def run_undefined(fn: Callable[..., Any], inputs: Inputs, gos: list[Tensor],
 
 
 #: Whether a failure is the draws' (rng_hint, RNG_INDEPENDENT_HINTS, RNG_CONTRACT_HINTS) is
-#: gradlab.checks.hints' decision; this module measures what drew (Run.drew, drew_backward,
-#: draws_followed).
+#: gradlab.checks.diagnosis.hints' decision; this module measures what drew (Run.drew,
+#: drew_backward, draws_followed).
 
 
 #: The seed of the second run that tells whether a gradient follows forward's draws (any seed

@@ -27,7 +27,7 @@ from gradlab.checks.diagnosis.hints import MAX_KINK_COLUMNS, is_kink
 from gradlab.checks.numeric import jacobian as jac
 from gradlab.model import Tolerance
 
-#: When slopes make a kink (KINK_GAP, MAX_KINK_COLUMNS, is_kink): gradlab.checks.hints.
+#: When slopes make a kink (KINK_GAP, MAX_KINK_COLUMNS, is_kink): gradlab.checks.diagnosis.hints.
 #: The relative and absolute step of the fresh-tensor perturbation that shows a forward
 #: reading its input's values (cached_forward): large against rounding, small against any
 #: domain boundary of the example values.

@@ -10,9 +10,9 @@ differences that the reference's jvp shares is the example values' (a kink), not
 Probe mode localises a wrong J u to input elements by bisection over masks of u; dense mode
 (forced, or a failing small case in auto mode) builds J column by column from unit tangents
 against `jacobian.numerical_jacobian`.  A Function that raises NotImplementedError under
-forward mode where the reference runs lacks a capability (information, gradlab.checks.policy:
-the capability matrix's `fwd` column; `requires: [forward_ad]` makes it a failure); another
-exception is its jvp's crash.
+forward mode where the reference runs lacks a capability (information,
+gradlab.checks.diagnosis.policy: the capability matrix's `fwd` column; `requires: [forward_ad]`
+makes it a failure); another exception is its jvp's crash.
 """
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ EPS = 1e-6
 #: float64's machine epsilon: the relative noise of a forward computed in float64.
 EPS64 = 2.0 ** -52
 #: The step the finite differences take and the relative noise of the forward they difference
-#: (gradlab.checks.fdstep sets both for a forward only float32-accurate); gradcheck's step and
-#: float64's rounding unless set.
+#: (gradlab.checks.numeric.fdstep sets both for a forward only float32-accurate); gradcheck's step
+#: and float64's rounding unless set.
 _FD: ContextVar[tuple[float, float]] = ContextVar("gradlab_fd", default=(EPS, EPS64))
 
 

@@ -36,7 +36,8 @@ class Own:
     error: float
     factor: float
     #: the spread of the reference's own per-element ratio to the gold (its rounding, as the
-    #: factor hint sees it: gradlab.checks.hints.constant_ratio allows the Function as much)
+    #: factor hint sees it: gradlab.checks.diagnosis.hints.constant_ratio allows the Function as
+    #: much)
     noise: float
 
 

@@ -66,9 +66,9 @@ def jacobian_check(ctx: CaseContext, check: str, fn: Callable[..., object], inpu
     its outputs that require grad (every output when `every_output`, see jac.Backward).
 
     bw: `fn`'s graph on `inputs` when the caller has built it already (probes reuse it).
-    A forward only float32-accurate (or coarser: gradlab.checks.fdstep) is differenced with the
-    step its noise permits; a failure there whose error moves with the step is the step's own,
-    a declared skip saying so (reason fd_unresolved), never a red."""
+    A forward only float32-accurate (or coarser: gradlab.checks.numeric.fdstep) is differenced
+    with the step its noise permits; a failure there whose error moves with the step is the
+    step's own, a declared skip saying so (reason fd_unresolved), never a red."""
     outs = bw.outputs if bw is not None else call(fn, inputs)
     noise = fdstep.forward_noise(fn, inputs, outs)
     if noise <= jac.EPS64:

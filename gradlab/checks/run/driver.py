@@ -2,7 +2,7 @@
 processes, side by side), and the report in plan order.
 
 torch-free on purpose: an isolated run's parent process plans, dispatches and collects, while
-its workers (gradlab.checks.isolate) import torch and make the rows (gradlab.checks.runner).
+its workers (gradlab.checks.run.isolate) import torch and make the rows (gradlab.checks.run.runner).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The rows of one work item: a case in one dtype on one device (base run and variants), or a
-case's numerical checks; gradlab.checks.driver plans the items and runs them."""
+case's numerical checks; gradlab.checks.run.driver plans the items and runs them."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
         ctx.row("base", "forward", ERROR, reason="inputs_failed", note=first_line(exc))
         return ctx.rows
     # copied before the Function runs: a forward that writes into its inputs must not change
-    # what the reference sees (low_inputs: the values as drawn, for gradlab.checks.lowprec)
+    # what the reference sees (low_inputs: the values as drawn, for gradlab.checks.numeric.lowprec)
     ref_inputs = inputs.clone(dtype=torch.float64)
     low_inputs = inputs.clone() if op.reference is not None and dtype != "float64" else None
     got = run_once(op.function, inputs, None, gen, check_contract="contract" in checks)

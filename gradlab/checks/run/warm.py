@@ -33,7 +33,7 @@ WARM: list[tuple[subprocess.Popen[bytes], Connection, Connection]] = []
 
 
 def warm_up(n: int = 1) -> None:
-    """Have `n` workers spawned now, each taken by a gradlab.checks.isolate.Worker.start."""
+    """Have `n` workers spawned now, each taken by a gradlab.checks.run.isolate.Worker.start."""
     while len(WARM) < n:
         WARM.append(spawn())
 
