@@ -74,7 +74,7 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     status, errors, hint and findings per check and variant (words.message(row) says one).
     """
     from gradlab.apiguard import guarded_run
-    from gradlab.checks.numeric.context import Options, measured_capabilities
+    from gradlab.checks.run.options import Options, measured_capabilities
     from gradlab.model import Target, canonical_check, canonical_dtype
 
     _known_capabilities(requires)

@@ -178,8 +178,8 @@ class SpecItem(pytest.Item):
     def options(self) -> Any:
         """The run's Options: isolated in a kept worker unless --gradlab-inprocess (or the
         target cannot travel to one: a Function that does not pickle)."""
-        from gradlab.checks.numeric.context import Options
         from gradlab.checks.run.isolate import picklable
+        from gradlab.checks.run.options import Options
         from gradlab.guard import DEFAULT_TIMEOUT_S
 
         options = Options()

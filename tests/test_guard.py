@@ -21,9 +21,9 @@ from conftest import DATA, ROOT, TESTS
 import gradlab
 from gradlab import guard, watchdog
 from gradlab.apiguard import CheckLimitError, memory_limit
-from gradlab.checks.numeric.context import Options
 from gradlab.checks.run import isolate
 from gradlab.checks.run.driver import run
+from gradlab.checks.run.options import Options
 from gradlab.errors import SpecError
 from gradlab.results import SKIP
 from gradlab.spec import load_file

@@ -21,9 +21,9 @@ import pandas as pd
 import pytest
 from conftest import DATA
 
-from gradlab.checks.numeric.context import Options
 from gradlab.checks.run import driver
 from gradlab.checks.run.isolate import describe_exit, picklable
+from gradlab.checks.run.options import Options
 from gradlab.spec import resolve
 
 FAULTY = DATA / "faulty"

@@ -208,8 +208,8 @@ def test_a_cpu_report_does_not(capsys: pytest.CaptureFixture[str], tmp_path: Pat
 def bundled_on_tf32() -> Any:
     """`gradlab check specs/ --device cuda` on the fakes with TF32 on for convolutions and
     matmuls (about 80 s on a loaded 2-core machine: each failing float32 case runs twice)."""
-    from gradlab.checks.numeric.context import Options
     from gradlab.checks.run import driver
+    from gradlab.checks.run.options import Options
     from gradlab.spec import resolve
 
     with pytest.MonkeyPatch.context() as mp:

@@ -14,8 +14,8 @@ from torch.autograd import Function
 from torchguards import needs
 
 import gradlab
-from gradlab.checks.numeric.context import Options
 from gradlab.checks.run import driver, runner
+from gradlab.checks.run.options import Options
 from gradlab.model import Case, OpDef, Target, TensorArg
 from gradlab.render.words import message
 from gradlab.results import CheckRow, Report

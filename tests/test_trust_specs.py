@@ -12,8 +12,8 @@ import pytest
 from conftest import DATA
 from typer.testing import CliRunner
 
-from gradlab.checks.numeric.context import Options
 from gradlab.checks.run import driver
+from gradlab.checks.run.options import Options
 from gradlab.cli import app
 from gradlab.render.words import message
 from gradlab.spec import resolve

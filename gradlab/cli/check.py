@@ -63,7 +63,7 @@ def _check_options(what: list[str], dtype: list[str] | None, device: list[str] |
     """Validate check's options (exit 2 naming the option) and build the run's Options."""
     import math
 
-    from gradlab.checks.numeric.context import Options, measured_capabilities
+    from gradlab.checks.run.options import Options, measured_capabilities
     from gradlab.model import CHECKS
     from gradlab.repro import ReproCommand
 
@@ -379,8 +379,8 @@ def repro(
     wide: Wide = False, path: ImportPaths = None,
 ) -> None:
     """Re-run one failing case on the inputs saved in its repro file."""
-    from gradlab.checks.numeric.context import Options
     from gradlab.checks.run.driver import run
+    from gradlab.checks.run.options import Options
     from gradlab.repro import load_repro
     from gradlab.spec import add_import_paths
 

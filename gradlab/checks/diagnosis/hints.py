@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 from gradlab.model import Tolerance
 from gradlab.results import CheckRow, ErrorStats, Pattern
 
-if TYPE_CHECKING:  # torch-free at run time: checks/context (the CLI's parent process) imports it
+if TYPE_CHECKING:  # torch-free at run time: plain decisions on facts measured elsewhere
     from torch import Tensor
 
 # --- the error's shape: a constant factor, a sign, zero (diagnose.ratio_range measures) -------

@@ -1,83 +1,41 @@
-"""Run-wide options and the context every row of one case shares."""
+"""The context every row of one case shares, and the run-wide settings a check reads."""
 
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from gradlab.checks.diagnosis import policy
 from gradlab.checks.diagnosis.hints import crash_hint
-from gradlab.model import CAPABILITIES, COSTLY_CAPABILITIES, INFO_CAPABILITIES, OpDef, Target
+from gradlab.model import CAPABILITIES, OpDef, Target
 from gradlab.results import ERROR, SKIP, CheckRow
 from gradlab.watchdog import envelope
 
-#: The capabilities a run measures unless told otherwise: all but the costly ones.
-DEFAULT_MEASURED = frozenset(INFO_CAPABILITIES) - frozenset(COSTLY_CAPABILITIES)
-#: --capabilities all.
-ALL_MEASURED = frozenset(INFO_CAPABILITIES)
-#: The choices of --capabilities (and of gradlab.check's `capabilities`).
-MEASURED_CHOICES = {"default": DEFAULT_MEASURED, "all": ALL_MEASURED}
 
+class Settings(Protocol):
+    """The run-wide settings a check reads (gradlab.checks.run.options.Options has them all,
+    and how the run is carried out besides, which no check reads)."""
 
-def measured_capabilities(choice: str) -> frozenset[str]:
-    """The capabilities a run measures for --capabilities CHOICE (ValueError naming the
-    choices for another word)."""
-    if choice not in MEASURED_CHOICES:
-        raise ValueError(f"expected one of {', '.join(MEASURED_CHOICES)}, got {choice!r}")
-    return MEASURED_CHOICES[choice]
-
-
-@dataclass(frozen=True)
-class Options:
-    """Run-wide settings (spec settings override dtypes/devices/checks per target)."""
-
-    dtypes: tuple[str, ...] | None = None
-    devices: tuple[str, ...] | None = None
-    seed: int = 0
-    checks: frozenset[str] | None = None
-    #: False switches all variants off; a set keeps only those variant families.
-    variants: bool | frozenset[str] = True
-    #: of those families, only the variants these names pick (gradlab.select.variant_picked:
-    #: a variant's own name or its family; None: every variant) - a repro's one variant.
-    variant_names: frozenset[str] | None = None
-    #: "auto" picks dense or fast per cost; "dense" / "fast" force one.
-    mode: str = "auto"
-    #: stop starting new cases once this many seconds have passed.
-    budget: float | None = None
-    #: where failing cases save their inputs (None: not saved).
-    repro_dir: str | None = None
-    #: the command line that re-runs one failing row of the run (gradlab.repro.ReproCommand).
-    repro_command: Callable[[CheckRow], str] | None = None
-    #: intra-op CPU threads during the run (see gradlab.torchstate); None leaves torch's alone.
-    threads: int | None = 1
-    #: every `warn` row (gradlab.checks.diagnosis.policy: a warn-level capability or cause) fails
-    #: the run; information stays information.
-    strict: bool = False
-    #: cases on a device this machine lacks are declared skips instead of failing the run.
-    skip_unavailable: bool = False
-    #: run each work item in a worker process (see gradlab.checks.run.isolate): a segfault, exit
-    #: or hang fails that item only.  Needs picklable targets (every spec's are).
-    isolate: bool = False
-    #: worker processes running items side by side when isolated (each one item at a time).
-    jobs: int = 1
-    #: seconds one work item may take in a worker before it is stopped (None: no limit).
-    timeout: float | None = None
-    #: healthy workers stay up after the run for the next one (gradlab.checks.run.isolate.IDLE):
-    #: the pytest plugin runs one item per run.
-    keep_workers: bool = False
-    #: a variant running longer than this many times the base case (and than
-    #: gradlab.watchdog.ENVELOPE_FLOOR_S) is stopped: a declared skip (None: never stopped).
-    cost_envelope: float | None = 20.0
-    #: keep each failing gradient's |got - want| map on its Finding (for plots; costs memory).
-    error_maps: bool = False
-    #: stop after the first case with a failing row (its other dtypes and devices still run).
-    fail_fast: bool = False
-    #: the information capabilities measured (see gradlab.checks.numeric.capabilities); a spec's
-    #: `requires` adds its own.
-    capabilities: frozenset[str] = DEFAULT_MEASURED
+    @property
+    def strict(self) -> bool: ...
+    @property
+    def mode(self) -> str: ...
+    @property
+    def error_maps(self) -> bool: ...
+    @property
+    def capabilities(self) -> frozenset[str]: ...
+    @property
+    def cost_envelope(self) -> float | None: ...
+    @property
+    def devices(self) -> tuple[str, ...] | None: ...
+    @property
+    def skip_unavailable(self) -> bool: ...
+    @property
+    def variants(self) -> bool | frozenset[str]: ...
+    @property
+    def variant_names(self) -> frozenset[str] | None: ...
 
 
 @dataclass
@@ -88,7 +46,7 @@ class CaseContext:
     case: Any
     dtype: str
     device: str
-    options: Options
+    options: Settings
     rows: list[CheckRow] = field(default_factory=list)
     #: the base case's seconds, the variants' cost envelope is measured against.
     base_seconds: float | None = None

@@ -13,8 +13,8 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
-from gradlab.checks.numeric.context import Options
 from gradlab.checks.run.isolate import OnWait, Worker, lost_item_row, run_parallel, stop_all
+from gradlab.checks.run.options import Options
 from gradlab.checks.run.plan import Item, plan
 from gradlab.guard import case_bytes, default_limit
 from gradlab.model import Target

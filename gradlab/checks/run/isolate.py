@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from gradlab.checks.numeric.context import Options
+from gradlab.checks.run.options import Options
 from gradlab.checks.run.warm import WARM, spawn
 from gradlab.exitnoise import quiet_triton_exit
 from gradlab.model import Target

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from gradlab.checks.numeric.context import Options
+from gradlab.checks.run.options import Options
 from gradlab.model import CHECKS, Case, Target
 
 #: One work item: ("case" | "numerical", target, case, dtype, device).

@@ -23,7 +23,6 @@ from gradlab.checks.numeric.compare import chain_rule_ignored, compare_runs
 from gradlab.checks.numeric.conjugate import conjugate_missed
 from gradlab.checks.numeric.context import (
     CaseContext,
-    Options,
     crash_location,
     first_line,
     raised_in_user_code,
@@ -47,6 +46,7 @@ from gradlab.checks.numeric.jacobian import Backward, build_backward
 from gradlab.checks.numeric.numerical import jacobian_check
 from gradlab.checks.numeric.rawbackward import grad_output_as
 from gradlab.checks.numeric.second_order import blame_precision, second_order_row
+from gradlab.checks.run.options import Options
 from gradlab.checks.run.plan import Item, enabled_checks
 from gradlab.model import Case, OpDef, Target
 from gradlab.repro import save_failures
