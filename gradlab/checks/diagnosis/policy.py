@@ -7,10 +7,11 @@ lacks (`missing`: the capability names of gradlab.model.CAPABILITIES).  Three le
 - warn:        a likely bug that does not make a result wrong (the run passes; --strict fails it);
 - information: shown in the capability matrix (and on a passing row's reason), never a warn row.
 
-Every check asks this module for a row's status (`status`, `missing_status`) instead of
-deciding it inline; `requires: [...]` in a spec (the API's `requires=`) makes any missing
-capability a failure.  The README's table of what fails, warns or is only shown, and the fuller
-one in docs/verdicts.md, are rendered from RULES (`markdown`; scripts/policy_tables.py writes
+Every check asks this module for a row's status (`status`, `missing_status`; `wrong` for a
+wrong result, `criterion_status` and `precision_status` for the low-precision judgements)
+instead of deciding it inline; `requires: [...]` in a spec (the API's `requires=`) makes any
+missing capability a failure.  The README's table of what fails, warns or is only shown, and the
+fuller one in docs/verdicts.md, are rendered from RULES (`markdown`; scripts/policy_tables.py writes
 them, tests/test_policy.py keeps them equal).  Plain data: no torch, no other gradlab module
 (the row statuses it returns are gradlab.results.status's words, checked by that test).
 """
@@ -25,9 +26,11 @@ FAIL, WARN, INFORMATION = "fail", "warn", "information"
 LEVELS = (FAIL, WARN, INFORMATION)
 #: Any check, or any cause, in a rule.
 ANY = "*"
+#: The row status of a result within its bound.
+PASS = "pass"
 #: The row status of each level: information is a passing row (its reason says what is missing;
 #: the capability matrix shows `no`).
-ROW_STATUS = {FAIL: "fail", WARN: "warn", INFORMATION: "pass"}
+ROW_STATUS = {FAIL: "fail", WARN: "warn", INFORMATION: PASS}
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,31 @@ def status(check: str, cause: str = "", *, strict: bool = False) -> str:
     'pass' (information)."""
     lv = level(check, cause)
     return ROW_STATUS[FAIL if strict and lv == WARN else lv]
+
+
+def wrong(check: str) -> str:
+    """The row status of a wrong result in `check` (a value, shape or count that differs from
+    what it should be): the default rule's, a failure."""
+    return status(check, ANY)
+
+
+def criterion_status(yours: float, limit: float, within_table: bool) -> str:
+    """The low-precision criterion's verdict on one tensor (gradlab.checks.numeric.lowprec
+    measures): pass when the Function's max abs error against the gold is within the limit (k
+    times the reference's own, plus the floor), or when the tensor is within the dtype's table
+    all the same (torch.testing.assert_close's: what the ecosystem calls equal is never red; the
+    criterion alone is brittle on small reductions in float32, where another summation order is
+    5-20x the reference's lucky error: the bundled conv2d's bias and modconv's modulation
+    gradients); else a wrong result."""
+    return PASS if yours <= limit or within_table else wrong(ANY)
+
+
+def precision_status(check: str, seen: bool) -> str:
+    """The status of a precision observation inside tolerance (a float64 result only
+    float32-accurate, gradlab.checks.numeric.compare.float32_accurate): the (check,
+    precision_loss) rule's for the first of an op and case, a pass pointing to it for the
+    others (`seen`: the case has one already)."""
+    return PASS if seen else status(check, "precision_loss")
 
 
 def missing_level(capability: str) -> str:

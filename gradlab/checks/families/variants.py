@@ -41,7 +41,7 @@ from gradlab.checks.numeric.contract import contract_row
 from gradlab.checks.numeric.execute import UNDEFINED_GRAD, Run, backward_of, run_once, run_undefined
 from gradlab.checks.numeric.lowprec import Lows, variant_low
 from gradlab.model import VARIANT_FAMILIES, TensorArg, Tolerance
-from gradlab.results import FAIL, SKIP, CheckRow
+from gradlab.results import ERROR, SKIP, CheckRow
 from gradlab.select import variant_picked
 
 #: Variant families whose inputs have other shapes than the case's.
@@ -367,7 +367,7 @@ def judge_failures(ctx: CaseContext, v: Variant, b: Baseline, judge: Judge,
     like a constant factor under an all-alike grad_output)."""
     if judge.base_failed:
         for r in failing:
-            if r.check in judge.base_hints and r.status == FAIL:
+            if r.check in judge.base_hints and r.failed and r.status != ERROR:
                 # a level or a shape seen only in a variant's values would be chance beside
                 # the base's bigger error (a crash keeps its own: a fact, not a guess)
                 r.hint = judge.base_hints[r.check]

@@ -13,7 +13,7 @@ from torch import Tensor
 from gradlab import tf32
 from gradlab.cases import Inputs, plain_copy
 from gradlab.checks.diagnosis import diagnose as dg
-from gradlab.checks.diagnosis import hints
+from gradlab.checks.diagnosis import hints, policy
 from gradlab.checks.diagnosis.errormap import error_map
 from gradlab.checks.diagnosis.patterns import find_pattern
 from gradlab.checks.numeric import jacobian as jac
@@ -22,13 +22,11 @@ from gradlab.checks.numeric.execute import Run
 from gradlab.checks.numeric.lowprec import (
     Lows,
     Own,
-    criterion_status,
     own_error,
-    precision_status,
     reference_in_dtype,
 )
 from gradlab.model import DEFAULT_TOLERANCES, Tolerance
-from gradlab.results import FAIL, PASS, WARN, CheckRow, Finding, Pattern
+from gradlab.results import PASS, CheckRow, Finding, Pattern
 
 
 def compare_runs(ctx: CaseContext, variant: str, got: Run, want: Run, inputs: Inputs,
@@ -114,7 +112,7 @@ def float32_accurate(ctx: CaseContext, g: Tensor, w: Tensor, d: dg.Diff,
     """A float64 result outside float64's table that was computed in float32 and cast (its
     level hint is precision_loss) and is as accurate as the reference computed in float32
     (the low-precision criterion, own32; float32's table without one): a precision
-    observation (lowprec.precision_status), not a wrong result.  Not where the user set
+    observation (policy.precision_status), not a wrong result.  Not where the user set
     float64's tolerance or asked for strict tolerances."""
     op = ctx.op
     if ctx.dtype != "float64" or op.strict_tolerances or "float64" in op.tolerances:
@@ -129,13 +127,12 @@ def float32_accurate(ctx: CaseContext, g: Tensor, w: Tensor, d: dg.Diff,
 def precision_row(ctx: CaseContext, variant: str, check: str, worst: tuple[float, float],
                   findings: list[Finding]) -> CheckRow:
     """The row of a float32-accurate float64 result: one warn per op and case carrying the
-    evidence, the case's later such rows passes that point to it (lowprec.precision_status)."""
-    seen = any(r.hint == "precision_loss" and r.status == WARN for r in ctx.rows)
-    status = precision_status(seen, check)
-    return ctx.row(variant, check, status, max_abs_err=worst[0], max_rel_err=worst[1],
-                   hint="precision_loss" if status == WARN else "",
-                   findings=findings if status == WARN else [],
-                   reason="" if status == WARN else "float32_accurate")
+    evidence, the case's later such rows passes that point to it (policy.precision_status)."""
+    # the evidence row: the case's one not failing for precision_loss (a failure keeps its hint)
+    seen = any(r.hint == "precision_loss" and not r.failed for r in ctx.rows)
+    return ctx.row(variant, check, policy.precision_status(check, seen), max_abs_err=worst[0],
+                   max_rel_err=worst[1], hint="" if seen else "precision_loss",
+                   findings=[] if seen else findings, reason="float32_accurate" if seen else "")
 
 
 def pick(owns_: list[Own | None] | None, k: int) -> Own | None:
@@ -146,7 +143,7 @@ def pick(owns_: list[Own | None] | None, k: int) -> Own | None:
 def judged(g: Tensor, w: Tensor, tol: Tolerance, own: Own | None) -> dg.Diff:
     """g against w: by the criterion (own's tolerance, max abs error against the gold; the
     reference's rounding as the factor hint's noise) or by the table (scaled); under the
-    criterion a tensor within the table passes too (lowprec.criterion_status)."""
+    criterion a tensor within the table passes too (policy.criterion_status)."""
     if own is None:
         return dg.compare(g, w, tol, scaled=True)
     d = dg.compare(g, w, own.tol)
@@ -154,7 +151,8 @@ def judged(g: Tensor, w: Tensor, tol: Tolerance, own: Own | None) -> dg.Diff:
     if d.ok:
         return d
     table = dg.compare(g, w, tol, scaled=True)
-    return table if criterion_status(d.stats.max_abs, own.tol.atol, table.ok) == PASS else d
+    within = policy.criterion_status(d.stats.max_abs, own.tol.atol, table.ok) == policy.PASS
+    return table if within else d
 
 
 def with_own(f: Finding, own: Own | None) -> Finding:
@@ -179,13 +177,13 @@ def compare_outputs(ctx: CaseContext, variant: str, got: list[Tensor], want: lis
                     f32: Callable[[], list[Own | None] | None] = lambda: None) -> CheckRow:
     """The forward row: every output against the reference's."""
     if len(got) != len(want):
-        return ctx.row(variant, "forward", FAIL, hint="forward",
+        return ctx.row(variant, "forward", policy.wrong("forward"), hint="forward",
                        findings=[Finding("outputs", -1, "forward", got=len(got),
                                          want=len(want))])
     worst = (0.0, 0.0)
     for k, (g, w) in enumerate(zip(got, want, strict=True)):
         if g.shape != w.shape:
-            return ctx.row(variant, "forward", FAIL, hint="forward",
+            return ctx.row(variant, "forward", policy.wrong("forward"), hint="forward",
                            findings=[Finding("output", k, "forward", got=list(g.shape),
                                              want=list(w.shape))])
         ok = own[k] if own else None
@@ -202,7 +200,7 @@ def compare_outputs(ctx: CaseContext, variant: str, got: list[Tensor], want: lis
                                        pattern=pattern_of(d, g.shape)), ok)
             if hint == "forward":  # the row says forward; the finding says the error's level
                 with_level(finding, g, w, d, tol, ctx.dtype)
-            return ctx.row(variant, "forward", FAIL, max_abs_err=d.stats.max_abs,
+            return ctx.row(variant, "forward", policy.wrong("forward"), max_abs_err=d.stats.max_abs,
                            max_rel_err=d.stats.max_rel, hint=hint, findings=[finding])
     return ctx.row(variant, "forward", PASS, max_abs_err=worst[0], max_rel_err=worst[1])
 
@@ -294,7 +292,7 @@ def compare_grads(ctx: CaseContext, variant: str, got: Run, want: Run, inputs: I
                 findings[-1].error_map = error_map(g, w)
     if precise and not findings:
         return precision_row(ctx, variant, "gradient", worst, precise)
-    status = FAIL if findings else PASS
+    status = policy.wrong("gradient") if findings else PASS
     hint = next((f.hint for f in findings if f.hint), "")
     return ctx.row(variant, "gradient", status, max_abs_err=worst[0], max_rel_err=worst[1],
                    hint=hint, findings=findings)

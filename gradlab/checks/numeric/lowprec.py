@@ -6,7 +6,8 @@ the forward and gradient rows already compare with); the reference run once more
 dtype on the Function's own inputs gives its own error against that gold.  A tensor passes when
 max|yours - gold| <= k * max|reference's - gold| + floor (FlashAttention's test criterion):
 max abs errors per tensor, because elementwise the reference is exact by chance in places.
-This module measures; the pass/fail decision is `criterion_status`.
+This module measures; the pass/fail decision is gradlab.checks.diagnosis.policy's
+`criterion_status`.
 """
 
 from __future__ import annotations
@@ -18,11 +19,9 @@ import torch
 from torch import Tensor
 
 from gradlab.cases import Inputs, plain_copy
-from gradlab.checks.diagnosis import policy
 from gradlab.checks.diagnosis.diagnose import ratio_range
 from gradlab.checks.numeric.execute import Run, run_once
 from gradlab.model import OpDef, Tolerance
-from gradlab.results import PASS
 from gradlab.tolerances import criterion_limit
 
 
@@ -39,24 +38,6 @@ class Own:
     #: factor hint sees it: gradlab.checks.diagnosis.hints.constant_ratio allows the Function as
     #: much)
     noise: float
-
-
-def criterion_status(yours: float, limit: float, within_table: bool) -> str:
-    """The criterion's verdict on one tensor: pass when the Function's max abs error against
-    the gold is within the limit (k times the reference's own, plus the floor), or when the
-    tensor is within the dtype's table all the same (torch.testing.assert_close's: what the
-    ecosystem calls equal is never red; the criterion alone is brittle on small reductions in
-    float32, where another summation order is 5-20x the reference's lucky error: the bundled
-    conv2d's bias and modconv's modulation gradients).  One small function, so that a
-    verdict-policy module can take it over."""
-    return PASS if yours <= limit or within_table else policy.status(policy.ANY)
-
-
-def precision_status(seen: bool, check: str) -> str:
-    """The status of a precision observation inside tolerance (a float64 result only
-    float32-accurate, compare.float32_accurate): one warn per op and case (`seen`: the case
-    has one already), the others pass pointing to it.  A verdict-policy module may take it."""
-    return PASS if seen else policy.status(check, "precision_loss")
 
 
 def own_error(lows: Sequence[Tensor | None], gold: Tensor, dtype: str,

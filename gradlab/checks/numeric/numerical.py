@@ -18,6 +18,7 @@ from torch import Tensor
 
 from gradlab.cases import Inputs, call, dtype_name
 from gradlab.checks.diagnosis import diagnose as dg
+from gradlab.checks.diagnosis import policy
 from gradlab.checks.diagnosis.hints import UNEXPLAINED, explain, factor_hint
 from gradlab.checks.numeric import fdcauses as fd
 from gradlab.checks.numeric import fdstep
@@ -26,7 +27,7 @@ from gradlab.checks.numeric.compare import chain_rule_ignored
 from gradlab.checks.numeric.conjugate import conjugate_missed
 from gradlab.checks.numeric.context import CaseContext
 from gradlab.model import Tolerance
-from gradlab.results import FAIL, PASS, SKIP, CheckRow, Element, ErrorStats, Finding, ProbeStats
+from gradlab.results import PASS, SKIP, CheckRow, Element, ErrorStats, Finding, ProbeStats
 
 #: A dense Jacobian costs 2 forward calls per input element and one backward call per output
 #: element.  In auto mode a failing probe is diagnosed densely (exact wrong entries, transposed
@@ -127,7 +128,7 @@ def jacobian_row(ctx: CaseContext, check: str, fn: Callable[..., object], inputs
         return ctx.row("base", check, PASS, max_abs_err=max_abs, max_rel_err=max_rel,
                        seconds=seconds, mode=mode, dtype=dtype, reason=kink)
     hint = next((f.hint for f in findings if f.hint), "")
-    row = ctx.row("base", check, FAIL, max_abs_err=max_abs, max_rel_err=max_rel,
+    row = ctx.row("base", check, policy.wrong(check), max_abs_err=max_abs, max_rel_err=max_rel,
                   seconds=seconds, hint=hint, mode=mode, findings=findings, dtype=dtype)
     if hint in UNEXPLAINED and chain_rule_ignored(fn, inputs, gen):
         explain(row, "no_chain_rule")
