@@ -30,10 +30,10 @@ import json
 import statistics
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils.benchmark import Timer
@@ -42,6 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from gradlab import bench
 from gradlab.ops.involution import involution, involution_reference
+
+if TYPE_CHECKING:
+    from gradlab.kernels.involution_shapes import InvolutionShape
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_SPEC = ROOT / "specs" / "involution.yaml"
@@ -109,49 +112,70 @@ LAUNCH_S = 10e-6
 WARP = 32
 
 
+#: The dilation of the benchmark's layers (InvolutionShape has none: 'same' padding at 1).
+DILATION = 1
+
+
 @dataclass(frozen=True)
 class Shape:
-    """One involution layer: x [B, C, H, W], K x K kernels, G = C/group_channels."""
+    """One RedNet-50 stage's involution, by the name this benchmark's tables give it; the layer
+    and its arithmetic (G = C/16, 'same' padding, output size) are the GPU command's
+    (gradlab.kernels.involution_shapes.InvolutionShape, at batch 1)."""
 
     name: str
-    channels: int
-    size: int
-    k: int = 7
-    stride: int = 1
-    dilation: int = 1
-    group_channels: int = 16
+    layer: InvolutionShape
+
+    @property
+    def channels(self) -> int:
+        return self.layer.channels
+
+    @property
+    def size(self) -> int:
+        return self.layer.size
+
+    @property
+    def k(self) -> int:
+        return self.layer.kernel
 
     @property
     def groups(self) -> int:
-        return self.channels // self.group_channels
+        return self.layer.groups
 
     @property
     def padding(self) -> int:
-        return self.dilation * (self.k - 1) // 2  # same-size output at stride 1
+        return self.layer.padding
 
     @property
     def out_size(self) -> int:
-        return (self.size + 2 * self.padding - self.dilation * (self.k - 1) - 1) // self.stride + 1
+        return self.layer.out_size
 
     def geometry(self) -> tuple[int, int, int]:
-        return (self.stride, self.padding, self.dilation)
+        return (self.layer.stride, self.padding, DILATION)
 
     def inputs(self, batch: int, dtype: torch.dtype,
                device: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """x, w (leaves requiring grad) and a grad_output."""
-        o = self.out_size
-        x = torch.randn(batch, self.channels, self.size, self.size, dtype=dtype, device=device)
-        w = torch.randn(batch, self.groups, self.k, self.k, o, o, dtype=dtype, device=device)
+        o, layer = self.out_size, replace(self.layer, batch=batch)
+        x = torch.randn(layer.x_shape, dtype=dtype, device=device)
+        w = torch.randn(layer.w_shape, dtype=dtype, device=device)
         go = torch.randn(batch, self.channels, o, o, dtype=dtype, device=device)
         return x.requires_grad_(), w.requires_grad_(), go
 
+    def record(self) -> dict[str, Any]:
+        """The shape as the JSON output records it."""
+        return {"name": self.name, "channels": self.channels, "size": self.size, "k": self.k,
+                "stride": self.layer.stride, "dilation": DILATION,
+                "group_channels": self.channels // self.groups}
 
-REDNET50 = (
-    Shape("stage1_c64_56", 64, 56),
-    Shape("stage2_c128_28", 128, 28),
-    Shape("stage3_c256_14", 256, 14),
-    Shape("stage4_c512_7", 512, 7),
-)
+
+def rednet50() -> tuple[Shape, ...]:
+    """RedNet-50's four stage layers (gradlab.kernels.involution_shapes.stage_shapes), named
+    stageN_cC_H.  Imported here, not at the top: an environment (TRITON_INTERPRET) set before
+    the first import of gradlab.kernels still counts."""
+    from gradlab.kernels.involution_shapes import stage_shapes
+
+    return tuple(Shape(f"stage{i}_c{s.channels}_{s.size}", s)
+                 for i, s in enumerate(stage_shapes(1), 1))
 
 
 @dataclass(frozen=True)
@@ -248,7 +272,7 @@ def prediction_table(dtypes: tuple[str, ...] = ("float32", "float16"),
         "|---|---|---:|---:|---:|---:|---|---:|---:|",
     ]
     for dtype in dtypes:
-        for shape in REDNET50:
+        for shape in rednet50():
             models = kernel_models(shape, batch, itemsize(dtype))
             total = sum(m.seconds for m in models)
             goal = OFFICIAL_H200_MS[shape.name] / OFFICIAL_FACTOR
@@ -601,7 +625,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--dtype", action="append", choices=("float32", "float16", "bfloat16"),
                         help="repeatable (default: float32)")
-    parser.add_argument("--shape", action="append", choices=[s.name for s in REDNET50],
+    parser.add_argument("--shape", action="append", choices=[s.name for s in rednet50()],
                         help="only these shapes (repeatable; default: all four stages)")
     parser.add_argument("--batch", type=int, default=BATCH)
     parser.add_argument("--repeats", type=int, default=1,
@@ -630,7 +654,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every measurement of the run, as one JSON-able dict."""
     dtypes = tuple(args.dtype or ("float32",))
-    shapes = [s for s in REDNET50 if not args.shape or s.name in args.shape]
+    shapes = [s for s in rednet50() if not args.shape or s.name in args.shape]
     names = tuple(args.kernels or (("new", "v1") if args.device == "cuda" else ()))
     mods = kernel_modules(names)
     name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
@@ -653,7 +677,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {"torch": torch.__version__, "device": args.device, "device_name": name,
             "batch": args.batch, "kernels": list(names), "rows": rows, "cases": cases,
             "configs": configs, "goals": goals(rows, cases, args.device, name),
-            "shapes": [asdict(s) for s in shapes]}
+            "shapes": [s.record() for s in shapes]}
 
 
 def main(argv: list[str] | None = None) -> int:
