@@ -125,47 +125,25 @@ class Shape:
     name: str
     layer: InvolutionShape
 
-    @property
-    def channels(self) -> int:
-        return self.layer.channels
-
-    @property
-    def size(self) -> int:
-        return self.layer.size
-
-    @property
-    def k(self) -> int:
-        return self.layer.kernel
-
-    @property
-    def groups(self) -> int:
-        return self.layer.groups
-
-    @property
-    def padding(self) -> int:
-        return self.layer.padding
-
-    @property
-    def out_size(self) -> int:
-        return self.layer.out_size
-
     def geometry(self) -> tuple[int, int, int]:
-        return (self.layer.stride, self.padding, DILATION)
+        return (self.layer.stride, self.layer.padding, DILATION)
 
     def inputs(self, batch: int, dtype: torch.dtype,
                device: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """x, w (leaves requiring grad) and a grad_output."""
-        o, layer = self.out_size, replace(self.layer, batch=batch)
+        layer = replace(self.layer, batch=batch)
+        o = layer.out_size
         x = torch.randn(layer.x_shape, dtype=dtype, device=device)
         w = torch.randn(layer.w_shape, dtype=dtype, device=device)
-        go = torch.randn(batch, self.channels, o, o, dtype=dtype, device=device)
+        go = torch.randn(batch, layer.channels, o, o, dtype=dtype, device=device)
         return x.requires_grad_(), w.requires_grad_(), go
 
     def record(self) -> dict[str, Any]:
         """The shape as the JSON output records it."""
-        return {"name": self.name, "channels": self.channels, "size": self.size, "k": self.k,
+        c = self.layer.channels
+        return {"name": self.name, "channels": c, "size": self.layer.size, "k": self.layer.kernel,
                 "stride": self.layer.stride, "dilation": DILATION,
-                "group_channels": self.channels // self.groups}
+                "group_channels": c // self.layer.groups}
 
 
 def rednet50() -> tuple[Shape, ...]:
@@ -191,14 +169,15 @@ class Traffic:
 
 def traffic(shape: Shape, batch: int, itemsize: int) -> Traffic:
     """The byte and FLOP counts of one layer at stride 1 (element counts x itemsize)."""
-    pixels = batch * shape.size * shape.size
-    x = out = pixels * shape.channels
-    w = pixels * shape.groups * shape.k ** 2
-    cols = out * shape.k ** 2  # the unfolded input, and every [B, G, C/G, K², L] product
+    layer = shape.layer
+    pixels = batch * layer.size * layer.size
+    x = out = pixels * layer.channels
+    w = pixels * layer.groups * layer.kernel ** 2
+    cols = out * layer.kernel ** 2  # the unfolded input, and every [B, G, C/G, K², L] product
     custom = 3 * (x + w + out)  # three kernels reading/writing x, w, out once; no zero-fills
     reference = (x + 2 * cols + w + 2 * cols + out) + (out + w + cols) + \
         (out + cols + 2 * cols + w) + (2 * x + cols)
-    flops = 2 * shape.k ** 2 * out
+    flops = 2 * layer.kernel ** 2 * out
     return Traffic(fwd_bytes=(x + w + out) * itemsize, fwd_flops=flops,
                    custom_bytes=custom * itemsize, reference_bytes=reference * itemsize,
                    total_flops=3 * flops)
@@ -236,10 +215,11 @@ def kernel_models(shape: Shape, batch: int, itemsize: int) -> list[KernelModel]:
     """forward, grad_input, grad_weight at stride 1: each gathers K² elements per element of
     its tile (x; grad_output for grad_input), plus the per-pixel w row (shared by the group's
     channels; gathered in grad_input), and moves x, w and out-sized tensors through DRAM once."""
-    taps = shape.k ** 2
-    elems = batch * shape.channels * shape.size ** 2
-    w_elems = batch * shape.groups * taps * shape.size ** 2
-    lines = lines_per_warp_load(shape.size, itemsize)
+    layer = shape.layer
+    taps = layer.kernel ** 2
+    elems = batch * layer.channels * layer.size ** 2
+    w_elems = batch * layer.groups * taps * layer.size ** 2
+    lines = lines_per_warp_load(layer.size, itemsize)
     dram = (2 * elems + w_elems) * itemsize / (PREDICT_GBPS * 1e9 * DRAM_EFFICIENCY)
     out = []
     for kernel, w_gathered in (("forward", False), ("grad_input", True),
@@ -278,7 +258,7 @@ def prediction_table(dtypes: tuple[str, ...] = ("float32", "float16"),
             goal = OFFICIAL_H200_MS[shape.name] / OFFICIAL_FACTOR
             lines.append(
                 f"| {shape.name} | {dtype} | "
-                f"{lines_per_warp_load(shape.size, itemsize(dtype)):.2f} | "
+                f"{lines_per_warp_load(shape.layer.size, itemsize(dtype)):.2f} | "
                 + " | ".join(f"{m.seconds * 1e6:.0f}" for m in models)
                 + f" | {models[0].bound} | {total * 1e3:.3f} | {goal:.2f} |")
     return "\n".join(lines)
