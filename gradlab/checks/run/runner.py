@@ -1,5 +1,7 @@
-"""The rows of one work item: a case in one dtype on one device (base run and variants), or a
-case's numerical checks; gradlab.checks.run.driver plans the items and runs them."""
+"""The rows of one work item: a case in one dtype on one device (its base rows, made by
+gradlab.checks.numeric.base, and its variants), or a case's numerical checks; torch state kept,
+repro inputs saved, what escapes a check its error row.  gradlab.checks.run.driver plans the
+items and runs them."""
 
 from __future__ import annotations
 
@@ -9,46 +11,31 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import torch
-from torch import Tensor
 
 from gradlab import ops, tf32
-from gradlab.cases import Inputs, NonLeafInputs, case_seed, materialize
+from gradlab.cases import NonLeafInputs, case_seed, materialize
 from gradlab.checks.diagnosis import policy
-from gradlab.checks.diagnosis.hints import UNEXPLAINED, crash_hint, explain
+from gradlab.checks.diagnosis.hints import crash_hint
 from gradlab.checks.families.variants import Baseline, variant_rows
 from gradlab.checks.numeric import lowprec
 from gradlab.checks.numeric.autocast import autocast_row
+from gradlab.checks.numeric.base import against_reference, base_contract, base_of, reference_run
 from gradlab.checks.numeric.capabilities import capability_rows
-from gradlab.checks.numeric.compare import chain_rule_ignored, compare_runs
-from gradlab.checks.numeric.conjugate import conjugate_missed
 from gradlab.checks.numeric.context import (
     CaseContext,
     crash_location,
     first_line,
     raised_in_user_code,
 )
-from gradlab.checks.numeric.contract import (
-    as_differentiated,
-    backward_checks,
-    contract_row,
-    differentiability,
-)
-from gradlab.checks.numeric.execute import (
-    Run,
-    as_dtypes_of,
-    draws_matter,
-    rng_judged,
-    rng_replayed,
-    run_once,
-)
+from gradlab.checks.numeric.contract import as_differentiated
+from gradlab.checks.numeric.execute import as_dtypes_of, rng_judged, rng_replayed, run_once
 from gradlab.checks.numeric.forward_ad import forward_ad_row
-from gradlab.checks.numeric.jacobian import Backward, build_backward
+from gradlab.checks.numeric.jacobian import build_backward
 from gradlab.checks.numeric.numerical import jacobian_check
-from gradlab.checks.numeric.rawbackward import grad_output_as
 from gradlab.checks.numeric.second_order import blame_precision, second_order_row
 from gradlab.checks.run.options import Options
 from gradlab.checks.run.plan import Item, enabled_checks
-from gradlab.model import Case, OpDef, Target
+from gradlab.model import Case, Target
 from gradlab.repro import save_failures
 from gradlab.results import ERROR, SKIP, CheckRow, Finding
 from gradlab.torchstate import RngState, TorchState, case_rng, preserved_rng
@@ -116,64 +103,6 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
     return ctx.rows
 
 
-def reference_run(op: OpDef, ref_inputs: Inputs, low_inputs: Inputs | None,
-                  grad_outs: list[Tensor] | None, gen: torch.Generator) -> tuple[Run, str]:
-    """The reference's run the base rows compare with: in float64 (the gold), or, where its
-    forward refuses float64, in the case's own dtype on the same values (low_inputs), judged by
-    the fixed table; with the note that says so ("" for the float64 run)."""
-    assert op.reference is not None
-    want = run_once(op.reference, ref_inputs, grad_outs, gen)
-    if want.error is None or want.stage != "forward" or low_inputs is None:
-        return want, ""
-    alt = run_once(op.reference, low_inputs.clone(), grad_outs, gen)
-    if alt.error is not None:
-        return want, ""
-    return alt, (f"no float64 run of the reference ({first_line(want.error)}): judged by the "
-                 "fixed tolerance table against the reference in this dtype")
-
-
-def against_reference(ctx: CaseContext, runs: tuple[Run, Run], inputs: tuple[Inputs, Inputs],
-                      low: lowprec.Lows | None, checks: frozenset[str],
-                      gen: torch.Generator) -> None:
-    """The base forward and gradient rows against the reference's run (and its own in the
-    case's dtype, `low`), with the diagnoses only a failing gradient asks for."""
-    (got, want), (inputs_, ref_inputs) = runs, inputs
-    op = ctx.op
-    assert op.reference is not None
-    rows = compare_runs(ctx, "base", got, want, inputs_, op.tolerance(ctx.dtype), checks=checks,
-                        low=low)
-    rng_replayed([r for r in rows if r.failed and r.check == "gradient"], got,
-                 draws_matter([(op.function, inputs_, got), (op.reference, ref_inputs, want)],
-                              gen))
-    failed = [r for r in rows if r.failed and r.check == "gradient"]
-    if failed and failed[-1].hint in UNEXPLAINED and chain_rule_ignored(
-            op.function, inputs_.clone(), gen):
-        explain(failed[-1], "no_chain_rule")
-    elif failed and failed[-1].hint in UNEXPLAINED and conjugate_missed(op.function, inputs_):
-        explain(failed[-1], "conjugate")
-
-
-def base_contract(ctx: CaseContext, got: Run, want: Run, inputs: Inputs,
-                  grad_outs: list[Tensor] | None) -> Run | None:
-    """The base run's contract row; `got` when its graph may take more backwards (the
-    grad_output variants reuse it), else None."""
-    # a backward that raised may still have shown what it returns
-    # the second backward runs on the base run's own graph (its first was the base run's)
-    twice, note = ([], "") if got.error is not None or grad_outs is None else \
-        backward_checks(ctx.op.function, got.outs, inputs,
-                        [grad_output_as(g, o, "contiguous")
-                         for g, o in zip(grad_outs, got.outs, strict=True)],
-                        got.grads, ctx.op.tolerance(ctx.dtype))
-    # the reference's run says which outputs are differentiable (want is got without one)
-    fails, warns = differentiability(got.outs, want.outs)
-    contract_row(ctx, "base", got.contract + twice + fails, passing=True,
-                 unavailable=got.raw_unavailable, no_custom=got.no_custom, note=note,
-                 warnings=warns)
-    # backward ran again on the base graph alike (after another forward too): the grad_output
-    # variants may run it again
-    return got if got.error is None and not got.contract and not twice else None
-
-
 def numerical_rows(target: Target, case: Case, device: str, options: Options,
                    seed: int) -> list[CheckRow]:
     """The rows made once per case and device: jacobian and second_order in the numerical
@@ -223,15 +152,6 @@ def numerical_rows(target: Target, case: Case, device: str, options: Options,
         guarded_check(ctx, "capabilities", lambda: capability_rows(
             ctx, pristine.clone(), gen, base=base_of(bw), state=state))
     return ctx.rows
-
-
-def base_of(bw: Backward | None) -> Run | None:
-    """The jacobian graph's first backward as a run (outputs, gradients, their grad_outputs),
-    when it ran and backward gave a gradient for every input; else None."""
-    if bw is None or bw.first is None or any(g is None for g in bw.first[1]):
-        return None
-    v, grads = bw.first
-    return Run(list(bw.outputs), list(grads), grad_outs64=bw.split(v))
 
 
 def guarded_check(ctx: CaseContext, check: str, make_rows: Callable[[], object]) -> None:
