@@ -30,10 +30,10 @@ import json
 import statistics
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils.benchmark import Timer
@@ -42,6 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from gradlab import bench
 from gradlab.ops.involution import involution, involution_reference
+
+if TYPE_CHECKING:
+    from gradlab.kernels.involution_shapes import InvolutionShape
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_SPEC = ROOT / "specs" / "involution.yaml"
@@ -109,49 +112,48 @@ LAUNCH_S = 10e-6
 WARP = 32
 
 
+#: The dilation of the benchmark's layers (InvolutionShape has none: 'same' padding at 1).
+DILATION = 1
+
+
 @dataclass(frozen=True)
 class Shape:
-    """One involution layer: x [B, C, H, W], K x K kernels, G = C/group_channels."""
+    """One RedNet-50 stage's involution, by the name this benchmark's tables give it; the layer
+    and its arithmetic (G = C/16, 'same' padding, output size) are the GPU command's
+    (gradlab.kernels.involution_shapes.InvolutionShape, at batch 1)."""
 
     name: str
-    channels: int
-    size: int
-    k: int = 7
-    stride: int = 1
-    dilation: int = 1
-    group_channels: int = 16
-
-    @property
-    def groups(self) -> int:
-        return self.channels // self.group_channels
-
-    @property
-    def padding(self) -> int:
-        return self.dilation * (self.k - 1) // 2  # same-size output at stride 1
-
-    @property
-    def out_size(self) -> int:
-        return (self.size + 2 * self.padding - self.dilation * (self.k - 1) - 1) // self.stride + 1
+    layer: InvolutionShape
 
     def geometry(self) -> tuple[int, int, int]:
-        return (self.stride, self.padding, self.dilation)
+        return (self.layer.stride, self.layer.padding, DILATION)
 
     def inputs(self, batch: int, dtype: torch.dtype,
                device: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """x, w (leaves requiring grad) and a grad_output."""
-        o = self.out_size
-        x = torch.randn(batch, self.channels, self.size, self.size, dtype=dtype, device=device)
-        w = torch.randn(batch, self.groups, self.k, self.k, o, o, dtype=dtype, device=device)
-        go = torch.randn(batch, self.channels, o, o, dtype=dtype, device=device)
+        layer = replace(self.layer, batch=batch)
+        o = layer.out_size
+        x = torch.randn(layer.x_shape, dtype=dtype, device=device)
+        w = torch.randn(layer.w_shape, dtype=dtype, device=device)
+        go = torch.randn(batch, layer.channels, o, o, dtype=dtype, device=device)
         return x.requires_grad_(), w.requires_grad_(), go
 
+    def record(self) -> dict[str, Any]:
+        """The shape as the JSON output records it."""
+        c = self.layer.channels
+        return {"name": self.name, "channels": c, "size": self.layer.size, "k": self.layer.kernel,
+                "stride": self.layer.stride, "dilation": DILATION,
+                "group_channels": c // self.layer.groups}
 
-REDNET50 = (
-    Shape("stage1_c64_56", 64, 56),
-    Shape("stage2_c128_28", 128, 28),
-    Shape("stage3_c256_14", 256, 14),
-    Shape("stage4_c512_7", 512, 7),
-)
+
+def rednet50() -> tuple[Shape, ...]:
+    """RedNet-50's four stage layers (gradlab.kernels.involution_shapes.stage_shapes), named
+    stageN_cC_H.  Imported here, not at the top: an environment (TRITON_INTERPRET) set before
+    the first import of gradlab.kernels still counts."""
+    from gradlab.kernels.involution_shapes import stage_shapes
+
+    return tuple(Shape(f"stage{i}_c{s.channels}_{s.size}", s)
+                 for i, s in enumerate(stage_shapes(1), 1))
 
 
 @dataclass(frozen=True)
@@ -167,14 +169,15 @@ class Traffic:
 
 def traffic(shape: Shape, batch: int, itemsize: int) -> Traffic:
     """The byte and FLOP counts of one layer at stride 1 (element counts x itemsize)."""
-    pixels = batch * shape.size * shape.size
-    x = out = pixels * shape.channels
-    w = pixels * shape.groups * shape.k ** 2
-    cols = out * shape.k ** 2  # the unfolded input, and every [B, G, C/G, K², L] product
+    layer = shape.layer
+    pixels = batch * layer.size * layer.size
+    x = out = pixels * layer.channels
+    w = pixels * layer.groups * layer.kernel ** 2
+    cols = out * layer.kernel ** 2  # the unfolded input, and every [B, G, C/G, K², L] product
     custom = 3 * (x + w + out)  # three kernels reading/writing x, w, out once; no zero-fills
     reference = (x + 2 * cols + w + 2 * cols + out) + (out + w + cols) + \
         (out + cols + 2 * cols + w) + (2 * x + cols)
-    flops = 2 * shape.k ** 2 * out
+    flops = 2 * layer.kernel ** 2 * out
     return Traffic(fwd_bytes=(x + w + out) * itemsize, fwd_flops=flops,
                    custom_bytes=custom * itemsize, reference_bytes=reference * itemsize,
                    total_flops=3 * flops)
@@ -212,10 +215,11 @@ def kernel_models(shape: Shape, batch: int, itemsize: int) -> list[KernelModel]:
     """forward, grad_input, grad_weight at stride 1: each gathers K² elements per element of
     its tile (x; grad_output for grad_input), plus the per-pixel w row (shared by the group's
     channels; gathered in grad_input), and moves x, w and out-sized tensors through DRAM once."""
-    taps = shape.k ** 2
-    elems = batch * shape.channels * shape.size ** 2
-    w_elems = batch * shape.groups * taps * shape.size ** 2
-    lines = lines_per_warp_load(shape.size, itemsize)
+    layer = shape.layer
+    taps = layer.kernel ** 2
+    elems = batch * layer.channels * layer.size ** 2
+    w_elems = batch * layer.groups * taps * layer.size ** 2
+    lines = lines_per_warp_load(layer.size, itemsize)
     dram = (2 * elems + w_elems) * itemsize / (PREDICT_GBPS * 1e9 * DRAM_EFFICIENCY)
     out = []
     for kernel, w_gathered in (("forward", False), ("grad_input", True),
@@ -248,13 +252,13 @@ def prediction_table(dtypes: tuple[str, ...] = ("float32", "float16"),
         "|---|---|---:|---:|---:|---:|---|---:|---:|",
     ]
     for dtype in dtypes:
-        for shape in REDNET50:
+        for shape in rednet50():
             models = kernel_models(shape, batch, itemsize(dtype))
             total = sum(m.seconds for m in models)
             goal = OFFICIAL_H200_MS[shape.name] / OFFICIAL_FACTOR
             lines.append(
                 f"| {shape.name} | {dtype} | "
-                f"{lines_per_warp_load(shape.size, itemsize(dtype)):.2f} | "
+                f"{lines_per_warp_load(shape.layer.size, itemsize(dtype)):.2f} | "
                 + " | ".join(f"{m.seconds * 1e6:.0f}" for m in models)
                 + f" | {models[0].bound} | {total * 1e3:.3f} | {goal:.2f} |")
     return "\n".join(lines)
@@ -601,7 +605,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--dtype", action="append", choices=("float32", "float16", "bfloat16"),
                         help="repeatable (default: float32)")
-    parser.add_argument("--shape", action="append", choices=[s.name for s in REDNET50],
+    parser.add_argument("--shape", action="append", choices=[s.name for s in rednet50()],
                         help="only these shapes (repeatable; default: all four stages)")
     parser.add_argument("--batch", type=int, default=BATCH)
     parser.add_argument("--repeats", type=int, default=1,
@@ -630,7 +634,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every measurement of the run, as one JSON-able dict."""
     dtypes = tuple(args.dtype or ("float32",))
-    shapes = [s for s in REDNET50 if not args.shape or s.name in args.shape]
+    shapes = [s for s in rednet50() if not args.shape or s.name in args.shape]
     names = tuple(args.kernels or (("new", "v1") if args.device == "cuda" else ()))
     mods = kernel_modules(names)
     name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
@@ -653,7 +657,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {"torch": torch.__version__, "device": args.device, "device_name": name,
             "batch": args.batch, "kernels": list(names), "rows": rows, "cases": cases,
             "configs": configs, "goals": goals(rows, cases, args.device, name),
-            "shapes": [asdict(s) for s in shapes]}
+            "shapes": [s.record() for s in shapes]}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -62,7 +62,7 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     take the larger of it and gradcheck's per component), and "finite_differences" -> (atol,
     rtol) for the finite-difference checks outright.  checks: names
     from gradlab.model.CHECKS.  requires: capabilities (gradlab.model.CAPABILITIES) whose
-    absence fails instead of warning or passing with a reason (gradlab.checks.policy says
+    absence fails instead of warning or passing with a reason (gradlab.checks.diagnosis.policy says
     which); strict: every warn row fails.  capabilities: "default" measures all but
     torch.compile, "all" that too (seconds more).  special: arg index -> values the special
     variant plants at a few positions of that input besides 0 ({0: [1.0]}).  timeout, max_memory,
@@ -74,7 +74,7 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     status, errors, hint and findings per check and variant (words.message(row) says one).
     """
     from gradlab.apiguard import guarded_run
-    from gradlab.checks.context import Options, measured_capabilities
+    from gradlab.checks.run.options import Options, measured_capabilities
     from gradlab.model import Target, canonical_check, canonical_dtype
 
     _known_capabilities(requires)
@@ -104,7 +104,7 @@ def _example_op(fn: Callable[..., Any], args: Sequence[Any], *,
     import torch
 
     from gradlab.cases import dtype_name
-    from gradlab.checks.values import special_mapping
+    from gradlab.checks.families.values import special_mapping
     from gradlab.model import FD_TOLERANCE_KEY, Case, OpDef, Tolerance, canonical_dtype
     from gradlab.spec import as_callable
     from gradlab.spec.imports import function_name

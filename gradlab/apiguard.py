@@ -22,8 +22,8 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
-from gradlab.checks.context import Options
-from gradlab.checks.driver import run
+from gradlab.checks.run.driver import run
+from gradlab.checks.run.options import Options
 from gradlab.errors import ExitCode, GradlabError
 from gradlab.guard import default_limit, parse_size
 from gradlab.model import Target

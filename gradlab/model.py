@@ -53,8 +53,9 @@ LAYOUTS = ("contiguous", "channels_last", "transposed", "strided")
 #:                 reference's jvp, in float64 (gradcheck's check_forward_ad; a Function without
 #:                 jvp where the reference has forward mode: information, the matrix's fwd);
 #: - autocast:     forward and gradients under torch.autocast against the reference under the
-#:                 same autocast (see gradlab.checks.autocast);
-#: - capabilities: what else the Function supports, measured (see gradlab.checks.capabilities):
+#:                 same autocast (see gradlab.checks.numeric.autocast);
+#: - capabilities: what else the Function supports, measured (see
+#:   gradlab.checks.numeric.capabilities):
 #:                 torch.compile, torch.func vmap and grad, a deterministic backward,
 #:                 non-contiguous inputs, CUDA.
 CHECKS = ("forward", "gradient", "contract", "jacobian", "second_order", "forward_ad",
@@ -63,12 +64,12 @@ CHECKS = ("forward", "gradient", "contract", "jacobian", "second_order", "forwar
 CHECK_ALIASES = {"gradcheck": "jacobian", "gradgradcheck": "second_order"}
 
 #: Capabilities a Function can lack while its reference has them, found by a check of their
-#: own (what a missing one is, warn or information: gradlab.checks.policy.MISSING; `requires:
-#: [...]` in a spec makes it a failure).
+#: own (what a missing one is, warn or information: gradlab.checks.diagnosis.policy.MISSING;
+#: `requires: [...]` in a spec makes it a failure).
 WARN_CAPABILITIES = ("second_order", "autocast", "expanded_input", "forward_ad")
-#: Capabilities measured by gradlab.checks.capabilities' probes, information when missing
-#: (gradlab.checks.policy): the capability matrix shows them; `requires: [...]` makes a missing
-#: one a failure.
+#: Capabilities measured by gradlab.checks.numeric.capabilities' probes, information when missing
+#: (gradlab.checks.diagnosis.policy): the capability matrix shows them; `requires: [...]` makes a
+#: missing one a failure.
 INFO_CAPABILITIES = ("compile", "vmap", "func_grad", "deterministic", "noncontiguous", "cuda",
                      "batched_grad")
 #: Every capability a spec can require.
@@ -83,7 +84,7 @@ COSTLY_CAPABILITIES = ("compile",)
 #: among the 16-bit types most kernels have; CUDA's default is float16).
 AUTOCAST_DTYPES = {"cpu": "bfloat16", "cuda": "float16"}
 
-#: Variant families, as named in specs and options (see gradlab.checks.variants).
+#: Variant families, as named in specs and options (see gradlab.checks.families.variants).
 VARIANT_FAMILIES = ("noncontiguous", "transposed", "channels_last", "expanded", "grad_output",
                     "requires_grad", "undefined_grad", "size1", "magnitude", "ragged", "small",
                     "special", "ties", "repeated_index")
@@ -170,7 +171,8 @@ class TensorArg:
     transpose: tuple[int, int] = (-2, -1)
     strides: tuple[int, ...] | None = None
     values: FixedValues | None = None
-    #: values the special variant plants at a few positions (besides 0: gradlab.checks.values)
+    #: values the special variant plants at a few positions (besides 0:
+    #: gradlab.checks.families.values)
     special: tuple[float, ...] = ()
 
 
@@ -249,7 +251,7 @@ class OpDef:
 
     def autocast_tolerance(self, dtype: str, input_dtype: str) -> Tolerance:
         """The autocast check's fixed tolerance (two runs in the autocast dtype compared with
-        each other, beside the low-precision criterion: gradlab.checks.autocast):
+        each other, beside the low-precision criterion: gradlab.checks.numeric.autocast):
         `dtype`'s (the autocast dtype; the user's when set, else the strict table's),
         loosened per component to the user's tolerance for the inputs' dtype where one was set:
         an error by design (an approximate method) stays under autocast, beside its rounding."""

@@ -13,7 +13,7 @@ Which YAML files it collects, conservatively (a repository's other YAML is never
 and of those only files that parse as gradlab specs: a YAML mapping with an `op:`, `function:`
 or `ops:` key.  An invalid spec of that shape is a collection error naming file and key.
 
-Each item runs in a worker process (gradlab.checks.isolate), as `gradlab check` runs cases: a
+Each item runs in a worker process (gradlab.checks.run.isolate), as `gradlab check` runs cases: a
 Function that segfaults, exits or hangs past gradlab.guard.DEFAULT_TIMEOUT_S fails its item
 (naming the signal) and the session goes on.  One worker serves the whole session (kept
 between items, replaced after a death), started as collection ends: an item costs a few
@@ -67,14 +67,14 @@ def isolated(config: pytest.Config) -> bool:
 def pytest_collection_finish(session: pytest.Session) -> None:
     # the worker imports torch while pytest reports collection and runs the tests before
     if isolated(session.config) and any(isinstance(i, SpecItem) for i in session.items):
-        from gradlab.checks.warm import warm_up
+        from gradlab.checks.run.warm import warm_up
 
         warm_up(1)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if "gradlab.checks.isolate" in sys.modules:  # only when a spec item ran isolated
-        from gradlab.checks.isolate import close_idle
+    if "gradlab.checks.run.isolate" in sys.modules:  # only when a spec item ran isolated
+        from gradlab.checks.run.isolate import close_idle
 
         close_idle()
 
@@ -158,7 +158,7 @@ class SpecItem(pytest.Item):
         self.case = case
 
     def runtest(self) -> None:
-        from gradlab.checks.driver import run
+        from gradlab.checks.run.driver import run
         from gradlab.render.diagnosis import skip_reason
         from gradlab.results import SKIP, exit_code
         from gradlab.testing import failure_text
@@ -178,8 +178,8 @@ class SpecItem(pytest.Item):
     def options(self) -> Any:
         """The run's Options: isolated in a kept worker unless --gradlab-inprocess (or the
         target cannot travel to one: a Function that does not pickle)."""
-        from gradlab.checks.context import Options
-        from gradlab.checks.isolate import picklable
+        from gradlab.checks.run.isolate import picklable
+        from gradlab.checks.run.options import Options
         from gradlab.guard import DEFAULT_TIMEOUT_S
 
         options = Options()

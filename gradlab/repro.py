@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # torch is imported where a file is written or read: the CLI's parent process builds
-# ReproCommand without it (see gradlab.checks.warm)
+# ReproCommand without it (see gradlab.checks.run.warm)
 from gradlab.fileio import atomic_write_with, safe_name
 from gradlab.model import Case, Target
 from gradlab.results import CheckRow
@@ -57,7 +57,7 @@ def save_failures(rows: list[CheckRow], target: Target, case: Case, dtype: str, 
 
 
 #: The checks of a case's per-dtype item (its base run and variants); the others are its
-#: numerical item's (gradlab.checks.plan).
+#: numerical item's (gradlab.checks.run.plan).
 CASE_CHECKS = ("forward", "gradient", "contract")
 
 

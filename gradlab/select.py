@@ -107,7 +107,7 @@ def variant_family(name: str) -> str:
 
 
 #: What follows a family in a variant's own name: 'noncontiguous[0]', 'grad_output:transposed',
-#: 'requires_grad=[1]' (gradlab.checks.variants names them so).
+#: 'requires_grad=[1]' (gradlab.checks.families.variants names them so).
 _NAME_TAIL = re.compile(r"(\[.*\]|:\w+|=\[.*\])")
 
 

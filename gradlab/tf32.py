@@ -7,7 +7,8 @@ torch's defaults on an Ampere or later GPU: cuDNN convolutions use it
 torch 2.9 added the fp32_precision settings ('tf32' or 'ieee' per backend and operator, 'none':
 inherit); mixing them with the legacy flags makes the legacy getters raise, so every read here
 is guarded.  `settings` is what the environment record (gradlab.envinfo) and every CUDA report
-state; `disabled` turns every one off for a block (the tf32 hint's rerun, gradlab.checks.runner).
+state; `disabled` turns every one off for a block (the tf32 hint's rerun,
+gradlab.checks.run.runner).
 """
 
 from __future__ import annotations

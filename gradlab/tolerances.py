@@ -66,7 +66,7 @@ PRECISION_FACTOR = 2.0
 FLOOR_ULPS = 1.0
 #: Each dtype's machine epsilon (torch.finfo(dtype).eps), without torch.
 #: "tf32": float32 convolutions and matmuls on a GPU with TF32 on (a 10-bit mantissa, as
-#: float16's), the floor's format there (gradlab.checks.compare.floor_dtype).
+#: float16's), the floor's format there (gradlab.checks.numeric.compare.floor_dtype).
 EPS = {"float64": 2.0 ** -52, "float32": 2.0 ** -23, "float16": 2.0 ** -10,
        "bfloat16": 2.0 ** -7, "tf32": 2.0 ** -10}
 

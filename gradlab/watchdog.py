@@ -8,7 +8,7 @@ while a memory limit is on) and raises `LimitExceeded` in the checking thread th
 `PyThreadState_SetAsyncExc`.  The exception lands at the next bytecode that thread runs: a loop
 in Python (an adaptive solver's steps, a growing list of tensors) stops within a poll, one long
 C call (a kernel, one long sleep) only once it returns.  Only another process can stop those:
-`gradlab check` runs each case in a worker for that (gradlab.checks.isolate).
+`gradlab check` runs each case in a worker for that (gradlab.checks.run.isolate).
 
 A run's deadline in the main thread is kept by a signal instead (`alarm`: SIGALRM from
 setitimer, the previous handler and timer saved and put back): a signal interrupts a blocking

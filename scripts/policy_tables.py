@@ -1,5 +1,5 @@
-"""Render gradlab.checks.policy's table into README.md (short) and docs/verdicts.md (full),
-between their <!-- policy:begin --> and <!-- policy:end --> markers.
+"""Render gradlab.checks.diagnosis.policy's table into README.md (short) and docs/verdicts.md
+(full), between their <!-- policy:begin --> and <!-- policy:end --> markers.
 
     python scripts/policy_tables.py          # rewrite both files
     python scripts/policy_tables.py --check  # exit 1 when either is out of date
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gradlab.checks.policy import rendered
+from gradlab.checks.diagnosis.policy import rendered
 
 ROOT = Path(__file__).resolve().parent.parent
 #: file -> whether it holds the short table.

@@ -1,5 +1,5 @@
-"""The batched_grad capability (gradlab.checks.batched_grad): backward under vmap over a batch
-of grad_outputs (autograd.grad with is_grads_batched) against one backward per grad_output,
+"""The batched_grad capability (gradlab.checks.numeric.batched_grad): backward under vmap over a
+batch of grad_outputs (autograd.grad with is_grads_batched) against one backward per grad_output,
 through gradlab.check and through specs, beside a correct twin."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from conftest import DATA
 from typer.testing import CliRunner
 
 import gradlab
-from gradlab.checks import batched_grad
+from gradlab.checks.numeric import batched_grad
 from gradlab.cli import app
 from gradlab.results import FAIL, PASS, SKIP
 from gradlab.results.capabilities import NA, NO, WRONG, YES, capability_matrix

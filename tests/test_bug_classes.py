@@ -47,8 +47,8 @@ CASES = {
 CHECK = {"magnitude_naive": "gradient", "ragged_floor": "gradient"}
 #: the shape of the example inputs (a multiple of the tile: the base case passes)
 SHAPE = {"ragged_floor": (4, 16)}
-#: hazards found by looking, not shown by a wrong number: a warn (gradlab.checks.policy), a
-#: failure under --strict; reported once, on the base row
+#: hazards found by looking, not shown by a wrong number: a warn (gradlab.checks.diagnosis.policy),
+#: a failure under --strict; reported once, on the base row
 WARNS = {"input_on_ctx"}
 #: the spec of each broken Function and of its twin
 SPECS = {"output_on_ctx": "output_saved", "input_on_ctx": "input_saved",

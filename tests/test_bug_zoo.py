@@ -725,8 +725,8 @@ BUGS = [
         H("second_order_only"), check="second_order", variants=("base",), input=0,
         located=True, base_clean=FIRST_ORDER - {"contract"}, options={"second_order": True}),
     # the same mistake seen directly: the input's storage is a ctx attribute
-    # a hazard found by aliasing (no in-place update shows it): a warn (gradlab.checks.policy),
-    # a failure under strict, on the base row only
+    # a hazard found by aliasing (no in-place update shows it): a warn
+    # (gradlab.checks.diagnosis.policy), a failure under strict, on the base row only
     Bug("ctx_stash_seen_on_ctx", SquareCtxStash, Square, one, square_ref, H("ctx_input"),
         check="contract", variants=("base",), options={"strict": True},
         base_clean=ALL - {"contract", "second_order"}),

@@ -208,7 +208,7 @@ def test_plain_torch_callables_are_measured_without_calling_vjp_fn(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # torch.func's vjp_fn imports torch._dynamo (a second) to run torch's own derivatives:
     # a callable of torch ops only is traced by vjp, and its derivatives are torch's
-    from gradlab.checks.capabilities import PLAIN_TORCH
+    from gradlab.checks.numeric.capabilities import PLAIN_TORCH
 
     real_vjp = torch.func.vjp
     called: list[str] = []

@@ -304,7 +304,7 @@ def test_second_order_unknown_once_differentiable_is_information_where_the_refer
         strict: bool) -> None:
     # the reference can be differentiated twice, the Function raises as once_differentiable
     # makes it: a capability it lacks, shown in the matrix (2nd: no), no warn row, not even
-    # under --strict (gradlab.checks.policy: raising is the declared, safe way to lack it)
+    # under --strict (gradlab.checks.diagnosis.policy: raising is the declared, safe way to lack it)
     r = gradlab.check(SquareOnce, [rand(3, 4)], reference=square_ref, strict=strict)
     assert r.passed, [(x.variant, x.check, x.hint, message(x)) for x in r.failures]
     assert not [x for x in r.rows if x.status == "warn"]

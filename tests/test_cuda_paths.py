@@ -25,7 +25,7 @@ from gradlab.bench.memory import cuda_peak
 from gradlab.bench.phase import release
 from gradlab.bench.runner import default_sync
 from gradlab.bench.timing import Task
-from gradlab.checks.capabilities import STOCHASTIC_CUDA
+from gradlab.checks.numeric.capabilities import STOCHASTIC_CUDA
 from gradlab.cli.app import parse_devices, require_devices
 from gradlab.cli.check import auto_jobs
 from gradlab.envinfo import environment

@@ -1,5 +1,5 @@
-"""gradlab.checks.domain: a variant that leaves the reference's own domain is a declared skip,
-never a failure of a correct Function, and never hides a wrong backward.
+"""gradlab.checks.families.domain: a variant that leaves the reference's own domain is a declared
+skip, never a failure of a correct Function, and never hides a wrong backward.
 
 Correct Functions with a domain edge (an explicit RK4 solver with a hand-written adjoint,
 unstable at the magnitude variant's rates; an eigh-based square root and a nearest rotation
@@ -19,7 +19,7 @@ from torch.autograd import Function
 from torch.autograd.function import once_differentiable
 
 import gradlab
-from gradlab.checks import domain
+from gradlab.checks.families import domain
 
 STEPS, DT = 12, 0.05
 
@@ -322,7 +322,7 @@ def test_a_partly_finite_reference_still_judges_its_finite_elements() -> None:
 
 
 def test_moved_measures_relative_change() -> None:
-    from gradlab.checks.execute import Run
+    from gradlab.checks.numeric.execute import Run
 
     a = Run([torch.tensor([1.0, 2.0], dtype=torch.float64)], [])
     b = Run([torch.tensor([1.0, 2.2], dtype=torch.float64)], [])

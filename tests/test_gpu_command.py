@@ -205,7 +205,7 @@ def test_docs_quote_the_scripts_prediction(inv: ModuleType) -> None:
 
 
 def test_the_prediction_counts_bytes_and_flops(inv: ModuleType) -> None:
-    stage1 = inv.REDNET50[0]
+    stage1 = inv.rednet50()[0]
     t = inv.traffic(stage1, 1, 4)  # x, out: 64·56² floats; w: 4·49·56²
     assert t.fwd_bytes == (2 * 64 + 4 * 49) * 56 * 56 * 4
     assert t.fwd_flops == 2 * 49 * 64 * 56 * 56
@@ -214,7 +214,7 @@ def test_the_prediction_counts_bytes_and_flops(inv: ModuleType) -> None:
 
 
 def test_the_model_counts_gathers_and_lines(inv: ModuleType) -> None:
-    stage1 = inv.REDNET50[0]
+    stage1 = inv.rednet50()[0]
     fwd, gx, gw = inv.kernel_models(stage1, 1, 4)
     assert fwd.gathers == 64 * 56 * 56 * 49 == gw.gathers
     # a warp's 32 pixels of a 56-wide image: 1 + 32/56 row pieces, each one line over its
@@ -244,7 +244,7 @@ def stage_row(inv: ModuleType, shape: str, dtype: str, new: float, reference: fl
 
 
 def test_the_goals_are_judged_where_they_apply(inv: ModuleType) -> None:
-    s1, s4 = inv.REDNET50[0].name, inv.REDNET50[-1].name
+    s1, s4 = inv.rednet50()[0].name, inv.rednet50()[-1].name
     rows = [stage_row(inv, s1, "float32", 1.0, 12.0), stage_row(inv, s1, "float16", 0.5, 5.0),
             stage_row(inv, s1, "bfloat16", 0.8, 5.0), stage_row(inv, s4, "float32", 0.9, 2.0)]
     cases = [{"case": "stride2", "ms": {"new": {"forward": 1, "backward": 1, "fwd+bwd": 2},

@@ -21,9 +21,9 @@ from conftest import DATA, ROOT, TESTS
 import gradlab
 from gradlab import guard, watchdog
 from gradlab.apiguard import CheckLimitError, memory_limit
-from gradlab.checks import isolate
-from gradlab.checks.context import Options
-from gradlab.checks.driver import run
+from gradlab.checks.run import isolate
+from gradlab.checks.run.driver import run
+from gradlab.checks.run.options import Options
 from gradlab.errors import SpecError
 from gradlab.results import SKIP
 from gradlab.spec import load_file
@@ -62,7 +62,7 @@ def test_gradlab_inprocess_runs_items_in_pytests_process(pytester: pytest.Pytest
     monkeypatch.delenv("GRADLAB_ISOLATE", raising=False)
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     monkeypatch.setattr(isolate, "spawn", no_worker)
-    monkeypatch.setattr("gradlab.checks.warm.spawn", no_worker)
+    monkeypatch.setattr("gradlab.checks.run.warm.spawn", no_worker)
     spec = pytester.path / "ok.yaml"
     spec.write_text("function: guard_functions:Double\nreference: guard_functions:"
                     "double_reference\nvariants: false\nchecks: [forward, gradient]\n"

@@ -23,9 +23,9 @@ from conftest import DATA
 from typer.testing import CliRunner
 
 import gradlab
-from gradlab.checks import diagnose as dg
-from gradlab.checks import hints
-from gradlab.checks.patterns import find_pattern
+from gradlab.checks.diagnosis import diagnose as dg
+from gradlab.checks.diagnosis import hints
+from gradlab.checks.diagnosis.patterns import find_pattern
 from gradlab.cli import app
 from gradlab.model import Tolerance
 from gradlab.render.words import describe, message
@@ -298,7 +298,8 @@ SPECS = [
 def test_through_a_spec(broken: str, says: str, never: str, twin: str,
                         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(CALIB)
-    # sin_claimed is a warn (gradlab.checks.policy): --strict makes it the failure it tests
+    # sin_claimed is a warn (gradlab.checks.diagnosis.policy): --strict makes it the failure it
+    # tests
     strict = ["--strict"] if broken == "sin_claimed" else []
     out = CliRunner().invoke(app, ["check", f"{broken}.yaml", "--no-isolate", *strict,
                                    "--report-dir", str(tmp_path)])

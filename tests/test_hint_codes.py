@@ -1,4 +1,5 @@
-"""The hint vocabulary against its decisions (gradlab.checks.hintcodes.CODES, words.HINTS).
+"""The hint vocabulary against its decisions (gradlab.checks.diagnosis.hintcodes.CODES,
+words.HINTS).
 
 - every code a decision gives has a sentence, and every sentence a decision (no exceptions);
 - each code is written in the module CODES says decides it (a code moved or renamed there
@@ -18,14 +19,14 @@ import pytest
 import torch
 from conftest import DATA, ROOT, TESTS
 
-from gradlab.checks import diagnose as dg
-from gradlab.checks import hintcodes, hints
+from gradlab.checks.diagnosis import diagnose as dg
+from gradlab.checks.diagnosis import hintcodes, hints
 from gradlab.model import INFO_CAPABILITIES, Tolerance
 from gradlab.render.words import HINTS
 from gradlab.results import ErrorStats
 
 CHECKS = ROOT / "gradlab" / "checks"
-HINTS_SOURCE = (CHECKS / "hints.py").read_text(encoding="utf-8")
+HINTS_SOURCE = (CHECKS / "diagnosis" / "hints.py").read_text(encoding="utf-8")
 DECIDED = {code for codes in hintcodes.CODES.values() for code in codes}
 
 
@@ -46,7 +47,8 @@ def test_each_code_is_listed_once() -> None:
 
 @pytest.mark.parametrize("module", sorted(hintcodes.CODES))
 def test_each_code_is_written_where_codes_says(module: str) -> None:
-    source = (CHECKS / f"{module}.py").read_text(encoding="utf-8")
+    (path,) = CHECKS.rglob(f"{module}.py")  # in whichever sub-package of checks/ it lives
+    source = path.read_text(encoding="utf-8")
     for code in hintcodes.CODES[module]:
         # capabilities builds a missing capability's code as f"{cap}_missing"
         built = (module == "capabilities" and code.endswith("_missing")

@@ -21,9 +21,9 @@ import pandas as pd
 import pytest
 from conftest import DATA
 
-from gradlab.checks import driver
-from gradlab.checks.context import Options
-from gradlab.checks.isolate import describe_exit, picklable
+from gradlab.checks.run import driver
+from gradlab.checks.run.isolate import describe_exit, picklable
+from gradlab.checks.run.options import Options
 from gradlab.spec import resolve
 
 FAULTY = DATA / "faulty"
@@ -294,7 +294,7 @@ class FakeWorker:
         return ""
 
     def outcome(self, waited: float, timeout: float | None) -> Any:
-        from gradlab.checks.isolate import Outcome
+        from gradlab.checks.run.isolate import Outcome
 
         self.inbox.recv()
         self.log.append(("end", self.index))
@@ -302,7 +302,7 @@ class FakeWorker:
 
 
 def test_big_cases_run_side_by_side_only_within_the_memory_budget() -> None:
-    from gradlab.checks.isolate import fits, run_parallel
+    from gradlab.checks.run.isolate import fits, run_parallel
 
     assert fits([], 10, 5) and fits([2], 3, 5) and not fits([2], 4, 5) and fits([9], 9, None)
     weights = [1, 1, 6, 6, 1, 1]  # bytes per item; the budget is 8: the two 6s never overlap
@@ -376,7 +376,7 @@ def test_gradlab_isolate_sets_the_default(value: str, spawns: bool,
                                           tmp_path: Path) -> None:
     from conftest import run_cli
 
-    from gradlab.checks import isolate
+    from gradlab.checks.run import isolate
 
     spawned: list[bool] = []
 

@@ -1,7 +1,8 @@
 """Issue 28: the ecosystem's tolerances, low precision judged against the reference's own error
-(gradlab.tolerances, gradlab.checks.lowprec), finite differences at the step a float32-accurate
-forward permits (gradlab.checks.fdstep), one warn for a precision observation.  Each behaviour
-has a broken Function that must be flagged beside a correct twin that must pass."""
+(gradlab.tolerances, gradlab.checks.numeric.lowprec), finite differences at the step a
+float32-accurate forward permits (gradlab.checks.numeric.fdstep), one warn for a precision
+observation.  Each behaviour has a broken Function that must be flagged beside a correct twin that
+must pass."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from torch.autograd.function import once_differentiable
 
 import gradlab
 from gradlab.cases import Inputs
-from gradlab.checks import fdstep
+from gradlab.checks.numeric import fdstep
 from gradlab.model import DEFAULT_TOLERANCES
 from gradlab.render.words import message
 from gradlab.results import CheckRow, Report

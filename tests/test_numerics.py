@@ -59,7 +59,7 @@ def test_large_outputs_still_catch_a_wrong_derivative(mode: str) -> None:
 
 
 def test_bitwise_equal_tensors_pass_without_measuring_and_nan_still_fails_strictly() -> None:
-    from gradlab.checks.diagnose import compare
+    from gradlab.checks.diagnosis.diagnose import compare
     from gradlab.model import Tolerance
 
     tol = Tolerance(1e-7, 1e-7)

@@ -107,7 +107,7 @@ def test_outputs_the_reference_differentiates_and_the_function_does_not_warn(
     result = CliRunner().invoke(app, ["check", "bn_stats_undifferentiated.yaml", "--no-isolate",
                                       "--report-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    # --strict: every warn fails (gradlab.checks.policy), this one too
+    # --strict: every warn fails (gradlab.checks.diagnosis.policy), this one too
     strict = gradlab.check(of.BatchStats, example((6, 4)),
                            reference=of.batch_stats_differentiable, strict=True)
     assert [(x.check, x.hint) for x in strict.failures] == [

@@ -11,7 +11,7 @@ from torch import Tensor
 from torch.autograd import Function
 
 import gradlab
-from gradlab.checks.patterns import find_pattern
+from gradlab.checks.diagnosis.patterns import find_pattern
 from gradlab.render.words import message
 from gradlab.results import Pattern
 

@@ -14,9 +14,9 @@ from conftest import DATA, TESTS
 from torch import Tensor
 from typer.testing import CliRunner
 
-from gradlab.checks.context import Options
-from gradlab.checks.driver import run
-from gradlab.checks.errormap import error_map
+from gradlab.checks.diagnosis.errormap import error_map
+from gradlab.checks.run.driver import run
+from gradlab.checks.run.options import Options
 from gradlab.cli import app
 from gradlab.model import DEFAULT_TOLERANCES, Case, OpDef, Target
 from gradlab.render.plots import bench_plots, check_heatmaps

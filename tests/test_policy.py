@@ -1,5 +1,5 @@
-"""What turns red (gradlab.checks.policy, issue 28 items 6 and 7): the one table every check
-asks, the README and docs tables rendered from it, and the levels it gives, each beside a
+"""What turns red (gradlab.checks.diagnosis.policy, issue 28 items 6 and 7): the one table every
+check asks, the README and docs tables rendered from it, and the levels it gives, each beside a
 Function that must be flagged and a correct twin that must pass."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from torch.autograd import Function
 from torch.autograd.function import once_differentiable
 
 import gradlab
-from gradlab.checks import hintcodes, policy
+from gradlab.checks.diagnosis import hintcodes, policy
 from gradlab.model import CAPABILITIES
 from gradlab.render.words import HINTS, REASONS, message
 from gradlab.results import STATUSES, WARN
@@ -53,7 +53,7 @@ def test_every_cause_is_a_code_gradlab_words() -> None:
 
 def test_the_policy_module_is_plain_data() -> None:
     """No torch, no other gradlab module: it moves with checks/'s restructuring (issue 31)."""
-    tree = ast.parse((CHECKS_DIR / "policy.py").read_text(encoding="utf-8"))
+    tree = ast.parse((CHECKS_DIR / "diagnosis" / "policy.py").read_text(encoding="utf-8"))
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
                 for a in n.names}
     imported |= {(n.module or "").split(".")[0] for n in ast.walk(tree)
@@ -61,26 +61,31 @@ def test_the_policy_module_is_plain_data() -> None:
     assert imported <= {"__future__", "collections", "dataclasses"}, imported
 
 
-#: The check modules that still decide a fail or warn status by name instead of asking the
-#: policy: compare and numerical (a wrong value is a failure; their rows are being reworked
-#: by issue 28's criterion, converted after that lands), lowprec (that criterion, from the
-#: core branch, met the policy table at the merge: to be converted with them) and variants
-#: (reads a status).
-STILL_INLINE = {"compare.py", "numerical.py", "variants.py"}
+def decides_inline(source: str) -> bool:
+    """Whether a module's source names a fail or warn row status itself (the words, or FAIL or
+    WARN taken from gradlab.results) instead of asking the policy."""
+    for n in ast.walk(ast.parse(source)):
+        if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith(
+                "gradlab.results") and {a.name for a in n.names} & {"FAIL", "WARN"}:
+            return True
+        if isinstance(n, ast.Constant) and n.value in ("fail", "warn"):
+            return True
+    return False
 
 
 def test_checks_ask_the_policy_for_fail_and_warn() -> None:
-    inline = set()
-    for path in CHECKS_DIR.glob("*.py"):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for n in ast.walk(tree):
-            if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith(
-                    "gradlab.results") and {a.name for a in n.names} & {"FAIL", "WARN"}:
-                inline.add(path.name)
-            if isinstance(n, ast.Constant) and n.value in ("fail", "warn") and \
-                    path.name != "policy.py":
-                inline.add(path.name)
-    assert inline <= STILL_INLINE, inline - STILL_INLINE
+    """Every module of checks/ but the policy asks it (issue 31 converted the last ones:
+    compare, numerical, variants and lowprec's criterion, now policy.criterion_status)."""
+    inline = {path.relative_to(CHECKS_DIR).as_posix() for path in CHECKS_DIR.rglob("*.py")
+              if path.name != "policy.py" and decides_inline(path.read_text(encoding="utf-8"))}
+    assert not inline, f"decide fail/warn inline instead of asking policy: {sorted(inline)}"
+
+
+def test_an_inline_decision_is_found() -> None:
+    assert decides_inline('ctx.row(variant, "forward", "fail")')
+    assert decides_inline("from gradlab.results import FAIL, PASS")
+    assert decides_inline("def f() -> None:\n    from gradlab.results.status import WARN\n")
+    assert not decides_inline("from gradlab.results import PASS\nstatus = policy.wrong(check)")
 
 
 def test_levels() -> None:
@@ -91,6 +96,12 @@ def test_levels() -> None:
     assert policy.missing_status("vmap", strict=True) == "pass"
     assert policy.status("gradient", "constant_factor") == "fail"
     assert policy.status("contract", "output_not_differentiable") == "warn"
+    assert policy.wrong("forward") == policy.wrong("jacobian") == "fail"
+    assert policy.criterion_status(2.0, 1.0, within_table=False) == "fail"
+    assert policy.criterion_status(2.0, 1.0, within_table=True) == "pass"
+    assert policy.criterion_status(1.0, 1.0, within_table=False) == "pass"
+    assert policy.precision_status("gradient", seen=False) == "warn"
+    assert policy.precision_status("gradient", seen=True) == "pass"
 
 
 # -- missing capabilities are information (item 6) ----------------------------------------------

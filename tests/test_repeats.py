@@ -1,4 +1,4 @@
-"""The ties and repeated_index variants (gradlab.checks.repeats): bugs that live only at
+"""The ties and repeated_index variants (gradlab.checks.families.repeats): bugs that live only at
 repeated values, each caught with its `*_only` hint beside a correct twin, through the API and
 through a spec; a valid other convention at a tie passes (reason tie_convention)."""
 
@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 import gradlab
 from gradlab.cases import Inputs
-from gradlab.checks.repeats import (
+from gradlab.checks.families.repeats import (
     groups_agree,
     paired,
     repeat_variants,

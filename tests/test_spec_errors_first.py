@@ -126,7 +126,7 @@ def test_a_misspelt_attribute_gets_a_did_you_mean(tmp_path: Path,
 
 
 def test_an_import_error_stops_the_warm_workers() -> None:
-    from gradlab.checks import warm
+    from gradlab.checks.run import warm
 
     warm.warm_up(1)
     (proc, _, _) = warm.WARM[0]

@@ -20,8 +20,8 @@ from conftest import DATA
 from typer.testing import CliRunner
 
 import gradlab
-from gradlab.checks.execute import Run, rng_replayed
-from gradlab.checks.hints import RNG_INDEPENDENT_HINTS, rng_hint
+from gradlab.checks.diagnosis.hints import RNG_INDEPENDENT_HINTS, rng_hint
+from gradlab.checks.numeric.execute import Run, rng_replayed
 from gradlab.cli import app
 from gradlab.render.words import HINTS, message
 from gradlab.results import FAIL, CheckRow, Finding

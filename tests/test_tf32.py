@@ -208,8 +208,8 @@ def test_a_cpu_report_does_not(capsys: pytest.CaptureFixture[str], tmp_path: Pat
 def bundled_on_tf32() -> Any:
     """`gradlab check specs/ --device cuda` on the fakes with TF32 on for convolutions and
     matmuls (about 80 s on a loaded 2-core machine: each failing float32 case runs twice)."""
-    from gradlab.checks import driver
-    from gradlab.checks.context import Options
+    from gradlab.checks.run import driver
+    from gradlab.checks.run.options import Options
     from gradlab.spec import resolve
 
     with pytest.MonkeyPatch.context() as mp:
@@ -246,7 +246,7 @@ def test_on_a_gpu_the_reference_measures_its_own_error_in_the_functions_layout(
     runs in the variant's layout (a channels_last variant is not judged against a contiguous
     run's error); off a GPU on contiguous copies, as before."""
     from gradlab.cases import Inputs, plain_copy
-    from gradlab.checks import lowprec
+    from gradlab.checks.numeric import lowprec
 
     x = torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last).requires_grad_()
     assert plain_copy(Inputs([x]), keep_layout=True).args[0].stride() == x.stride()

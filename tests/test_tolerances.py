@@ -22,8 +22,8 @@ import torch
 from conftest import DATA, run_cli
 
 import gradlab
-from gradlab.checks import diagnose as dg
-from gradlab.checks import hints
+from gradlab.checks.diagnosis import diagnose as dg
+from gradlab.checks.diagnosis import hints
 from gradlab.model import DEFAULT_TOLERANCES, GRADCHECK_TOLERANCE, OpDef, Tolerance
 from gradlab.render.files import row_from_dict
 from gradlab.render.words import message
@@ -175,7 +175,7 @@ def test_a_float32_forward_of_a_float64_function_is_precision_loss() -> None:
     assert forward.status == "warn" and forward.findings[0].hint == "precision_loss", failures(r)
     jacobian = next(x for x in r.rows if x.check == "jacobian")
     # gradcheck's step of 1e-6 would difference float32 rounding (noise, no factor): the step
-    # the forward's noise permits resolves the derivative (gradlab.checks.fdstep)
+    # the forward's noise permits resolves the derivative (gradlab.checks.numeric.fdstep)
     assert jacobian.status == "pass" and "finite-difference step" in jacobian.note, failures(r)
 
 

@@ -26,7 +26,7 @@ from torchguards import needs_triton_interpreter
 
 import gradlab
 from gradlab import torchcompat
-from gradlab.checks import rawbackward
+from gradlab.checks.numeric import rawbackward
 from gradlab.render.words import REASONS
 from gradlab.results import SKIP, Report
 

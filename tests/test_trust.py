@@ -14,8 +14,9 @@ from torch.autograd import Function
 from torchguards import needs
 
 import gradlab
-from gradlab.checks import driver, runner
-from gradlab.checks.context import Options
+from gradlab.checks.numeric import base
+from gradlab.checks.run import driver
+from gradlab.checks.run.options import Options
 from gradlab.model import Case, OpDef, Target, TensorArg
 from gradlab.render.words import message
 from gradlab.results import CheckRow, Report
@@ -224,7 +225,7 @@ def test_a_gradlab_bug_is_an_internal_error_not_the_functions_crash(
     # are on the traceback (a lambda defined here would count as the user's code)
     from gradlab.model import canonical_check
 
-    monkeypatch.setattr(runner, "compare_runs", canonical_check)
+    monkeypatch.setattr(base, "compare_runs", canonical_check)  # the base rows' comparison
     r = gradlab.check(Double, [rand(3, 4)], reference=lambda x: x * 2, variants=False)
     internal = r.internal_errors
     assert internal and internal[0].status == "error", table(r.rows)
@@ -469,7 +470,7 @@ class RawBackwardRaises(Function):
 
 def test_a_contract_that_cannot_run_is_an_undeclared_skip_not_a_pass() -> None:
     from gradlab.cases import Inputs
-    from gradlab.checks.rawbackward import raw_backward
+    from gradlab.checks.numeric.rawbackward import raw_backward
 
     res = raw_backward(RawBackwardRaises.apply, Inputs([rand(3)], {}),
                        [torch.ones(3, dtype=F64)], "contiguous")

@@ -12,8 +12,8 @@ import pytest
 from conftest import DATA
 from typer.testing import CliRunner
 
-from gradlab.checks import driver
-from gradlab.checks.context import Options
+from gradlab.checks.run import driver
+from gradlab.checks.run.options import Options
 from gradlab.cli import app
 from gradlab.render.words import message
 from gradlab.spec import resolve
@@ -80,7 +80,7 @@ def test_skip_unavailable_with_nothing_left_is_not_a_pass(tmp_path: Path) -> Non
 
 def test_a_missing_second_order_is_information_even_under_strict(tmp_path: Path) -> None:
     # once_differentiable where the reference is twice differentiable (no jvp either): the
-    # capability matrix says `no`, no warn row (gradlab.checks.policy); requires: fails it
+    # capability matrix says `no`, no warn row (gradlab.checks.diagnosis.policy); requires: fails it
     # (once_differentiable.yaml)
     spec = tmp_path / "informs.yaml"
     spec.write_text("function: trust_functions:ExpOnce\nreference: torch:exp\n"

@@ -1,5 +1,5 @@
-"""The small and special value variants (gradlab.checks.values): a backward that cancels at small
-magnitudes, a removable singularity at a planted zero, and a convention at a kink (relu'(0))
+"""The small and special value variants (gradlab.checks.families.values): a backward that cancels at
+small magnitudes, a removable singularity at a planted zero, and a convention at a kink (relu'(0))
 that is no bug; each through `gradlab.check` and through a spec, beside a correct twin."""
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ def test_listed_values_are_planted_in_a_constant_input_too() -> None:
     r = gradlab.check(lambda a, b: a / b, [x, w], reference=lambda a, b: a / b)
     assert "special" in {x.variant for x in r.rows}  # x gets its zeros
     from gradlab.cases import Inputs
-    from gradlab.checks.values import special_inputs
+    from gradlab.checks.families.values import special_inputs
     from gradlab.model import Case
     planted = special_inputs(Case("c", (x, w), special={1: (2.0,)}), Inputs([x, w]))
     assert planted is not None and int((planted.args[1] == 2.0).sum()) == 3

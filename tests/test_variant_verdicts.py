@@ -21,7 +21,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import gradlab
-from gradlab.checks.hints import VALUE_LEVEL_FACTOR
+from gradlab.checks.diagnosis.hints import VALUE_LEVEL_FACTOR
 from gradlab.cli import app
 from gradlab.render.check import check_table, group_rows, render_verdict, verdict_line
 from gradlab.render.files import check_report_texts, read_check_json
@@ -173,7 +173,7 @@ def test_an_approximate_backward_gets_a_value_level_finding_not_a_layout_hint() 
     failing = {x.variant: x.hint for x in r.failures}
     assert "expanded[0]" in failing and "base" not in failing, said(r)
     # at the magnitude variant the error is the method's, alike in float32 and float64: a
-    # warn (gradlab.checks.verdicts.scale_limited), its value-level hint kept
+    # warn (gradlab.checks.families.verdicts.scale_limited), its value-level hint kept
     (big,) = [x for x in r.rows if x.variant == "magnitude" and x.check == "gradient"]
     assert (big.status, big.reason) == ("warn", "scale_limited") and big.hint in VALUE_HINTS
     assert set(failing.values()) <= VALUE_HINTS, said(r)
@@ -223,7 +223,7 @@ def test_a_magnitude_failure_near_the_tolerance_is_value_level(fn: Any, hints: s
     assert [x.variant for x in flagged] == ["magnitude"], said(r)
     assert {x.hint for x in flagged} <= hints, said(r)
     # an approximation's error, alike in float32 and float64, is a warn; an overflow (NaN)
-    # fails (gradlab.checks.verdicts.scale_limited)
+    # fails (gradlab.checks.families.verdicts.scale_limited)
     assert [x.status for x in flagged] == ["warn" if fn is vf.ApproxSin else "fail"], said(r)
     ok = gradlab.check(vf.Sin, sin_example(), reference=vf.sin_reference, tolerances=tol,
                        checks=FIRST_ORDER)

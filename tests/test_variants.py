@@ -102,8 +102,8 @@ def test_undefined_output_gradient_flagged_and_correct_twin_passes() -> None:
 
 
 def test_variant_families_can_be_switched_off_in_a_spec() -> None:
-    from gradlab.checks.context import Options
-    from gradlab.checks.driver import run
+    from gradlab.checks.run.driver import run
+    from gradlab.checks.run.options import Options
     from gradlab.spec import parse_document
 
     (t,) = parse_document({"op": "exp", "variants": {"expanded": False, "grad_output": False}})

@@ -1,6 +1,6 @@
-"""The checks: one module per family, driven by gradlab.checks.runner.
+"""The checks, in four rooms by role; each room's __init__ says what it may import.
 
-Flow for one case: execute (a forward + backward) -> compare (forward, gradient) and contract
--> variants (the same, fed other layouts and subsets) -> numerical (jacobian) and second_order.
-Each returns typed rows (gradlab.results); nothing here prints or words a result.
+diagnosis/ (what an error means, what turns red) <- numeric/ (the checks of one case) <-
+families/ (the variant families) <- run/ (Options, work items, workers).  Each check returns
+typed rows (gradlab.results); nothing here prints or words a result.  docs/architecture.md.
 """

@@ -117,7 +117,7 @@ def load_targets(what: list[str], cases: list[str] | None, max_memory: int | Non
 def import_targets(targets: list[Any]) -> list[Any]:
     """`targets` (loaded with imports=False) with the modules their specs name imported; an
     import error is exit 2 naming file and key, and stops the warm workers no run will take."""
-    from gradlab.checks.warm import cool_down
+    from gradlab.checks.run.warm import cool_down
     from gradlab.spec import import_callables
 
     try:

@@ -63,7 +63,7 @@ def _check_options(what: list[str], dtype: list[str] | None, device: list[str] |
     """Validate check's options (exit 2 naming the option) and build the run's Options."""
     import math
 
-    from gradlab.checks.context import Options, measured_capabilities
+    from gradlab.checks.run.options import Options, measured_capabilities
     from gradlab.model import CHECKS
     from gradlab.repro import ReproCommand
 
@@ -96,7 +96,7 @@ def _variant_choice(variants: bool, variant: list[str] | None,
     them the variants to keep (one named by itself: only it), and the checks, which lose the
     numerical ones (jacobian, ...: they run on the base case only) unless `base` is named.
     Exit 2 naming the option for a name that is no variant."""
-    from gradlab.checks.plan import PER_CASE_CHECKS
+    from gradlab.checks.run.plan import PER_CASE_CHECKS
     from gradlab.model import CHECKS
     from gradlab.select import BASE, check_variant_names, variant_family
 
@@ -149,7 +149,7 @@ def _start_workers(jobs: int, device: list[str] | None, isolate: bool,
         raise fail(f"--jobs: expected a number of workers >= 0 (0: {JOBS_AUTO}), got {jobs}")
     workers = 1 if fail_fast else jobs or auto_jobs(device)
     if isolate:
-        from gradlab.checks.warm import warm_up
+        from gradlab.checks.run.warm import warm_up
 
         warm_up(workers)
     return workers
@@ -311,8 +311,8 @@ def _run_check(targets: list[Any], options: Any, writer: Any, quiet: bool = Fals
             not shown or r.check in shown)
 
     keep = picked if chosen or shown else None
-    from gradlab.checks.driver import plan, run
-    from gradlab.checks.isolate import picklable
+    from gradlab.checks.run.driver import plan, run
+    from gradlab.checks.run.isolate import picklable
     from gradlab.render.progress import LogProgress, log_width, progress
 
     if options.isolate:
@@ -379,8 +379,8 @@ def repro(
     wide: Wide = False, path: ImportPaths = None,
 ) -> None:
     """Re-run one failing case on the inputs saved in its repro file."""
-    from gradlab.checks.context import Options
-    from gradlab.checks.driver import run
+    from gradlab.checks.run.driver import run
+    from gradlab.checks.run.options import Options
     from gradlab.repro import load_repro
     from gradlab.spec import add_import_paths
 

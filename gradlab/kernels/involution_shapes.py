@@ -29,6 +29,10 @@ GROUP_CHANNELS = 16
 CHANNELS = (64, 128, 256, 512, 1024)
 KERNELS = (3, 7)
 SIZES = (7, 14, 28, 56)
+#: RedNet-50's four stages: the channel count and image size of each stage's involutions (K = 7,
+#: stride 1).  Stages 2-4 open with a stride-2 layer on the stage before's size (layer_shapes);
+#: benchmarks/bench_involution.py times the stage layers (stage_shapes).
+REDNET50_STAGES = ((64, 56), (128, 28), (256, 14), (512, 7))
 #: The batch sizes the GPU command runs (the launch plan is checked for every batch up to 64).
 BATCHES = (1, 64)
 MAX_BATCH = 64
@@ -82,10 +86,15 @@ def layer_shapes(batch: int) -> list[InvolutionShape]:
     """Every layer of the list at one batch size: the C x K x H grid, then the stride-2 ones."""
     grid = [InvolutionShape(batch, c, k, h)
             for c, k, h in itertools.product(CHANNELS, KERNELS, SIZES)]
-    # RedNet-50 stages 2-4 open with a stride-2 7x7 involution on the stage's width
+    # RedNet-50 stages 2-4 open with a stride-2 7x7 involution on the stage before's width
     stride2 = [InvolutionShape(batch, c, 7, h, stride=2)
-               for c, h in ((128, 56), (256, 28), (512, 14))]
+               for (c, _), (_, h) in zip(REDNET50_STAGES[1:], REDNET50_STAGES, strict=False)]
     return grid + stride2
+
+
+def stage_shapes(batch: int) -> list[InvolutionShape]:
+    """RedNet-50's stage layers (REDNET50_STAGES: K = 7, stride 1) at one batch size."""
+    return [InvolutionShape(batch, c, 7, h) for c, h in REDNET50_STAGES]
 
 
 #: The shapes the GPU command checks the kernels on (tests/test_triton_shapes.py, `cuda`).

@@ -20,8 +20,7 @@ HINTS: dict[str, str] = {
     "missing": "gradient missing (None) for an input that requires grad",
     "zero": "gradient is zero where it should not be",
     "noncontiguous_only": "fails only for non-contiguous inputs (assumes contiguous memory)",
-    "transposed_only": "fails only for inputs with transposed memory (assumes row-major "
-                       "strides)",
+    "transposed_only": "fails only for inputs with transposed memory (assumes row-major strides)",
     "channels_last_only": "fails only for channels_last inputs (assumes NCHW-contiguous memory)",
     "expanded_only": "fails only for expanded (stride-0) inputs",
     "grad_output_layout": "fails only for non-contiguous or expanded grad_output (backward "
@@ -215,7 +214,7 @@ def _stats(f: Finding) -> str:
 
 
 #: A per-element ratio range narrower than this (relative to the best-fit ratio) goes
-#: unsaid: the ratio is one constant (gradlab.checks.hints.RATIO_SPREAD decides the hint).
+#: unsaid: the ratio is one constant (gradlab.checks.diagnosis.hints.RATIO_SPREAD decides the hint).
 SAID_SPREAD = 1e-3
 
 

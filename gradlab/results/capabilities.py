@@ -2,8 +2,8 @@
 
 First order comes from the forward, gradient and jacobian rows, second order from the
 second_order rows, autocast from the autocast rows, the rest from the `capabilities` rows (one
-per capability and case, the capability as its variant; see gradlab.checks.capabilities).  Each
-cell is the worst state over the op's cases, dtypes and devices.  Plain data: gradlab.render
+per capability and case, the capability as its variant; see gradlab.checks.numeric.capabilities).
+Each cell is the worst state over the op's cases, dtypes and devices.  Plain data: gradlab.render
 words and prints it.
 """
 

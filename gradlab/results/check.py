@@ -67,7 +67,7 @@ class ErrorStats:
     #: non-finite at all: nothing can be verified there).
     nonfinite: int = 0
     #: the 5% and 95% quantiles of the per-element ratio got/want over the elements whose
-    #: expected magnitude is significant (gradlab.checks.hints.RATIO_FLOOR): a constant
+    #: expected magnitude is significant (gradlab.checks.diagnosis.hints.RATIO_FLOOR): a constant
     #: factor has them equal; None when not measured (a pass, or too few such elements).
     ratio_lo: float | None = None
     ratio_hi: float | None = None
@@ -89,7 +89,7 @@ class ProbeStats:
 
 @dataclass(frozen=True)
 class Pattern:
-    """Where the wrong elements lie, when they form a pattern (gradlab.checks.patterns).
+    """Where the wrong elements lie, when they form a pattern (gradlab.checks.diagnosis.patterns).
 
     kind "border": within `stop` elements of the borders of `dims`; "tail": indices
     [start, stop) of dim dims[0], the last partial tile of a `tile`-sized tiling; "slice":
@@ -129,7 +129,7 @@ class Finding:
     node: str = ""
     #: where the wrong elements lie, when they form a pattern.
     pattern: Pattern | None = None
-    #: (atol, rtol) under which this comparison would pass (gradlab.checks.diagnose
+    #: (atol, rtol) under which this comparison would pass (gradlab.checks.diagnosis.diagnose
     #: .passing_tolerance), given with a level hint (precision_loss, approximate).
     passing_tolerance: tuple[float, float] | None = None
     #: the low-precision criterion (gradlab.tolerances) failed this tensor: the reference's own

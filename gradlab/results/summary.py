@@ -67,7 +67,7 @@ class Row(Protocol):
 R = TypeVar("R", bound=Row)
 
 
-#: Reason codes of rows compared without a reference (gradlab.checks.runner, .variants).
+#: Reason codes of rows compared without a reference (gradlab.checks.run.runner, .variants).
 NO_REFERENCE_REASONS = ("no_reference", "no_reference_base")
 
 

@@ -12,8 +12,8 @@ from torchguards import needs
 
 import gradlab.ops
 from gradlab import ops
-from gradlab.checks.context import ALL_MEASURED, Options
-from gradlab.checks.driver import run
+from gradlab.checks.run.driver import run
+from gradlab.checks.run.options import ALL_MEASURED, Options
 from gradlab.model import OpDef
 from gradlab.results.capabilities import capability_matrix
 from gradlab.spec import resolve

@@ -1,0 +1,34 @@
+"""Every hint code gradlab gives, by the gradlab.checks module that decides it (the
+vocabulary of gradlab.checks.diagnosis.hints' decisions and of the measuring modules' own facts).
+
+A module of its own beside hints.py: hints.py holds the decisions and their thresholds; a new
+check registers the codes it writes here.
+"""
+
+from __future__ import annotations
+
+from gradlab.checks.diagnosis.hints import LEVEL_HINTS, ONLY_HINT, PATTERN_HINTS
+
+#: Every hint code gradlab gives, by the gradlab.checks module that decides it: here, or the
+#: module that measures a fact which is its own cause (a contract breach, a crash, a missing
+#: capability, a worker's death).  gradlab.render.words.HINTS words exactly these, and each is
+#: written in its module (tests/test_hint_codes.py; capabilities' `*_missing` are f-strings).
+CODES: dict[str, tuple[str, ...]] = {
+    "hints": ("non_finite", "zero", "constant_factor", "sign", *LEVEL_HINTS,
+              *PATTERN_HINTS.values(), "transposed", "swapped", *ONLY_HINT.values(),
+              "value_dependent", "rng_replay", "second_order_only", "autocast_only",
+              "also_without_autocast", "wrong_count", "non_tensor_grad",
+              "wrong_shape", "inplace_saved", "crash"),
+    "compare": ("forward", "missing"), "runner": ("global_state", "tf32"),
+    "numerical": ("cached_forward", "conjugate", "no_chain_rule"),
+    "forward_ad": ("forward_ad_only", "forward_ad_missing"), "autocast": ("autocast_missing",),
+    "contract": ("inplace_grad_output", "inplace_input", "not_reentrant", "state_outside_ctx",
+                 "output_differentiable", "output_not_differentiable"),
+    "rawbackward": ("wrong_dtype", "wrong_device", "ctx_output", "ctx_input"),
+    "second_order": ("second_order_claimed", "second_order_missing"),
+    "verdicts": ("expanded_refused",), "isolate": ("timeout", "worker_died"),
+    "capabilities": ("compile_wrong", "vmap_wrong", "func_grad_wrong", "cuda_wrong",
+                     "compile_missing", "vmap_missing", "func_grad_missing",
+                     "deterministic_missing", "noncontiguous_missing", "cuda_missing"),
+    "batched_grad": ("batched_grad_wrong", "batched_grad_missing"),
+}

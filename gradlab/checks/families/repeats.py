@@ -1,0 +1,185 @@
+"""Variants that repeat values: tied floating values and repeated integer indices.
+
+- ties: every floating differentiable input with each slice repeated once along every dim
+  (positions 2m and 2m + 1 hold slice 2m: a point repeated, a row repeated, a 2x2 block of
+  equal values).  Pairing along every dim ties the two values of each pair along whatever dim
+  a Function reduces over, so a max over any dim, or a 2x2 max-pool window, ties at its
+  maximum in most lines; copying only slice 0 onto slice 1 along one dim would tie a line's
+  maximum in 2 of n lines.  Every value is one the case drew (no new zeros, bounds and
+  `min_abs` kept).  A max-pool whose backward gives every tied maximum the full gradient
+  (point clouds padded by repeating points) is wrong exactly there.
+- repeated_index: every int64/int32 tensor argument of more than one element redrawn from
+  its own first half of values, so each value repeats (bounds kept: only values the case
+  drew, within its min..max).  An embedding backward `gw[idx] = g` instead of `index_add_`
+  keeps one occurrence of a repeated token; distinct indices never show it.
+
+At a tie the derivative is not defined: the reference's convention (torch.max(dim) gives one
+index the gradient, amax splits it evenly) is one valid subgradient among many.  A Function
+whose gradient differs from the reference's only by how it shares the gradient among tied
+values (the total through each group of equal values agrees) passes with reason
+`tie_convention`; one whose total is wrong (every tie given the whole
+gradient: k times too much) fails with `ties_only`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from gradlab.cases import Inputs, copy_like
+from gradlab.checks.numeric.execute import Run
+from gradlab.model import Tolerance
+from gradlab.results import PASS, CheckRow, Finding
+
+#: Seed of the repeated_index variant's draws (fixed: a run is reproducible).
+REPEAT_SEED = 2718
+#: How far `untied` moves each tied value back toward the case's own value there: far enough
+#: to leave every dtype's ties apart (bfloat16's spacing is 2**-7 relative; values drawn in
+#: [-1, 1] differ by ~0.1, so 1/16 of that stays distinct), near enough that an error that
+#: varies smoothly with the values (an approximate method) fails alike.
+UNTIE = 1 / 16
+#: The integer dtypes redrawn as indices (bool is a mask, uint8 an image or a mask).
+INDEX_DTYPES = (torch.int64, torch.int32)
+
+
+def paired(t: Tensor) -> Tensor:
+    """`t` with slice 2m copied onto slice 2m + 1 along every dim of size above 1."""
+    out = t.detach().contiguous()
+    for d, n in enumerate(out.shape):
+        if n > 1:
+            idx = (torch.arange(n, device=out.device) // 2) * 2
+            out = out.index_select(d, idx)
+    return out
+
+
+def tied_inputs(base: Inputs) -> tuple[list[int], Inputs] | None:
+    """The base inputs with every floating differentiable tensor paired (`paired`), and the
+    positions changed; None when no input has two elements to tie."""
+    inputs, changed = base.clone(), []
+    for i in base.diff_index:
+        t = base.args[i]
+        if t.is_complex():
+            continue  # complex values have no order: no max or sort to tie
+        new = paired(t)
+        if not torch.equal(new, t.detach()):
+            inputs.args[i] = copy_like(new, requires_grad=True)
+            changed.append(i)
+    return (changed, inputs) if changed else None
+
+
+def repeated(t: Tensor, gen: torch.Generator) -> Tensor:
+    """`t`'s values redrawn from its own first half (each value then repeats), sorted when
+    `t` was (segment ids and offsets that must not decrease keep that order)."""
+    flat = t.detach().reshape(-1)
+    half = (flat.numel() + 1) // 2
+    pick = torch.randint(0, half, (flat.numel(),), generator=gen)
+    new = flat[pick.to(flat.device)]
+    if bool((flat[1:] >= flat[:-1]).all()):
+        new = new.sort().values
+    return new.reshape(t.shape).contiguous()
+
+
+def untied(inputs: Inputs, base: Inputs) -> Inputs:
+    """The ties variant's inputs moved UNTIE of the way back to the base values: the same
+    values but for the ties.  A failure that stays there is the values', not the ties'."""
+    out = inputs.clone()
+    for i in base.diff_index:
+        v, b = inputs.args[i].detach(), base.args[i].detach()
+        if not torch.equal(v, b):
+            moved = (v.double() + UNTIE * (b.double() - v.double())).to(v.dtype)
+            # in a short dtype a small move can round back onto the tie: the case's own value
+            moved = torch.where((moved == v) & (b != v), b, moved)
+            out.args[i] = copy_like(moved.contiguous(), requires_grad=True)
+    return out
+
+
+def _is_index(a: Any) -> bool:
+    return isinstance(a, Tensor) and a.dtype in INDEX_DTYPES and a.numel() > 1
+
+
+def repeated_index_inputs(base: Inputs) -> tuple[list[str], Inputs] | None:
+    """The base inputs with every integer tensor (positional or keyword) redrawn with repeats
+    (`repeated`), and the arguments changed; None when none changes."""
+    gen = torch.Generator().manual_seed(REPEAT_SEED)
+    inputs, changed = base.clone(), []
+    for i, a in enumerate(base.args):
+        if _is_index(a):
+            new = repeated(a, gen)
+            if not torch.equal(new, a):
+                inputs.args[i] = new
+                changed.append(str(i))
+    for k, a in base.kwargs.items():
+        if _is_index(a):
+            new = repeated(a, gen)
+            if not torch.equal(new, a):
+                inputs.kwargs[k] = new
+                changed.append(k)
+    return (changed, inputs) if changed else None
+
+
+def repeat_variants(fams: set[str], base: Inputs,
+                    has_reference: bool) -> Iterator[tuple[str, str, Inputs]]:
+    """(name, family, inputs) of the ties and repeated_index variants that apply.  Without a
+    reference they would be compared with the Function's own run on the same values, which
+    measures nothing: none."""
+    if not has_reference:
+        return
+    if "ties" in fams:
+        tied = tied_inputs(base)
+        if tied is not None:
+            yield f"ties[{','.join(map(str, tied[0]))}]", "ties", tied[1]
+    if "repeated_index" in fams:
+        rep = repeated_index_inputs(base)
+        if rep is not None:
+            yield f"repeated_index[{','.join(rep[0])}]", "repeated_index", rep[1]
+
+
+def group_sums(values: Tensor, grad: Tensor) -> tuple[Tensor, Tensor]:
+    """`grad` summed over each group of equal `values`, and each group's size."""
+    _, group = torch.unique(values.detach().reshape(-1), return_inverse=True)
+    n = int(group.max()) + 1 if group.numel() else 0
+    flat = grad.detach().to(torch.float64).reshape(-1)
+    sums = torch.zeros(n, dtype=torch.float64, device=flat.device).index_add_(0, group, flat)
+    sizes = torch.bincount(group, minlength=n).to(torch.float64)
+    return sums, sizes
+
+
+def groups_agree(values: Tensor, got: Tensor, want: Tensor, tol: Tolerance) -> bool:
+    """Whether `got` and `want` have the same total over each group of equal `values` (the
+    absolute tolerance grows with the group: k elements' rounding adds up)."""
+    if not (torch.isfinite(got).all() and torch.isfinite(want).all()):
+        return False
+    g, sizes = group_sums(values, got)
+    w, _ = group_sums(values, want.to(got.device))
+    scale = max(float(want.detach().abs().max()), 1.0) if want.numel() else 1.0
+    bound = tol.atol * scale * sizes + tol.rtol * w.abs()
+    return bool(((g - w).abs() <= bound).all())
+
+
+def tie_convention(inputs: Inputs, runs: tuple[Run, Run], failing: list[CheckRow],
+                   tol: Tolerance) -> list[CheckRow]:
+    """The ties variant's failing rows that stay failures: a gradient row whose every wrong
+    input gradient has the reference's total over each group of tied values passes with
+    reason `tie_convention` (another valid share of the gradient among the ties)."""
+    got, want = runs
+    kept = []
+
+    def agree(f: Finding) -> bool:
+        if f.subject != "input" or f.index not in inputs.diff_index:
+            return False
+        k = inputs.diff_index.index(f.index)
+        g = got.grads[k] if k < len(got.grads) else None
+        w = want.grads[k] if k < len(want.grads) else None
+        return (g is not None and w is not None and g.shape == w.shape
+                and groups_agree(inputs.args[f.index], g, w, tol))
+
+    for r in failing:
+        if r.check == "gradient" and r.findings and all(agree(f) for f in r.findings):
+            r.status, r.hint, r.reason, r.findings = PASS, "", "tie_convention", []
+        else:
+            kept.append(r)
+    return kept
+

@@ -1,0 +1,374 @@
+"""Work items run in a worker process, so the code under check cannot take the run down.
+
+A Function that segfaults, calls `os._exit`, is killed for memory or hangs in a C call can only
+be stopped from another process.  The parent plans the items, sends their indices to one worker
+(spawned once, reused while it is healthy) and waits for each item's rows with a timeout; when
+the worker dies or runs past the timeout, that item gets an error row, the worker is killed and
+the next item starts a fresh one.  Targets travel pickled: Functions named by `module:attr` (every
+spec) pickle by reference; an unpicklable one (a lambda given to the Python API) cannot be
+isolated, which `picklable` tells beforehand.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from gradlab.checks.run.options import Options
+from gradlab.checks.run.warm import WARM, spawn
+from gradlab.exitnoise import quiet_triton_exit
+from gradlab.model import Target
+from gradlab.results import ERROR, CheckRow
+
+#: Seconds a fresh worker may take to start (import torch, unpickle the targets).
+START_TIMEOUT_S = 300.0
+#: How often the parent wakes while waiting (to notice a dead worker and report progress).
+POLL_S = 0.5
+#: prctl option: the signal the kernel sends this process when its parent dies.
+PR_SET_PDEATHSIG = 1
+#: A crash note with any of these leaves the process's CUDA context unusable: fresh worker.
+POISONED = ("CUDA error", "device-side assert", "CUBLAS_STATUS", "cuDNN error")
+
+#: on_wait(label, seconds): a heartbeat while one item runs.
+OnWait = Callable[[str, float], None]
+#: The message that gives a kept worker the targets of another run (see Worker.stop).
+RELOAD = "reload"
+#: Healthy workers kept between runs (Options.keep_workers: the pytest plugin runs one
+#: item per run), each taken by the next Worker.start; close_idle stops them.
+IDLE: list[tuple[subprocess.Popen[bytes], Connection, Connection]] = []
+
+
+def picklable(targets: Sequence[Target], options: Options) -> str:
+    """'' when the targets and options can travel to a worker, else why not."""
+    try:
+        pickle.dumps((list(targets), options))
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+    return ""
+
+
+def die_with_parent(parent: int) -> None:
+    """Have the kernel kill this worker when its parent dies (Linux's PR_SET_PDEATHSIG): a
+    parent killed outright must not leave a worker hung in a Function running for ever."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass  # not Linux: the pipe's end still stops a worker that is not hung
+    if os.getppid() != parent:  # the parent died before the line above
+        os._exit(1)
+
+
+def child_main(read_fd: int, write_fd: int, parent: int = 0) -> None:
+    """Entry point of a worker process (see Worker.start): serve until stopped."""
+    if parent:
+        die_with_parent(parent)
+    # Ctrl-C reaches the whole process group: the parent decides, the worker just goes on
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    inbox, outbox = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
+    quiet_triton_exit()  # a worker left to exit (not killed) prints no nanobind leak report
+    import torch  # noqa: F401  (the slow part of a start: done while the parent sets up)
+
+    try:
+        sys.path[:] = inbox.recv()  # the parent's, so `module:attr` resolves alike
+        serve(inbox, outbox, inbox.recv_bytes())
+    except (EOFError, BrokenPipeError):
+        pass  # the parent is gone (or never needed this warm worker): nothing left to do
+
+
+def serve(inbox: Connection, outbox: Connection, payload: bytes) -> None:
+    """The worker: rebuild the plan, then run the items it is sent until its pipe closes (the
+    parent is gone) or it is killed (Worker.stop: it holds nothing to save).
+
+    The worker, not its parent, imports torch and the checks: the parent sends targets and
+    options, and gets the run's environment record back with "ready".
+    """
+    from gradlab.checks.run.plan import plan
+    from gradlab.checks.run.runner import item_rows
+    from gradlab.envinfo import environment
+    from gradlab.torchstate import intra_op_threads
+
+    targets, options = pickle.loads(payload)
+    items = list(plan(targets, options))
+    gc.freeze()  # torch and the targets live as long as the worker: no full passes over them
+    # plain strings: torch.__version__ is torch's own str type, which the parent could only
+    # unpickle by importing torch
+    env = {k: str(v) if isinstance(v, str) else v for k, v in
+           environment(seed=options.seed).items()}
+    outbox.send(("ready", len(items), env))
+    with intra_op_threads(options.threads):
+        while True:
+            msg = inbox.recv()
+            if msg == RELOAD:  # a kept worker, given the next run's targets (Worker.start)
+                sys.path[:] = inbox.recv()
+                targets, options = pickle.loads(inbox.recv_bytes())
+                items = list(plan(targets, options))
+                outbox.send(("ready", len(items), env))
+                continue
+            index, item_options = msg
+            outbox.send(("rows", index, item_rows(items[index], item_options)))
+
+
+def describe_exit(code: int | None) -> str:
+    """'exit code 5', 'killed by SIGSEGV' (a negative code is the signal)."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = " (out of memory?)" if name == "SIGKILL" else ""
+        return f"killed by {name}{hint}"
+    return f"exit code {code}"
+
+
+@dataclass
+class Outcome:
+    """One item's rows, or why there are none (the worker died, or ran past the timeout)."""
+
+    rows: list[CheckRow] | None = None
+    hint: str = ""
+    note: str = ""
+    #: a starting worker's environment record (gradlab.envinfo).
+    env: dict[str, Any] | None = None
+
+
+class Worker:
+    """One worker process at a time, started on demand and replaced after a death or timeout."""
+
+    def __init__(self, targets: Sequence[Target], options: Options) -> None:
+        self.payload = pickle.dumps((list(targets), options))
+        self.keep = options.keep_workers
+        #: an item was sent and its rows are not in yet (such a worker is never kept).
+        self.busy = False
+        #: the environment record the worker sent when it was ready ({} before).
+        self.env: dict[str, Any] = {}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.inbox: Connection | None = None
+        self.outbox: Connection | None = None
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> str:
+        """Start a worker and wait until it is ready; '' on success, else why it failed.
+
+        A fresh interpreter rather than multiprocessing: fork is unsafe once CUDA or OpenMP
+        threads run in the parent, and spawn re-imports the parent's main module (a user's
+        script without a __main__ guard would run again).
+        """
+        kept = take_idle()
+        self.proc, self.inbox, self.outbox = kept or (WARM.pop() if WARM else spawn())
+        if kept:
+            self.outbox.send(RELOAD)
+        self.outbox.send(sys.path)
+        self.outbox.send_bytes(self.payload)
+        reply = self.wait(START_TIMEOUT_S)
+        if reply.rows is None:
+            return f"the worker did not start: {reply.note}"
+        self.env = reply.env or self.env
+        return ""
+
+    def stop(self) -> None:
+        """Stop the worker: killed, since it holds nothing to save (its rows were sent as
+        they were made) and a polite exit took 0.8 s of interpreter shutdown with torch
+        loaded, at the end of every run.  With Options.keep_workers a healthy, idle worker is
+        kept in IDLE for the next run instead (a fresh one costs a torch import)."""
+        if self.proc is None:
+            return
+        if self.kept():
+            assert self.inbox is not None and self.outbox is not None
+            IDLE.append((self.proc, self.inbox, self.outbox))
+            self.proc, self.inbox, self.outbox = None, None, None
+            return
+        self.discard()
+
+    def kept(self) -> bool:
+        """Whether stop() would keep this worker for the next run (see stop)."""
+        return (self.keep and not self.busy and self.proc is not None
+                and self.proc.poll() is None)
+
+    def discard(self) -> None:
+        """Kill the worker (it died, hung, or may hold a broken CUDA context)."""
+        if self.proc is None:
+            return
+        self.busy = False
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5.0)
+        for conn in (self.inbox, self.outbox):
+            if conn is not None:
+                conn.close()
+        self.proc, self.inbox, self.outbox = None, None, None
+
+    def exit_status(self) -> str:
+        """How the worker ended (after a broken pipe, give it a moment to be reaped)."""
+        assert self.proc is not None
+        try:
+            self.proc.wait(5.0)
+        except subprocess.TimeoutExpired:
+            pass
+        return describe_exit(self.proc.poll())
+
+    def submit(self, index: int, options: Options) -> str:
+        """Send item `index` (starting a worker first when there is none); '' when sent,
+        else why it could not be."""
+        if self.proc is None:
+            why = self.start()
+            if why:
+                return why
+        assert self.outbox is not None
+        try:
+            self.outbox.send((index, options))
+        except (OSError, BrokenPipeError):
+            self.discard()
+            return "the worker stopped listening"
+        self.busy = True
+        return ""
+
+    def outcome(self, waited: float, timeout: float | None) -> Outcome | None:
+        """The item's Outcome when it is in (or the worker died, or the item ran past
+        `timeout` after `waited` seconds), else None; a worker that failed is stopped."""
+        assert self.inbox is not None and self.proc is not None
+        if self.inbox.poll(0):
+            try:
+                msg = self.inbox.recv()
+            except (EOFError, OSError):
+                done = Outcome(hint="worker_died", note=self.exit_status())
+            else:
+                done = (Outcome(rows=[], env=msg[2]) if msg[0] == "ready"
+                        else Outcome(rows=msg[2]))
+        elif self.proc.poll() is not None:
+            done = Outcome(hint="worker_died", note=self.exit_status())
+        elif timeout is not None and waited > timeout:
+            done = Outcome(hint="timeout", note=f"no result after {timeout:g} s: stopped")
+        else:
+            return None
+        poisoned = done.rows is not None and any(
+            p in r.note for r in done.rows for p in POISONED)
+        self.busy = False if done.rows is not None else self.busy
+        if done.rows is None or poisoned:
+            self.discard()  # the next item gets a fresh worker
+        return done
+
+    def wait(self, timeout: float | None) -> Outcome:
+        """The next message's Outcome (or that the worker died or ran past `timeout`)."""
+        assert self.inbox is not None
+        start = time.perf_counter()
+        while (done := self.outcome(time.perf_counter() - start, timeout)) is None:
+            self.inbox.poll(POLL_S)
+        return done
+
+
+def take_idle() -> tuple[subprocess.Popen[bytes], Connection, Connection] | None:
+    """A kept worker still alive (IDLE), or None."""
+    while IDLE:
+        proc, inbox, outbox = IDLE.pop()
+        if proc.poll() is None:
+            return proc, inbox, outbox
+        inbox.close()
+        outbox.close()
+    return None
+
+
+def close_idle() -> None:
+    """Stop the workers kept for another run (the end of a pytest session)."""
+    while IDLE:
+        proc, inbox, outbox = IDLE.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5.0)
+        inbox.close()
+        outbox.close()
+
+
+#: (index, item, options) of one work item to run, and (index, item, outcome) of one run.
+Job = tuple[int, Any, Options]
+Done = tuple[int, Any, Outcome]
+
+
+def stop_all(workers: Sequence[Worker]) -> None:
+    """Stop every worker (Worker.stop), the kills all sent first: each killed worker takes
+    0.1-0.15 s to exit (torch's address space torn down), and one after another that was
+    0.3 s at the end of every two-worker run; side by side it is one worker's."""
+    for w in workers:
+        if w.proc is not None and not w.kept() and w.proc.poll() is None:
+            w.proc.kill()
+    for w in workers:
+        w.stop()
+
+
+def fits(held: Sequence[int], weight: int, budget: int | None) -> bool:
+    """Whether an item of `weight` bytes may start beside items holding `held`: within the
+    budget, or alone (an item larger than the budget still runs, by itself)."""
+    return budget is None or not held or sum(held) + weight <= budget
+
+
+def run_parallel(workers: Sequence[Worker], jobs: Iterator[Job], timeout: float | None,
+                 on_wait: OnWait | None, label: Callable[[Any], str],
+                 weight: Callable[[Any], int] = lambda item: 0,
+                 budget: int | None = None) -> Iterator[Done]:
+    """Run `jobs` on `workers`, one item each at a time, yielding each as it finishes (so not
+    in order).  The next job is taken only when a worker is free: what `jobs` decides as it
+    yields (a budget, fail-fast) sees every result before it.
+
+    weight(item): the bytes an item's tensors need; items run side by side only while their
+    weights add up to `budget` (one big case at a time, as a case is refused past it alone)."""
+    busy: dict[int, tuple[int, Any, float]] = {}  # worker position -> index, item, start
+    held: Job | None = None  # the next job, waiting for memory to free up
+    more = True
+    while True:
+        for k, w in enumerate(workers):
+            if k in busy or not (more or held):
+                continue
+            job = held or next(jobs, None)
+            held = None
+            if job is None:
+                more = False
+                break
+            index, item, options = job
+            if not fits([weight(b[1]) for b in busy.values()], weight(item), budget):
+                held = job
+                break
+            why = w.submit(index, options)
+            if why:
+                yield index, item, Outcome(hint="worker_died", note=why)
+                continue
+            busy[k] = (index, item, time.perf_counter())
+        if not busy:
+            return
+        inboxes = [workers[k].inbox for k in busy]
+        wait([c for c in inboxes if c is not None], timeout=POLL_S)
+        now = time.perf_counter()
+        for k, (index, item, started) in list(busy.items()):
+            done = workers[k].outcome(now - started, timeout)
+            if done is not None:
+                del busy[k]
+                yield index, item, done
+        if busy and on_wait is not None:
+            # the heartbeat names the first item in plan order still running: the one whose
+            # rows the caller waits for (it hears them in that order)
+            index, item, started = min(busy.values(), key=lambda b: b[0])
+            on_wait(label(item), now - started)
+
+
+def lost_item_row(item: tuple[str, Target, Any, str, str], outcome: Outcome) -> CheckRow:
+    """The row of an item whose worker died or ran past the timeout: the Function's failure."""
+    kind, t, case, dtype, device = item
+    check = "forward" if kind == "case" else "jacobian"
+    return CheckRow(t.op.name, case.name, dtype, device, "base", check, ERROR,
+                    hint=outcome.hint, note=outcome.note)
