@@ -14,7 +14,7 @@ from torch.autograd.function import once_differentiable
 import gradlab
 from gradlab.render.words import location, message
 from gradlab.results import COLUMNS, CheckRow
-from gradlab.results.capabilities import NO, capability_matrix
+from gradlab.results.capabilities import NO, WRONG, capability_matrix
 
 F64 = torch.float64
 CHECKS = {"forward", "gradient", "contract", "jacobian", "second_order", "forward_ad", "autocast",
@@ -286,6 +286,8 @@ def test_second_order_false_but_double_backward_silently_wrong_warns(strict: boo
         table(r.rows)
     assert "once_differentiable" in message(row)
     assert r.passed is not strict
+    (line,) = capability_matrix(r.rows)
+    assert line.cell("second_order").state == WRONG  # measured and wrong, not "raises"
     # undeclared (the default), the same Function fails second order outright
     r = gradlab.check(SquareKept, [rand(3, 4)], reference=square_ref)
     (row,) = [row for row in r.rows if row.check == "second_order"]

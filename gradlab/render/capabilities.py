@@ -39,7 +39,7 @@ SHORT_LEGEND = ("amp: autocast; cmp: compile; vmp: vmap; grd: grad; bgr: bgrad; 
 #: The legend under the table.
 LEGEND = ("yes: runs and matches; no: raises (information; autocast: a warn where the "
           "reference has it; deterministic: two runs differ bitwise); wrong: differs (a "
-          "failure); n/a: the reference lacks it too; breaks: torch.compile matches with graph "
+          "failure; a warn where declared off); n/a: the reference lacks it too; breaks: torch.compile matches with graph "
           "breaks; -: not measured (compile: --capabilities all; cuda: no GPU).  fwd: forward "
           "mode (a jvp: torch.func.jvp, jacfwd).  grad and vmap: torch.func; bgrad: backward "
           "under vmap over grad_outputs (is_grads_batched); strided: "

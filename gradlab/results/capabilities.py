@@ -69,7 +69,9 @@ def row_state(row: CheckRow) -> str:
     if row.status in (FAIL, ERROR):
         return WRONG
     if row.status == WARN:
-        return NO  # a capability the reference has and the Function lacks
+        # measured and different where the op declared it off (second_order: false, double
+        # backward silently wrong), else a capability the reference has and the Function lacks
+        return WRONG if row.findings else NO
     return BREAKS if row.reason == "graph_break" else YES
 
 
