@@ -39,8 +39,8 @@ SHORT_LEGEND = ("amp: autocast; cmp: compile; vmp: vmap; grd: grad; bgr: bgrad; 
 #: The legend under the table.
 LEGEND = ("yes: runs and matches; no: raises (information; autocast: a warn where the "
           "reference has it; deterministic: two runs differ bitwise); wrong: differs (a "
-          "failure; a warn where declared off); n/a: the reference lacks it too; breaks: torch.compile matches with graph "
-          "breaks; -: not measured (compile: --capabilities all; cuda: no GPU).  fwd: forward "
+          "failure; a warn where declared off); n/a: the reference lacks it too; breaks: "
+          "torch.compile matches with graph breaks; -: not measured (compile: --capabilities all; cuda: no GPU).  fwd: forward "
           "mode (a jvp: torch.func.jvp, jacfwd).  grad and vmap: torch.func; bgrad: backward "
           "under vmap over grad_outputs (is_grads_batched); strided: "
           "non-contiguous inputs.  requires: [...] in a spec makes "
