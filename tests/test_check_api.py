@@ -336,3 +336,68 @@ def test_a_twice_differentiable_function_has_no_warning() -> None:
     r = gradlab.check(Square, [rand(3, 4)], reference=square_ref, strict=True,
                       checks=[c for c in CHECKS if c != "forward_ad"])
     assert r.passed and not [x for x in r.rows if x.status == "warn"]
+
+
+class ScaleUnreduced(Function):
+    """y = x * l with l of shape [1, 1]; backward returns l's gradient at the output's shape
+    [5, 4], unreduced: autograd's engine sums it to [1, 1] itself (gpytorch's covariance
+    Functions do this), so the gradient is right."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, lengthscale: Tensor) -> Tensor:
+        ctx.save_for_backward(x, lengthscale)
+        return x * lengthscale
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+        x, lengthscale = ctx.saved_tensors
+        return g * lengthscale, g * x
+
+
+class ScaleTransposedGrad(ScaleUnreduced):
+    """The same, with x's gradient transposed: [4, 5] for a [5, 4] input, which no sum fixes."""
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+        x, lengthscale = ctx.saved_tensors
+        return (g * lengthscale).mT, g * x
+
+
+def test_a_gradient_the_engine_sums_to_the_input_shape_is_not_a_wrong_shape() -> None:
+    args = [rand(5, 4), rand(1, 1)]
+    r = gradlab.check(ScaleUnreduced, args, reference=lambda x, s: x * s)
+    assert r.passed, table(r.rows)
+    assert not [x for x in r.rows if x.hint == "wrong_shape"], table(r.rows)
+    bad = gradlab.check(ScaleTransposedGrad, [rand(5, 4), rand(1, 1)],
+                        reference=lambda x, s: x * s)
+    assert not bad.passed
+    assert any(x.hint == "wrong_shape" for x in bad.rows if x.status in ("fail", "error")), \
+        table(bad.rows)
+
+
+class DistinctRowsOnly(Function):
+    """2x, for a matrix whose rows must be distinct (as a Cholesky solve needs a definite
+    matrix): the expanded variant repeats a row, which this refuses in any layout."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        if len({tuple(r.tolist()) for r in x.detach()}) < x.shape[0]:
+            raise ValueError("rows must be distinct")
+        return x * 2
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        return g * 2
+
+
+def test_an_expanded_input_refused_for_its_values_is_not_a_layout_finding() -> None:
+    r = gradlab.check(DistinctRowsOnly, [rand(3, 4)], reference=lambda x: x * 2)
+    assert r.passed, table(r.rows)
+    # the expanded and ties variants repeat a row: refused in any layout, a warn
+    refused = {x.variant for x in r.rows if x.reason == "values_refused"}
+    assert any(v.startswith("expanded") for v in refused), table(r.rows)
+    assert any(v.startswith("ties") for v in refused), table(r.rows)
+    assert all(x.status == "warn" for x in r.rows if x.reason == "values_refused")
+    assert not [x for x in r.rows if x.hint == "expanded_refused"], table(r.rows)
+    assert not gradlab.check(DistinctRowsOnly, [rand(3, 4)], reference=lambda x: x * 2,
+                             strict=True).passed

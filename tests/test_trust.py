@@ -314,7 +314,9 @@ def test_the_contract_sees_the_raw_return_however_the_function_is_called(how: st
                               variants=False)
         (row,) = [row for row in r.rows if row.check == "contract"]
         if broken:
-            assert (row.status, row.hint) == ("fail", "wrong_shape"), table(r.rows)
+            # [1, 1] for a [1] bias: autograd sums it down, the user's gradient is right; the
+            # contract leans on the engine: a warn (summed_shape), not a failure
+            assert (row.status, row.hint) == ("warn", "summed_shape"), table(r.rows)
             assert "shape [1, 1], expected [1]" in message(row)
             if how == "wrapped":
                 assert "of BiasSqueeze" in message(row)
@@ -322,13 +324,13 @@ def test_the_contract_sees_the_raw_return_however_the_function_is_called(how: st
             assert row.status == "pass" and not row.reason, table(r.rows)
 
 
-def test_autograd_fixes_a_wrong_shape_for_the_gradient_row_while_the_contract_fails() -> None:
+def test_autograd_fixes_a_summed_shape_for_the_gradient_row_while_the_contract_warns() -> None:
     # the direct call's return value breaks the contract: the gradient a user sees is autograd's
     # (summed to [1]), compared on a run of its own
     r = gradlab.check(BiasSqueeze, [rand(3, 4), rand(1, seed=1), 0.5],
                       reference=bias_reference, variants=["noncontiguous"])
     rows = {(row.variant, row.check): row for row in r.rows}
-    assert rows["base", "contract"].status == "fail", table(r.rows)
+    assert rows["base", "contract"].status == "warn", table(r.rows)
     assert rows["base", "gradient"].status == "pass", table(r.rows)
     assert rows["noncontiguous[0]", "gradient"].status == "pass", table(r.rows)
 
@@ -435,7 +437,7 @@ def test_the_contract_checks_torch_library_ops() -> None:
 
         def backward(ctx: Any, g: Tensor) -> Tensor:
             (x,) = ctx.saved_tensors
-            return (g * x.cos()).unsqueeze(0)  # BROKEN: [1, 1, 4] for a [1, 4] input
+            return (g * x.cos()).mT  # BROKEN: [4, 1] for a [1, 4] input (no sum makes it fit)
 
         bad_sin.register_autograd(backward, setup_context=setup)
     r = gradlab.check(torch.ops.gradlab_test.bad_sin, [rand(1, 4)], reference=torch.sin,

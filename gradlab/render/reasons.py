@@ -12,6 +12,10 @@ REASONS: dict[str, str] = {
     "reference_failed": "the reference failed on this case (nothing to compare with)",
     "expanded_refused": "forward does not accept an expanded input",
     "ragged_refused": "forward does not accept the grown (ragged) sizes",
+    "values_refused": "forward raises on these values in any layout (a contiguous copy "
+                      "raises alike) where the reference accepts them: a domain narrower than "
+                      "the reference's by design (a Cholesky solve of a singular matrix), or a "
+                      "bug. A warn: --strict fails it",
     "expanded_refused_by_reference": "neither the Function nor the reference accepts an "
                                      "expanded input",
     "second_order_unsupported": "double backward not supported (and no reference supports it "

@@ -54,6 +54,10 @@ HINTS: dict[str, str] = {
     "wrong_count": "backward returned the wrong number of gradients",
     "non_tensor_grad": "a gradient was returned for a non-tensor argument (must be None)",
     "wrong_shape": "gradient has the wrong shape",
+    "summed_shape": "backward returns a gradient at a shape autograd sums down to the input's: "
+                    "the gradient you get is right, but only through the engine's reduction "
+                    "(anything calling backward itself gets the wrong shape); return "
+                    "grad.sum_to_size(input.shape)",
     "wrong_dtype": "gradient has the wrong dtype",
     "wrong_device": "gradient is on the wrong device",
     "forward": "forward output differs from the reference",
@@ -237,7 +241,7 @@ def _fact(f: Finding) -> str:
         return f"{f.got} outputs, reference has {f.want}"
     if f.hint == "non_tensor_grad":
         return f"gradient {f.index} returned for a {f.want} argument"
-    if f.got is not None and f.hint in ("wrong_shape", "forward"):
+    if f.got is not None and f.hint in ("wrong_shape", "summed_shape", "forward"):
         return f"shape {f.got}, expected {f.want}"
     if f.subject == "setting" and f.got is not None:
         return f"{f.got[0]} left at {f.got[1]} (was {f.want})"

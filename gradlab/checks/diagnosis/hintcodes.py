@@ -24,7 +24,7 @@ CODES: dict[str, tuple[str, ...]] = {
     "forward_ad": ("forward_ad_only", "forward_ad_missing"), "autocast": ("autocast_missing",),
     "contract": ("inplace_grad_output", "inplace_input", "not_reentrant", "state_outside_ctx",
                  "output_differentiable", "output_not_differentiable"),
-    "rawbackward": ("wrong_dtype", "wrong_device", "ctx_output", "ctx_input"),
+    "rawbackward": ("summed_shape", "wrong_dtype", "wrong_device", "ctx_output", "ctx_input"),
     "second_order": ("second_order_claimed", "second_order_missing"),
     "verdicts": ("expanded_refused",), "isolate": ("timeout", "worker_died"),
     "capabilities": ("compile_wrong", "vmap_wrong", "func_grad_wrong", "cuda_wrong",

@@ -116,6 +116,15 @@ RULES: tuple[Rule, ...] = (
          why="values 1e3x or 1e-12x from the user's: an unstable formula, or a method's "
              "absolute scale by design (damping, solver tolerance, step); a non-finite value "
              "stays a failure"),
+    Rule("forward", "values_refused", WARN,
+         "forward raises on a variant's values (ties, a planted special value; an expanded "
+         "input whose contiguous copy it refuses too) that the reference accepts",
+         why="a domain narrower than the reference's (a Cholesky solve of a singular "
+             "matrix): raising is safe, and may be a bug"),
+    Rule("contract", "summed_shape", WARN,
+         "backward returns a gradient at a shape autograd sums down to the input's (the "
+         "output's broadcast shape for a [1, 1] parameter)",
+         why="the gradient a user gets is right; a caller of backward itself is not"),
     Rule("contract", "ctx_input", WARN,
          "an input kept on ctx instead of save_for_backward (found by aliasing, not shown "
          "by an in-place update)",

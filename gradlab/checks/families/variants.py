@@ -25,6 +25,7 @@ from gradlab.checks.families.sizes import magnitude_inputs, ragged_inputs, ragge
 from gradlab.checks.families.values import conventions, left_out, value_families
 from gradlab.checks.families.verdicts import (
     LAYOUT_FAMILIES,
+    REFUSABLE,
     VALUE_FAMILIES,
     expanded_refused,
     mark_value_level,
@@ -35,6 +36,7 @@ from gradlab.checks.families.verdicts import (
     scale_limited,
     unsure,
     value_variant_failures,
+    values_refused,
     without_reference,
 )
 from gradlab.checks.numeric.compare import compare_runs
@@ -321,6 +323,9 @@ def one_variant(ctx: CaseContext, v: Variant, b: Baseline, judge: Judge,
         if refusal_row:
             ctx.row(v.name, "forward", SKIP, seconds=time.perf_counter() - t0, declared=True,
                     reason="ragged_refused", note=first_line(got.error))
+        return False
+    if v.family in REFUSABLE and got.error is not None and got.stage == "forward":
+        values_refused(ctx, v.name, got, time.perf_counter() - t0)
         return False
     rows = compare_runs(ctx, v.name, got, want, v.inputs, judge.tol,
                         checks=checks & {"forward", "gradient"},

@@ -69,14 +69,36 @@ def accepts(fn: Callable[..., Any], inputs: Inputs) -> bool:
 def expanded_refused(ctx: CaseContext, name: str, inputs: Inputs, got: Run,
                      seconds: float) -> None:
     """Forward refused an expanded input: a missing capability when the reference accepts it
-    (a `warn`: refusing is a choice, not a wrong gradient), not applicable when it refuses too."""
+    (a `warn`: refusing is a choice, not a wrong gradient), not applicable when it refuses too;
+    values_refused when the Function refuses a contiguous copy of the same values as well."""
     note = first_line(got.error) if got.error is not None else ""
     if ctx.op.reference is not None and not accepts(ctx.op.reference, inputs.clone()):
         ctx.row(name, "forward", SKIP, seconds=seconds, declared=True,
                 reason="expanded_refused_by_reference", note=note)
+    elif not accepts(ctx.op.function, plain_copy(inputs)):
+        # the repeated row's values, not the stride-0 layout: a contiguous copy is refused
+        # alike (a Cholesky-based solve of a matrix the repeat made indefinite), so the
+        # layout cannot be judged and .contiguous() would not help
+        values_refused(ctx, name, got, seconds)
     else:
         ctx.capability_row(name, "forward", "expanded_input", seconds=seconds,
                            hint="expanded_refused", reason="expanded_refused", note=note)
+
+
+#: Value families whose new values a correct Function may refuse by design: a tie that a
+#: Cholesky-based solve (its matrix made singular) or a sort-based op cannot take, a planted
+#: special value outside its domain.
+REFUSABLE = ("ties", "special")
+
+
+def values_refused(ctx: CaseContext, name: str, got: Run, seconds: float) -> None:
+    """Forward raised on a variant's values that the reference accepts (in any layout): policy's
+    `values_refused` (a warn: raising is the safe way to lack a domain, and may be a bug; a
+    failure under --strict), the error in the note."""
+    ctx.row(name, "forward", policy.status("forward", "values_refused",
+                                           strict=ctx.options.strict),
+            seconds=seconds, reason="values_refused",
+            note=first_line(got.error) if got.error is not None else "")
 
 
 def reference_refused(ctx: CaseContext, name: str, got: Run, error: BaseException,

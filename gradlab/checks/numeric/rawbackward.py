@@ -149,10 +149,24 @@ def check_graph_node(node: Any, raw: Sequence[Any], name: str) -> list[Finding]:
     return found
 
 
+def sums_to(shape: Sequence[int], grad_shape: Sequence[int]) -> bool:
+    """Whether autograd's engine sums a gradient of `grad_shape` down to an input of `shape`
+    (the input's shape expands to it: torch's validate_outputs accepts it and calls sum_to):
+    a backward returning the gradient at the output's broadcast shape is right (gpytorch's
+    covariance Functions do it for a [1, 1] lengthscale)."""
+    if len(shape) > len(grad_shape):
+        return False
+    tail = grad_shape[len(grad_shape) - len(shape):]
+    return all(s in (1, g) for s, g in zip(shape, tail, strict=True))
+
+
 def tensor_findings(i: int, grad: Tensor, like: Any, node: str = "") -> list[Finding]:
-    """A gradient of the wrong shape, dtype or device for input `i` (first problem only)."""
+    """A gradient of the wrong shape, dtype or device for input `i` (first problem only); a
+    shape the engine sums down to the input's is `summed_shape` (sums_to: the gradient a user
+    sees is right, the contract only leans on the engine)."""
     if tuple(grad.shape) != tuple(like.shape):
-        return [Finding("input", i, "wrong_shape", got=list(grad.shape), want=list(like.shape),
+        hint = "summed_shape" if sums_to(tuple(like.shape), tuple(grad.shape)) else "wrong_shape"
+        return [Finding("input", i, hint, got=list(grad.shape), want=list(like.shape),
                         node=node)]
     if grad.dtype != like.dtype:
         return [Finding("input", i, "wrong_dtype", got=dtype_name(grad.dtype),
