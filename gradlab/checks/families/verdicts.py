@@ -38,6 +38,7 @@ from gradlab.checks.diagnosis.hints import (
     value_level,
     value_level_hint,
 )
+from gradlab.checks.families.domain import moved
 from gradlab.checks.families.repeats import untied
 from gradlab.checks.families.sizes import magnitude_inputs
 from gradlab.checks.families.values import small_inputs
@@ -233,6 +234,11 @@ def mark_value_level(row: CheckRow, got: Run, want: Run, inputs: Inputs, tol: To
     row.hint = levels[0] if levels else "value_dependent"
 
 
+def nonfinite_within(got: Tensor, want: Tensor) -> bool:
+    """Every non-finite element of `got` is non-finite in `want` too (same shape)."""
+    return bool((~torch.isfinite(got) <= ~torch.isfinite(want.to(got.device))).all())
+
+
 def overflow_alike(ctx: CaseContext, inputs: Inputs, grad_outs64: Sequence[Tensor], got: Run,
                    failing: list[CheckRow], gen: torch.Generator) -> list[CheckRow]:
     """The magnitude variant's failing rows that stay failures.
@@ -254,8 +260,7 @@ def overflow_alike(ctx: CaseContext, inputs: Inputs, grad_outs64: Sequence[Tenso
     kept = []
     for r in failing:
         pairs = [compared_tensors(f, got, same, inputs) for f in r.findings]
-        if all(p is not None and bool((~torch.isfinite(p[0]) <= ~torch.isfinite(p[1])).all())
-               for p in pairs):
+        if all(p is not None and nonfinite_within(*p) for p in pairs):
             r.status, r.hint, r.reason, r.findings = PASS, "", "overflow_alike", []
             r.max_abs_err = r.max_rel_err = None  # measured against nothing finite
         else:
@@ -292,8 +297,6 @@ def precision_driven(ctx: CaseContext, inputs: Inputs, grad_outs64: Sequence[Ten
     """Whether the Function's error against the float64 reference on `inputs` grows by
     PRECISION_DRIVEN from float64 to float32 (True too where nothing can be measured: the
     failure stands).  A float32 inf counts: it is the cancellation itself (exp(x) - 1 = 0)."""
-    from gradlab.checks.families.domain import moved
-
     ref = ctx.op.reference
     gold = run_once(ref, plain_copy(inputs, dtype=torch.float64), grad_outs64, gen) \
         if ref is not None else None
@@ -328,7 +331,7 @@ def range_reached(ctx: CaseContext, got: Run, inputs: Inputs, grad_outs64: Seque
             continue
         if not isinstance(b, Tensor) or a.shape != b.shape:
             return False
-        if not bool((~torch.isfinite(a) <= ~torch.isfinite(b.to(a.device))).all()):
+        if not nonfinite_within(a, b):
             return False
     return True
 
