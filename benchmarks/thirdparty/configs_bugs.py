@@ -9,6 +9,7 @@ references of configs_independent.py or of the demo.  Packages are imported insi
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import configs_lead as lead
@@ -176,14 +177,10 @@ def ref_smoothed_max(x: torch.Tensor) -> torch.Tensor:
     return (x * w).sum(-1) - 0.5 * (w * w).sum(-1)
 
 
-def _qpth_batched() -> Made:
+def _independent_made(name: str) -> Made:
+    """configs_independent's make() `name`, its floating args requiring grad (its _rg)."""
     ind = _independent()
-    return ind._rg(ind._mk_qpth_batched)()
-
-
-def _qpth_single() -> Made:
-    ind = _independent()
-    return ind._rg(ind._mk_qpth_single)()
+    return ind._rg(getattr(ind, name))()
 
 
 def ref_qp(*args: torch.Tensor) -> torch.Tensor:
@@ -201,10 +198,12 @@ BUGS: list[Config] = [
            lead._reversible_heun(True, 10), "at dt = 0.05 the reversible adjoint does not retrace "
            "the forward's grid: float64 gradient 6.4e-3 off the same scheme written out, which "
            "finite differences confirm (demos/torchsde_adjoint_inexact_dt.py)"),
-    Config("qpth:QPFunction:nz3,ineq4,eq1,unbatched", QPTH, _qpth_single, ref_qp,
+    Config("qpth:QPFunction:nz3,ineq4,eq1,unbatched", QPTH,
+           functools.partial(_independent_made, "_mk_qpth_single"), ref_qp,
            "backward clamps lambda / s of the KKT system at 1e8: float64 gradients off by "
            "5e-7 to 3e-6 (demos/qpth_backward_clamp.py)"),
-    Config("qpth:QPFunction:b2,nz4,ineq3,eq1", QPTH, _qpth_batched, ref_qp,
+    Config("qpth:QPFunction:b2,nz4,ineq3,eq1", QPTH,
+           functools.partial(_independent_made, "_mk_qpth_batched"), ref_qp,
            "the same clamp, batched: off where a multiplier is small (a grown problem) "
            "(demos/qpth_backward_clamp.py)"),
     Config("torchinterp1d:interp1d:y,3x6->3x8", lead.TORCHINTERP1D, lead._interp_values,

@@ -13,8 +13,8 @@ in: tight in float64, as a user checking against exact math would set it (float3
 
 from __future__ import annotations
 
+import itertools
 import math
-
 from typing import Any
 
 import torch
@@ -103,7 +103,7 @@ def ref_ode_logistic(r: torch.Tensor, y0: torch.Tensor) -> torch.Tensor:
     n = math.ceil(t_end / LOGISTIC_STEP + 1)
     grid = [min(k * LOGISTIC_STEP, t_end) for k in range(n)]
     ys, y, out = [y0], y0, [y0]
-    for t0, t1 in zip(grid, grid[1:]):
+    for t0, t1 in itertools.pairwise(grid):
         h = t1 - t0
         k1 = f(y)
         k2 = f(y + h * k1 / 3)

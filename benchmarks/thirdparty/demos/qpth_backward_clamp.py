@@ -14,18 +14,19 @@ central finite differences of qpth's own forward agree with the KKT solve's plai
 gradient to 2e-10; qpth's backward is the one that is off. Lowering the clamp's floor to 1e-300
 (only for this run) brings the backward onto the finite differences.
 
-Run: bash benchmarks/thirdparty/install.sh && python3 benchmarks/thirdparty/demos/qpth_backward_clamp.py
+Run: bash benchmarks/thirdparty/install.sh &&
+     python3 benchmarks/thirdparty/demos/qpth_backward_clamp.py
 """
-import os
 import sys
 import types
+from pathlib import Path
 
 import _common  # noqa: F401  (the pinned install on sys.path, the cvxpy shim)
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import configs_independent as ind  # noqa: E402
-import qpth.qp as qp  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import configs_independent as ind
+import qpth.qp as qp
 
 D = torch.float64
 L, p, G, h, A, b = ind._qp_problem(0, 3, 4, 1, 4)
@@ -57,14 +58,21 @@ for j in range(h.numel()):
     fd[j] = ((v * solve(*up)).sum() - (v * solve(*dn)).sum()) / 2e-6
 
 real_clamp = torch.clamp
-qp.torch = types.SimpleNamespace(**{k: getattr(torch, k) for k in dir(torch) if not k.startswith("__")})
-qp.torch.clamp = lambda t, min=None, max=None: real_clamp(t, min=None if min is None else 1e-300, max=max)
+qp.torch = types.SimpleNamespace(**{k: getattr(torch, k) for k in dir(torch)
+                                    if not k.startswith("__")})
+
+
+def clamp_floor_1e300(t, min=None, max=None):  # torch.clamp's own argument names
+    return real_clamp(t, min=None if min is None else 1e-300, max=max)
+
+
+qp.torch.clamp = clamp_floor_1e300
 g_unclamped = grads(solve, v)
 qp.torch = torch
 
 
 def worst(gs):
-    return max(float((a - b).abs().max()) for a, b in zip(gs, g_ref))
+    return max(float((a - b).abs().max()) for a, b in zip(gs, g_ref, strict=True))
 
 
 err = worst(g_qpth)
@@ -72,7 +80,8 @@ fd_err = float((fd - g_ref[3]).abs().max())
 print(f"forward, qpth vs exact KKT solve:                  max abs {fwd:.1e}")
 print(f"gradient of h, finite differences vs KKT solve:    max abs {fd_err:.1e}")
 print(f"gradients, qpth backward vs KKT solve:             max abs {err:.1e}")
-print(f"gradient of h, qpth backward vs finite differences: max abs {float((g_qpth[3] - fd).abs().max()):.1e}")
+qpth_vs_fd = float((g_qpth[3] - fd).abs().max())
+print(f"gradient of h, qpth backward vs finite differences: max abs {qpth_vs_fd:.1e}")
 print(f"gradients, backward with the clamp at 1e-300:      max abs {worst(g_unclamped):.1e}")
 bug = err > 2e-7 and fd_err < 1e-8 and worst(g_unclamped) < 1e-12
 print("BUG REPRODUCED" if bug else "not reproduced")

@@ -13,16 +13,17 @@ Shown without gradlab, at dt = 0.05 and 1/32: the forward values of sdeint_adjoi
 plain-autograd scheme agree to rounding (the same solve), and the plain scheme's gradient agrees
 with central finite differences; the adjoint's gradient is the one that is off.
 
-Run: bash benchmarks/thirdparty/install.sh && python3 benchmarks/thirdparty/demos/torchsde_adjoint_inexact_dt.py
+Run: bash benchmarks/thirdparty/install.sh &&
+     python3 benchmarks/thirdparty/demos/torchsde_adjoint_inexact_dt.py
 """
-import os
 import sys
+from pathlib import Path
 
 import _common  # noqa: F401  (the pinned install on sys.path)
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import configs_lead as lead  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import configs_lead as lead
 
 D = torch.float64
 worst = {}
@@ -30,7 +31,7 @@ for steps in (10, 32):
     fn, args, _ = lead._sde(True, steps)
     ref = lead._reversible_heun(True, steps)
 
-    def grads(f):
+    def grads(f, args=args):
         a = [x.detach().to(D).requires_grad_() for x in args]
         out = f(*a)
         return torch.autograd.grad(out, a, torch.ones_like(out))
@@ -41,7 +42,7 @@ for steps in (10, 32):
     e = torch.zeros_like(th)
     e[0] = 1e-6
     fd = float((ref(th + e, sg, y0).sum() - ref(th - e, sg, y0).sum()) / 2e-6)
-    err = max(float((a - b).abs().max()) for a, b in zip(adj, plain))
+    err = max(float((a - b).abs().max()) for a, b in zip(adj, plain, strict=True))
     fwd = float((fn(*[x.detach() for x in args]) - ref(*[x.detach() for x in args])).abs().max())
     print(f"dt = {lead.SDE_T1 / steps:<9} forward values: max abs difference {fwd:.1e}")
     worst[steps] = err
