@@ -9,10 +9,8 @@ file), and names built from op and case names kept short and tame.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
-import secrets
 import stat
 import tempfile
 import time
@@ -80,6 +78,8 @@ def safe_name(text: str, max_len: int = MAX_NAME_PART) -> str:
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_.") or "x"
     if slug == text and len(slug) <= max_len:
         return slug
+    import hashlib  # on use: `gradlab list` never names a file (OpenSSL's load: ~2 ms)
+
     digest = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     return f"{slug[: max_len - 9]}-{digest}"
 
@@ -91,6 +91,8 @@ def timestamp() -> str:
 
 def token() -> str:
     """The random part of report names: 4 hex digits."""
+    import secrets  # on use, as hashlib above
+
     return secrets.token_hex(2)
 
 

@@ -18,8 +18,8 @@ from rich.text import Text
 
 from gradlab.model import MATRIX
 from gradlab.render.tables import Column, build, width_of
-from gradlab.results import ERROR, FAIL, WARN
 from gradlab.results.capabilities import BREAKS, NA, NO, UNMEASURED, WRONG, YES, OpCapabilities
+from gradlab.results.status import ERROR, FAIL, WARN
 
 #: Column headers (short: ten of them and the op must fit in 100 columns).
 HEADERS = {"first_order": "1st", "second_order": "2nd", "forward_ad": "fwd",

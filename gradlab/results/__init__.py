@@ -1,20 +1,42 @@
-"""Results: typed rows and reports that the checks and the bench return (no printing here)."""
+"""Results: typed rows and reports that the checks and the bench return (no printing here).
 
-from gradlab.results.check import (
-    COLUMNS,
-    ERROR_MAP_SIDE,
-    CheckRow,
-    Element,
-    ErrorStats,
-    Finding,
-    Pattern,
-    ProbeStats,
-    Report,
-    exit_code,
-    merge_reports,
-)
+The row and report types load on first use: `gradlab list` needs the status words only, and
+results.check's dataclasses are 4 ms of its start-up."""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from gradlab.results.status import ERROR, FAIL, PASS, SKIP, STATUSES, WARN
+
+if TYPE_CHECKING:
+    from gradlab.results.check import (
+        COLUMNS,
+        ERROR_MAP_SIDE,
+        CheckRow,
+        Element,
+        ErrorStats,
+        Finding,
+        Pattern,
+        ProbeStats,
+        Report,
+        exit_code,
+        merge_reports,
+    )
+
+#: The names results.check defines, given on first use.
+_CHECK_NAMES = ("COLUMNS", "ERROR_MAP_SIDE", "CheckRow", "Element", "ErrorStats", "Finding",
+                "Pattern", "ProbeStats", "Report", "exit_code", "merge_reports")
 
 __all__ = ["COLUMNS", "ERROR", "ERROR_MAP_SIDE", "FAIL", "PASS", "SKIP", "STATUSES", "WARN",
            "CheckRow", "Element", "ErrorStats", "Finding", "Pattern", "ProbeStats", "Report",
            "exit_code", "merge_reports"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CHECK_NAMES:
+        value = getattr(import_module("gradlab.results.check"), name)
+        globals()[name] = value  # once: later lookups are plain attribute reads
+        return value
+    raise AttributeError(f"module 'gradlab.results' has no attribute {name!r}")

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gradlab.model import MATRIX
-from gradlab.results.check import CheckRow
 from gradlab.results.status import ERROR, FAIL, SEVERITY, SKIP, WARN
+
+if TYPE_CHECKING:  # annotations only: `gradlab list` draws the matrix without the row types
+    from gradlab.results.check import CheckRow
 
 #: Cell states.  yes: runs and matches; breaks: matches, with graph breaks (torch.compile);
 #: no: raises (or, deterministic: differs bitwise); wrong: runs and differs (a failure); n/a:
