@@ -32,6 +32,8 @@ how many times each mode calls the Function's forward and backward.
 gradlab / torch matching for exp and conv2d at 1e4, 1e5 and 1e6 elements (<= 1.5x); the
 process `gradlab list` / one importing typer, rich and yaml (<= 2x); the bundled suite
 (`time_check.py`'s default: `gradlab check specs/`) / a process importing torch (<= 1.5x).
+It also splits one gradlab run per cell into the part torch's matching check does too, the
+variants (no counterpart in torch) and the rest (see SPLIT), each against torch matching.
 """
 
 from __future__ import annotations
@@ -265,6 +267,33 @@ def process_wall(label: str) -> float:
     return time.perf_counter() - t0
 
 
+#: --targets' split of one gradlab run: the part torch's matching check also does (its
+#: gradcheck, gradgradcheck, check_batched_grad and check_forward_ad), the variants (layouts,
+#: grad_outputs, requires_grad subsets, value edge cases: what torch has no counterpart for),
+#: and the rest (the base run against the reference, the other capabilities, autocast).
+SPLIT = {"jacobian": "matching", "second_order": "matching", "forward_ad": "matching",
+         "batched_grad": "matching"}
+
+
+def split_seconds(op: str, n: Size) -> dict[str, float]:
+    """{part: seconds} of one gradlab run of `op` at size `n` (SPLIT's parts), from its rows'
+    seconds (rows of one variant share theirs: counted once)."""
+    fn, ref, args = make_args(op, n)
+    report = gradlab.check(fn, args, reference=ref, name=op)
+    parts = {"matching": 0.0, "variants": 0.0, "rest": 0.0}
+    seen: set[tuple[str, str, str]] = set()
+    for r in report.rows:
+        key = (r.dtype, r.variant, r.check if r.check in SPLIT or r.variant in SPLIT else "")
+        if key in seen:
+            continue
+        seen.add(key)
+        part = SPLIT.get(r.check) or SPLIT.get(r.variant) or (
+            "rest" if r.variant == "base" or r.check in ("capabilities", "autocast")
+            else "variants")
+        parts[part] += r.seconds
+    return parts
+
+
 def targets(rounds: int, ops: list[str], sizes: list[Size]) -> None:
     """Issue 30's three ratios, from `rounds` interleaved rounds of every cell (see --targets)."""
     # processes run as a user's would: from cached bytecode (this environment may set
@@ -294,6 +323,14 @@ def targets(rounds: int, ops: list[str], sizes: list[Size]) -> None:
     for op, n, _ in cells[::len(TARGET_MODES)]:
         ours, theirs = med[(op, n, "gradlab")], med[(op, n, "torch matching")]
         print(f"{op:<7}{label(n):>9}{ours:>10.4f}{theirs:>16.4f}{ours / theirs:>7.2f}x")
+    print("where gradlab's time goes (one more run per cell; seconds), against torch matching:")
+    print(f"{'op':<7}{'size':>9}{'matching part':>15}{'variants':>10}{'rest':>8}"
+          f"{'torch matching':>16}{'variants/torch':>16}")
+    for op, n, _ in cells[::len(TARGET_MODES)]:
+        parts = split_seconds(op, n)
+        theirs = med[(op, n, "torch matching")]
+        print(f"{op:<7}{label(n):>9}{parts['matching']:>15.4f}{parts['variants']:>10.4f}"
+              f"{parts['rest']:>8.4f}{theirs:>16.4f}{parts['variants'] / theirs:>15.2f}x")
     for num, den, goal in PROCESS_RATIOS:
         print(f"{num} {med[num]:.3f} s / {den} {med[den]:.3f} s = "
               f"{med[num] / med[den]:.2f}x  target {goal}")
