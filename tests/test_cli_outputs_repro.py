@@ -15,6 +15,7 @@ writable before the run is not at its end); two_ops.yaml holds two ops sharing t
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shlex
@@ -49,7 +50,10 @@ Gradlab = Callable[..., Ran]
 def gradlab(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Gradlab:
     """`gradlab ARGS` (in-process checks: GRADLAB_ISOLATE=0 from conftest), with
     $GRADLAB_TEST_SABOTAGE naming `sabotage`'s paths while it runs."""
-    monkeypatch.setenv("COLUMNS", "200")
+    app = importlib.import_module("gradlab.cli.app")  # the module, not gradlab.cli.app (Typer)
+
+    for console in (app.out, app.err):  # made at import: a 200-column terminal from here on
+        monkeypatch.setattr(console, "width", 200)
 
     def run(args: list[str], sabotage: Sequence[Path] = ()) -> Ran:
         monkeypatch.setenv("GRADLAB_TEST_SABOTAGE", os.pathsep.join(map(str, sabotage)))
