@@ -1,19 +1,19 @@
 """Bench statistics that are honest about few samples, and Ctrl-C that keeps the samples taken
 (issue 23 item 9): under stats.MIN_INTERVAL_SAMPLES samples no bootstrap interval is given (the
 count is said instead: `n=3`) and nothing is called significant; a bench stopped in its third
-sampling round keeps the two rounds it finished, in the report and in the files the installed
-`gradlab` command writes."""
+sampling round keeps the two rounds it finished, in the report and in the files the `gradlab`
+command writes."""
 
 from __future__ import annotations
 
+import importlib
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import run_cli
 from rich.console import Console
 
 from gradlab.bench.compare import compare
@@ -24,7 +24,6 @@ from gradlab.results.bench import BenchReport, BenchRow
 from gradlab.results.status import PASS
 
 DATA = Path(__file__).parent / "data" / "bench_interrupt"
-GRADLAB = Path(sys.executable).parent / "gradlab"
 PHASES = ("forward", "forward_grad", "backward", "forward_backward")
 
 
@@ -75,17 +74,22 @@ def test_compare_does_not_judge_three_rounds() -> None:
     assert "n=3, too few samples" in row.note
 
 
-@pytest.fixture(scope="module")
-def interrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, Path]:
-    """`gradlab bench` on a Function that raises KeyboardInterrupt in its 3rd sampling round."""
-    if not GRADLAB.exists():
-        pytest.skip(f"no installed gradlab command beside {sys.executable}")
-    out = tmp_path_factory.mktemp("bench")
-    proc = subprocess.run([str(GRADLAB), "bench", str(DATA / "interrupting.yaml"),
-                           "--report-dir", str(out), "--junit", str(out / "junit.xml")],
-                          capture_output=True, text=True, timeout=300, check=False,
-                          env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"})
-    return proc.returncode, proc.stdout + proc.stderr, out
+@pytest.fixture
+def interrupted(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, Path]:
+    """`gradlab bench` on a Function that raises KeyboardInterrupt in its 3rd sampling round,
+    run in this process (conftest.run_cli: the entry point the installed command calls; the
+    interrupt is the Function's own raise, no signal, so no process of its own is needed)."""
+    # interrupting.py counts its calls in a module global: a fresh import starts at zero
+    monkeypatch.delitem(sys.modules, "interrupting", raising=False)
+    app = importlib.import_module("gradlab.cli.app")  # the module, not gradlab.cli.app (Typer)
+    for console in (app.out, app.err):  # made at import: a 200-column terminal from here on
+        monkeypatch.setattr(console, "width", 200)
+    out = tmp_path / "bench"
+    code, stdout, stderr = run_cli(["bench", str(DATA / "interrupting.yaml"), "--report-dir",
+                                    str(out), "--junit", str(out / "junit.xml")], capsys)
+    monkeypatch.delitem(sys.modules, "interrupting", raising=False)
+    return code, stdout + stderr, out
 
 
 def test_ctrl_c_in_a_bench_keeps_the_rounds_taken(interrupted: tuple[int, str, Path]) -> None:

@@ -32,10 +32,15 @@ def junitparser() -> Any:
 
 @pytest.fixture(scope="module")
 def broken_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One check of a failing and a passing Function, with --junit and --summary-md."""
+    """One check of a failing and a passing Function, with --junit and --summary-md.
+
+    In-process, as conftest's _no_worker_process has every test's run (a module-scoped
+    fixture is made before that function-scoped one): these tests are about the files
+    written, not where the checks ran."""
     out = tmp_path_factory.mktemp("ci")
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(TESTS)
+        mp.setenv("GRADLAB_ISOLATE", "0")
         result = runner.invoke(app, ["check", str(DATA / "user_broken.yaml"),
                                      str(DATA / "user_ok.yaml"), "--report-dir", str(out),
                                      "--junit", str(out / "junit.xml"),
@@ -49,6 +54,7 @@ def failing_checks(frame: pd.DataFrame) -> set[tuple[str, str, str]]:
     return set(zip(bad["op"], bad["case"], bad["check"], strict=True))
 
 
+@pytest.mark.xdist_group("ci_broken_run")  # one worker makes broken_run
 def test_junit_has_one_failing_testcase_per_failing_check(broken_run: dict[str, Any]) -> None:
     assert broken_run["result"].exit_code == 1
     xml = junitparser().JUnitXml.fromfile(str(broken_run["out"] / "junit.xml"))
@@ -66,6 +72,7 @@ def test_junit_has_one_failing_testcase_per_failing_check(broken_run: dict[str, 
     assert suites["SquareNoChainRule"].failures == len(failed)
 
 
+@pytest.mark.xdist_group("ci_broken_run")  # one worker makes broken_run
 def test_junit_failure_text_is_the_diagnosis_not_a_jacobian(broken_run: dict[str, Any]) -> None:
     xml = junitparser().JUnitXml.fromfile(str(broken_run["out"] / "junit.xml"))
     case = next(c for s in xml for c in s if s.name == "SquareNoChainRule"
@@ -169,6 +176,7 @@ def table_rows(markdown: str) -> list[list[str]]:
     return [[c.strip() for c in ln.strip("|").split(" | ")] for ln in lines[2:]]
 
 
+@pytest.mark.xdist_group("ci_broken_run")  # one worker makes broken_run
 def test_summary_md_lists_each_finding_with_its_checks_variants_hint_and_message(
         broken_run: dict[str, Any]) -> None:
     text = (broken_run["out"] / "summary.md").read_text()

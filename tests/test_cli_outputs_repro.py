@@ -1,7 +1,11 @@
-"""Through the installed `gradlab` command: every output path is checked before the first check
+"""Through gradlab's command-line entry point: every output path is checked before the first check
 runs (exit 2, one line naming option and path, nothing run), a write that fails at the end keeps
 the other outputs and names the one that failed, and a failing row's printed repro command
 re-runs that row alone (issue 23, items 2 and 7).
+
+The commands run in this process (conftest.run_cli, the entry point the installed `gradlab`
+script calls): what is checked is what the command does, not the process around it (that the
+installed script runs as one is tests/test_one_story.py's and tests/test_list_devices.py's).
 
 tests/data/cli_rows/: sabotage.yaml's Function makes a folder at each path in
 $GRADLAB_TEST_SABOTAGE while it runs (so whether a check ran shows on disk, and an output checked
@@ -11,19 +15,18 @@ writable before the run is not at its end); two_ops.yaml holds two ops sharing t
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shlex
-import subprocess
-import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DATA
+from conftest import DATA, run_cli
 
-#: The console script of this environment, as a user runs it.
-GRADLAB = Path(sys.executable).with_name("gradlab")
 ROWS = DATA / "cli_rows"
 SABOTAGE = ROWS / "sabotage.yaml"
 TWO_OPS = ROWS / "two_ops.yaml"
@@ -31,13 +34,32 @@ TWO_OPS = ROWS / "two_ops.yaml"
 QUICK_BENCH = ["--min-time", "0.01", "--min-samples", "1", "--max-time", "0.05"]
 
 
-def gradlab(args: list[str], sabotage: list[Path] = ()) -> subprocess.CompletedProcess[str]:
-    """`gradlab ARGS` in a child process (in-process checks: GRADLAB_ISOLATE=0 from conftest)."""
-    assert GRADLAB.is_file(), f"{GRADLAB}: the gradlab command is not installed here"
-    env = dict(os.environ, GRADLAB_TEST_SABOTAGE=os.pathsep.join(map(str, sabotage)),
-               COLUMNS="200")
-    return subprocess.run([str(GRADLAB), *args], capture_output=True, text=True, env=env,
-                          timeout=300, check=False)
+@dataclass(frozen=True)
+class Ran:
+    """What one `gradlab ARGS` gave: its exit code and what it printed."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+Gradlab = Callable[..., Ran]
+
+
+@pytest.fixture
+def gradlab(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Gradlab:
+    """`gradlab ARGS` (in-process checks: GRADLAB_ISOLATE=0 from conftest), with
+    $GRADLAB_TEST_SABOTAGE naming `sabotage`'s paths while it runs."""
+    app = importlib.import_module("gradlab.cli.app")  # the module, not gradlab.cli.app (Typer)
+
+    for console in (app.out, app.err):  # made at import: a 200-column terminal from here on
+        monkeypatch.setattr(console, "width", 200)
+
+    def run(args: list[str], sabotage: Sequence[Path] = ()) -> Ran:
+        monkeypatch.setenv("GRADLAB_TEST_SABOTAGE", os.pathsep.join(map(str, sabotage)))
+        return Ran(*run_cli(args, capsys))
+
+    return run
 
 
 def lines(text: str) -> list[str]:
@@ -64,7 +86,8 @@ def unwritable(tmp_path: Path, option: str) -> tuple[list[str], Path]:
 
 @pytest.mark.parametrize("option", ["--junit", "--summary-md", "--report-dir", "--plots",
                                     "/proc"])
-def test_an_unwritable_output_exits_2_before_any_check(option: str, tmp_path: Path) -> None:
+def test_an_unwritable_output_exits_2_before_any_check(option: str, tmp_path: Path,
+                                                      gradlab: Gradlab) -> None:
     args, bad = unwritable(tmp_path, option)
     marker = tmp_path / "a-check-ran"
     proc = gradlab(["check", str(SABOTAGE), "--no-variants", "--report-dir",
@@ -78,7 +101,8 @@ def test_an_unwritable_output_exits_2_before_any_check(option: str, tmp_path: Pa
 
 
 @pytest.mark.parametrize("command", ["bench", "merge"])
-def test_bench_and_merge_check_their_outputs_first(command: str, tmp_path: Path) -> None:
+def test_bench_and_merge_check_their_outputs_first(command: str, tmp_path: Path,
+                                                   gradlab: Gradlab) -> None:
     args, bad = unwritable(tmp_path, "--junit")
     marker = tmp_path / "a-check-ran"
     what = [str(SABOTAGE), *QUICK_BENCH] if command == "bench" else [str(tmp_path / "x.json")]
@@ -91,8 +115,8 @@ def test_bench_and_merge_check_their_outputs_first(command: str, tmp_path: Path)
 
 
 @pytest.mark.parametrize("option", ["--junit", "--summary-md"])
-def test_a_write_failing_at_the_end_keeps_the_other_outputs(option: str,
-                                                           tmp_path: Path) -> None:
+def test_a_write_failing_at_the_end_keeps_the_other_outputs(option: str, tmp_path: Path,
+                                                           gradlab: Gradlab) -> None:
     junit, summary = tmp_path / "junit.xml", tmp_path / "summary.md"
     lost = junit if option == "--junit" else summary
     proc = gradlab(["check", str(SABOTAGE), "--no-variants", "--report-dir", str(tmp_path / "r"),
@@ -109,7 +133,8 @@ def test_a_write_failing_at_the_end_keeps_the_other_outputs(option: str,
     assert "PASSED" in proc.stdout  # the run itself passed: exit 2 is the lost file's
 
 
-def test_a_bench_write_failing_at_the_end_keeps_its_report(tmp_path: Path) -> None:
+def test_a_bench_write_failing_at_the_end_keeps_its_report(tmp_path: Path,
+                                                           gradlab: Gradlab) -> None:
     junit = tmp_path / "junit.xml"
     proc = gradlab(["bench", str(SABOTAGE), *QUICK_BENCH, "--report-dir", str(tmp_path / "r"),
                     "--junit", str(junit)], sabotage=[junit])
@@ -129,14 +154,15 @@ WHERE = ("op", "case", "variant", "dtype", "device")
 HOW = ("check", "status", "hint")
 
 
-def rerun(command: str, report_dir: Path) -> subprocess.CompletedProcess[str]:
+def rerun(gradlab: Gradlab, command: str, report_dir: Path) -> Ran:
     """A printed repro command, run as printed (with its own report folder)."""
     words = shlex.split(command)
     assert words[:2] == ["gradlab", "check"], command
     return gradlab([*words[1:], "--report-dir", str(report_dir)])
 
 
-def test_the_repro_command_reruns_exactly_the_failing_row(tmp_path: Path) -> None:
+def test_the_repro_command_reruns_exactly_the_failing_row(tmp_path: Path,
+                                                          gradlab: Gradlab) -> None:
     first = gradlab(["check", str(TWO_OPS), "--report-dir", str(tmp_path / "all")])
     assert first.returncode == 1, first.stdout + first.stderr
     rows = report_rows(tmp_path / "all")
@@ -154,7 +180,7 @@ def test_the_repro_command_reruns_exactly_the_failing_row(tmp_path: Path) -> Non
             "--device cpu") in command
     assert command in first.stdout or any(
         r["repro_command"] in first.stdout for r in failing)  # printed, one per finding
-    again = rerun(command, tmp_path / "one")
+    again = rerun(gradlab, command, tmp_path / "one")
     assert again.returncode == 1, again.stdout + again.stderr
     # exactly that one row: its op, case, variant, dtype, device and check (the base case and
     # the variant's forward ran, as its yardstick, but are not reported), failing the same way
@@ -164,7 +190,7 @@ def test_the_repro_command_reruns_exactly_the_failing_row(tmp_path: Path) -> Non
     assert "1 op, 1 case, 1 check: 0 passed, 1 failed" in " ".join(again.stdout.split())
 
 
-def test_a_base_row_repro_runs_only_its_own_check(tmp_path: Path) -> None:
+def test_a_base_row_repro_runs_only_its_own_check(tmp_path: Path, gradlab: Gradlab) -> None:
     first = gradlab(["check", str(DATA / "user_broken.yaml"), "--no-variants", "--check",
                      "gradient", "--check", "jacobian", "--dtype", "float64",
                      "--report-dir", str(tmp_path / "all"), "--path", str(DATA.parent)])
@@ -174,7 +200,7 @@ def test_a_base_row_repro_runs_only_its_own_check(tmp_path: Path) -> None:
     for k, row in enumerate(failing):
         assert (f"--variant base --check {row['check']} --show {row['check']} --dtype"
                 in row["repro_command"])
-        again = rerun(row["repro_command"], tmp_path / str(k))
+        again = rerun(gradlab, row["repro_command"], tmp_path / str(k))
         assert again.returncode == 1, again.stdout + again.stderr
         (one,) = report_rows(tmp_path / str(k))
         assert tuple(one[x] for x in WHERE + HOW) == tuple(row[x] for x in WHERE + HOW)
@@ -195,7 +221,7 @@ def test_a_base_row_repro_runs_only_its_own_check(tmp_path: Path) -> None:
      "gradlab: error: --variant: jacobian run on the base case only (add --variant base)"),
 ])
 def test_row_selection_mistakes_exit_2_in_one_line(args: list[str], expected: str,
-                                                    tmp_path: Path) -> None:
+                                                    tmp_path: Path, gradlab: Gradlab) -> None:
     proc = gradlab(["check", str(TWO_OPS), "--report-dir", str(tmp_path), *args])
     assert proc.returncode == 2, proc.stdout + proc.stderr
     (line,) = lines(proc.stdout + proc.stderr)

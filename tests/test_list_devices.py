@@ -1,10 +1,12 @@
 """`gradlab list` tells the truth at 80 columns (issue 23 item 9): the devices each bundled spec
 declares and which of them this machine has, and a capability matrix whose lines fit the width
-with no state cell wrapped, however long an op name is.  The CLI is run as a user runs it: the
-installed `gradlab` command, in a subprocess."""
+with no state cell wrapped, however long an op name is.  `gradlab list` is run as a user runs
+it: the installed `gradlab` command, in a subprocess (once, shared by the tests that read it);
+`gradlab check` runs in this process (conftest.run_cli), at the same 80 columns."""
 
 from __future__ import annotations
 
+import importlib
 import io
 import os
 import subprocess
@@ -12,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 from rich.console import Console
 from rich.table import Table
 
@@ -53,6 +56,7 @@ def listing() -> str:
     return proc.stdout
 
 
+@pytest.mark.xdist_group("listing")  # one pytest worker runs the one subprocess
 def test_list_shows_the_devices_the_specs_declare(listing: str) -> None:
     declared = {t.op.name: t.devices or ("cpu",)
                 for e in ops.BUNDLED for t in load_file(str(ops.spec_file(e.name)))}
@@ -74,6 +78,7 @@ def test_a_declared_device_this_machine_lacks_is_marked() -> None:
     assert "all of them" in devices_note({"cpu", "cuda"}, {"cpu", "cuda"})
 
 
+@pytest.mark.xdist_group("listing")
 def test_list_fits_80_columns_with_every_state_whole(listing: str) -> None:
     lines = listing.splitlines()
     assert max(len(ln.rstrip()) for ln in lines) <= 80
@@ -121,12 +126,19 @@ def test_a_wide_terminal_keeps_the_full_headers() -> None:
     assert [c.header for c in full.columns][1:] == [HEADERS[c] for c in MATRIX]
 
 
-def test_check_prints_the_matrix_of_a_long_named_op_in_80_columns(tmp_path: Path) -> None:
+def test_check_prints_the_matrix_of_a_long_named_op_in_80_columns(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    app = importlib.import_module("gradlab.cli.app")  # the module, not gradlab.cli.app (Typer)
+
     tests = Path(__file__).parent
-    proc = gradlab("check", str(tests / "data" / "narrow" / "long_name.yaml"), "--path",
-                   str(tests), "--no-variants", "--report-dir", str(tmp_path))
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    out = proc.stdout.splitlines()
+    for console in (app.out, app.err):  # made at import: an 80-column terminal from here on
+        monkeypatch.setattr(console, "width", 80)
+    code, stdout, stderr = run_cli(["check", str(tests / "data" / "narrow" / "long_name.yaml"),
+                                    "--path", str(tests), "--no-variants", "--report-dir",
+                                    str(tmp_path)], capsys)
+    assert code == 0, stdout[-2000:] + stderr[-2000:]
+    out = stdout.splitlines()
     start = next(i for i, ln in enumerate(out) if ln.strip() == "capabilities")
     end = next(i for i, ln in enumerate(out) if i > start and "requires:" in ln)
     lines = out[start:end + 1]

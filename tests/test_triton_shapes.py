@@ -6,7 +6,8 @@ Three layers:
   against CUDA's grid limits and int32 (nothing is launched);
 - reduced shapes with the same structure (G = C/16, K = 3 and 7, channels_last, float16 and
   bfloat16, sizes that leave partial pixel blocks and several blocks per image, stride 2) run
-  under TRITON_INTERPRET=1 in a subprocess (this file run as a script), against the unfold
+  under TRITON_INTERPRET=1 in a subprocess (tests/triton_interpreted.py, shared with
+  tests/ops/test_involution.py; this file run as a script runs them alone), against the unfold
   reference in float64, with the block sizes the compiled path uses;
 - the full REDNET_SHAPES list on a GPU (marked `cuda`: the GPU command runs it, a CPU machine
   skips it).
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import traceback
 from pathlib import Path
@@ -43,9 +43,6 @@ from gradlab.kernels.involution_shapes import (  # noqa: E402
     all_batch_shapes,
     launch_plans,
 )
-
-#: The interpreter subprocess: torch + triton imports and a few dozen small launches.
-SUBPROCESS_TIMEOUT_S = 300
 
 #: Reduced shapes for the interpreter, each with its dtype and layout: G = C/16 as in RedNet,
 #: and sizes chosen for the masks (test_reduced_shapes_exercise_the_masks says which).
@@ -202,21 +199,15 @@ def error_of(item: tuple[InvolutionShape, str, str],
 
 @pytest.fixture(scope="module")
 def interpreted() -> dict[str, str]:
-    from torchguards import needs_triton_interpreter  # under pytest only (conftest's path)
+    import triton_interpreted  # tests/, on the path under pytest (conftest)
 
-    needs_triton_interpreter()  # a triton whose interpreter runs these kernels
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--triton-interpret"],
-                          env=env, cwd=ROOT, capture_output=True, text=True,
-                          timeout=SUBPROCESS_TIMEOUT_S, check=False)
-    if proc.returncode != 0:
-        pytest.fail(f"interpreter subprocess exited {proc.returncode}:\n{proc.stderr[-4000:]}")
-    results: dict[str, str] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return results
+    return triton_interpreted.results("shapes")
 
 
 @pytest.mark.triton
-@pytest.mark.xdist_group("triton_shapes")  # one worker runs the one subprocess
+# one worker runs the subprocess these share with tests/ops/test_involution.py's interpreted
+# tests (tests/triton_interpreted.py, its GROUP)
+@pytest.mark.xdist_group("triton_interpreter")
 @pytest.mark.parametrize("item", REDUCED, ids=reduced_id)
 def test_reduced_shapes_interpreted(interpreted: dict[str, str],
                                     item: tuple[InvolutionShape, str, str]) -> None:
@@ -226,7 +217,7 @@ def test_reduced_shapes_interpreted(interpreted: dict[str, str],
 
 
 @pytest.mark.triton
-@pytest.mark.xdist_group("triton_shapes")
+@pytest.mark.xdist_group("triton_interpreter")
 @pytest.mark.parametrize("config", CONFIGS, ids=config_id)
 def test_every_config_interpreted(interpreted: dict[str, str],
                                   config: tuple[int, int, int]) -> None:

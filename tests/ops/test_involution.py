@@ -1,10 +1,11 @@
 """Tests for the bundled involution op.
 
 The CPU tap loop and the claims of the OpDef run in this process.  The Triton kernels run on CPU
-under TRITON_INTERPRET=1, which triton reads when it is imported, so they run in one subprocess:
-this file executed as a script (`python tests/ops/test_involution.py --triton-interpret`) runs
-every Triton check and prints one JSON line {check name: "ok" | error}; the `triton` tests below
-each assert their own entry, so a failure names its check.
+under TRITON_INTERPRET=1, which triton reads when it is imported, so they run in one subprocess
+(tests/triton_interpreted.py, shared with tests/test_triton_shapes.py) that runs every check of
+run_triton_checks (this file run as a script, `python tests/ops/test_involution.py
+--triton-interpret`, runs them alone) and prints one JSON line {check name: "ok" | error}; the
+`triton` tests below each assert their own entry, so a failure names its check.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
 import sys
 import traceback
 from collections.abc import Callable, Iterator
@@ -40,8 +40,6 @@ SPEC_OP = bundled_op("involution")
 
 #: float64 paths differ from the reference only in summation order.
 EXACT = {"atol": 1e-12, "rtol": 1e-9}
-#: The interpreter subprocess: import torch + triton and some 60 tiny launches.
-SUBPROCESS_TIMEOUT_S = 300
 
 
 @dataclass(frozen=True)
@@ -430,24 +428,15 @@ def run_triton_checks() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def interpreted_results() -> dict[str, str]:
-    from torchguards import needs_triton_interpreter  # under pytest only (conftest's path)
+    import triton_interpreted  # tests/, on the path under pytest (conftest)
 
-    needs_triton_interpreter()  # a triton whose interpreter runs these kernels
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    env.pop(inv.FORCE_TRITON_ENV, None)  # the checks force the Triton path themselves
-    proc = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--triton-interpret"], env=env, cwd=ROOT,
-        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S, check=False,
-    )
-    if proc.returncode != 0:
-        pytest.fail(f"interpreter subprocess exited {proc.returncode}:\n{proc.stderr[-4000:]}")
-    results: dict[str, str] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return results
+    return triton_interpreted.results("involution")
 
 
 @pytest.mark.triton
-# one xdist worker takes them all (dev.sh runs --dist loadgroup): the module-scoped
-# interpreter subprocess (about 10 s) would otherwise run once per worker
+# one xdist worker takes them all (dev.sh runs --dist loadgroup), with test_triton_shapes.py's:
+# the interpreter subprocess they share (tests/triton_interpreted.py, its GROUP; about 25 s)
+# would otherwise run once per worker
 @pytest.mark.xdist_group("triton_interpreter")
 @pytest.mark.parametrize("name", list(triton_checks()))
 def test_triton_interpreted(interpreted_results: dict[str, str], name: str) -> None:
