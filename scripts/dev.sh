@@ -43,7 +43,8 @@ if [ -n "${GRADLAB_TORCH:-}" ] && [ "$(cat "$tstamp" 2>/dev/null)" != "$TORCH_RE
     "$VPY" -m pip install -q "$TORCH_REQ"
     echo "$TORCH_REQ" >"$tstamp"
     rm -f "$VENV/.gradlab-installed"
-elif ! "$VPY" -c "import torch" >/dev/null 2>&1; then
+elif ! "$VPY" -c "import importlib.util, sys; sys.exit(not importlib.util.find_spec('torch'))" \
+        >/dev/null 2>&1; then  # found, not imported: importing torch costs 1.5 s per call
     echo "dev.sh: no torch found; installing $TORCH_REQ" >&2
     "$VPY" -m pip install -q "$TORCH_REQ"
 fi
@@ -77,7 +78,11 @@ case "$cmd" in
     # two workers (pytest-xdist): the suite is CPU-bound and this machine has two cores;
     # GRADLAB_TEST_WORKERS=0 runs it in one process.  loadgroup: tests marked with one
     # xdist_group share a worker (and its module-scoped fixture)
-    test) exec "$VPY" -m pytest -n "${GRADLAB_TEST_WORKERS:-2}" --dist loadgroup "$@" ;;
+    # bytecode cached in the venv, whatever PYTHONDONTWRITEBYTECODE says: without it every
+    # pytest worker and every child process compiles gradlab, the tests and their imports from
+    # source again (collection 6.5 s instead of 3.4 s); the tree itself stays free of .pyc
+    test) exec env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX="$(cd "$VENV" && pwd)/pycache" \
+              "$VPY" -m pytest -n "${GRADLAB_TEST_WORKERS:-2}" --dist loadgroup "$@" ;;
     gpu) exec "$VPY" scripts/gpu.py "$@" ;;
     *) echo "usage: bash scripts/dev.sh check|test|bench|gpu [ARGS...]" >&2; exit 2 ;;
 esac
