@@ -113,6 +113,16 @@ def half_way(tmp_path: Path, *extra: str, spec: str = HALF_WAY) -> subprocess.Po
                        "--path", str(FAULTY), *extra, cwd=tmp_path)
 
 
+def signal_state(pid: int) -> str:
+    """The signal masks of process `pid` (Linux's /proc/PID/status), for a failure message."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text(encoding="ascii").splitlines()
+    except OSError:
+        return "no /proc"
+    return ", ".join(ln.replace("\t", " ") for ln in status
+                     if ln.startswith(("SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt")))
+
+
 def interrupted_half_way(tmp_path: Path, sig: signal.Signals,
                          *extra: str) -> tuple[str, str, int]:
     """Run HALF_WAY, send `sig` once the first op is done: (stdout, stderr, exit code)."""
@@ -124,13 +134,17 @@ def interrupted_half_way(tmp_path: Path, sig: signal.Signals,
         if line.startswith("checked quick"):
             break
     assert proc.poll() is None, seen  # Hangs cannot have finished
+    # what became of a signal that was not acted on: blocked, ignored, caught or pending
+    state = signal_state(proc.pid)
     proc.send_signal(sig)
     try:
         out, err = proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
+        state += f"; 60 s later: {signal_state(proc.pid)}"
         proc.kill()
         out, err = proc.communicate()
-        pytest.fail(f"no exit 60 s after {sig.name}:\n{out[-3000:]}\n{''.join(seen)}{err}")
+        pytest.fail(f"no exit 60 s after {sig.name} ({state}):\n{out[-3000:]}\n"
+                    f"{''.join(seen)}{err}")
     return out, "".join(seen) + err, proc.returncode
 
 
