@@ -277,13 +277,15 @@ SPLIT = {"jacobian": "matching", "second_order": "matching", "forward_ad": "matc
 
 def split_seconds(op: str, n: Size) -> dict[str, float]:
     """{part: seconds} of one gradlab run of `op` at size `n` (SPLIT's parts), from its rows'
-    seconds (rows of one variant share theirs: counted once)."""
+    seconds: a variant's forward, gradient and contract rows share theirs (counted once);
+    every other check's row has its own."""
     fn, ref, args = make_args(op, n)
     report = gradlab.check(fn, args, reference=ref, name=op)
     parts = {"matching": 0.0, "variants": 0.0, "rest": 0.0}
     seen: set[tuple[str, str, str]] = set()
     for r in report.rows:
-        key = (r.dtype, r.variant, r.check if r.check in SPLIT or r.variant in SPLIT else "")
+        key = (r.dtype, r.variant, "" if r.check in ("forward", "gradient", "contract")
+               else r.check)
         if key in seen:
             continue
         seen.add(key)

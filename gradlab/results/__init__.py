@@ -25,17 +25,14 @@ if TYPE_CHECKING:
         merge_reports,
     )
 
-#: The names results.check defines, given on first use.
-_CHECK_NAMES = ("COLUMNS", "ERROR_MAP_SIDE", "CheckRow", "Element", "ErrorStats", "Finding",
-                "Pattern", "ProbeStats", "Report", "exit_code", "merge_reports")
-
 __all__ = ["COLUMNS", "ERROR", "ERROR_MAP_SIDE", "FAIL", "PASS", "SKIP", "STATUSES", "WARN",
            "CheckRow", "Element", "ErrorStats", "Finding", "Pattern", "ProbeStats", "Report",
            "exit_code", "merge_reports"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in _CHECK_NAMES:
+    # reached only for names not yet here: the status words are, results.check's load now
+    if name in __all__:
         value = getattr(import_module("gradlab.results.check"), name)
         globals()[name] = value  # once: later lookups are plain attribute reads
         return value
