@@ -17,7 +17,12 @@ if str(TESTS) not in sys.path:
 
 def pytest_configure(config: pytest.Config) -> None:
     """One intra-op thread, as gradlab's own runs use: tiny tensors gain nothing from more,
-    and two OpenMP threads on a loaded 2-core machine made a float64 conv 700x slower."""
+    and two OpenMP threads on a loaded 2-core machine made a float64 conv 700x slower.
+
+    Not in pytest-xdist's controller: it runs no test, and its torch import (1.2 s) came
+    before its workers started."""
+    if is_xdist_controller(config):
+        return
     import torch
 
     from gradlab.exitnoise import quiet_triton_exit
@@ -25,6 +30,12 @@ def pytest_configure(config: pytest.Config) -> None:
     torch.set_num_threads(1)
     # no nanobind leak report (60 lines) from each pytest process that imported Triton
     quiet_triton_exit()
+
+
+def is_xdist_controller(config: pytest.Config) -> bool:
+    """Whether this process hands tests to pytest-xdist workers (and runs none itself)."""
+    return (getattr(config.option, "dist", "no") != "no"
+            and not hasattr(config, "workerinput"))
 
 
 @pytest.fixture(autouse=True)

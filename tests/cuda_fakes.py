@@ -137,6 +137,10 @@ class FakeCuda:
         return self.calls.count(name)
 
 
+#: What _on_cpu may change: a device given as a string or a torch.device.
+_DEVICE_LIKE = (str, torch.device)
+
+
 def _on_cpu(v: Any) -> Any:
     if isinstance(v, str) and v.split(":")[0] == "cuda":
         return "cpu"
@@ -161,6 +165,9 @@ class CudaOnCpu(TorchFunctionMode):
         if func is torch.Tensor.cuda:
             self.asked += 1
             return args[0]
+        if not any(isinstance(a, _DEVICE_LIKE) for a in args) and not any(
+                isinstance(v, _DEVICE_LIKE) for v in kwargs.values()):
+            return func(*args, **kwargs)  # most calls: nothing to move (the rest is slower)
         new_args = tuple(_on_cpu(a) for a in args)
         new_kwargs = {k: _on_cpu(v) for k, v in kwargs.items()}
         if any(a is not b for a, b in zip(new_args, args, strict=True)) or any(

@@ -56,10 +56,11 @@ def report_rows(folder: Path) -> tuple[pd.DataFrame, dict[str, object]]:
 
 
 def test_faulty_functions_fail_alone_and_the_run_completes(tmp_path: Path) -> None:
-    # two workers: a dead or hung one is replaced while the other goes on.  --timeout 8: what
+    # two workers: a dead or hung one is replaced while the other goes on.  --timeout 3: what
     # stops Hangs, and far more than a correct op's item needs even on a loaded machine (a
-    # few milliseconds, its worker started and ready before the clock starts)
-    proc = gradlab_cli("check", "faulty.yaml", "--timeout", "8", "--report-dir", str(tmp_path),
+    # few milliseconds: its worker has imported torch and run a first backward before the
+    # clock starts, isolate.prime_autograd)
+    proc = gradlab_cli("check", "faulty.yaml", "--timeout", "3", "--report-dir", str(tmp_path),
                        "--jobs", "2", cwd=FAULTY)
     out, err = proc.communicate(timeout=240)
     assert proc.returncode == 1, out + err
@@ -76,6 +77,7 @@ def test_faulty_functions_fail_alone_and_the_run_completes(tmp_path: Path) -> No
     assert hints["Exits/forward"] == "worker_died"
     assert hints["Segfaults/forward"] == "worker_died"
     assert "SIGSEGV" in " ".join(frame[frame["op"] == "Segfaults"]["note"].astype(str))
+    assert "exit code 1" in " ".join(frame[frame["op"] == "Exits"]["note"].astype(str))
     assert doc["passed"] is False
 
 

@@ -75,7 +75,9 @@ GEOMETRIES = (
     Geometry("dilation2_g4", (1, 4, 7, 6), 4, 3, 1, 2, 2),
     Geometry("g1_k3x2_nopad", (2, 3, 6, 5), 1, (3, 2), 1, 0, 1),
     Geometry("pairs_s21_p10_d12", (1, 4, 8, 7), 2, 3, (2, 1), (1, 0), (1, 2)),
-    Geometry("k7_g4_pad3", (1, 8, 9, 9), 4, 7, 1, 3, 1),
+    # two groups, not four: under the Triton interpreter each (batch, group) program walks all
+    # 49 taps in Python, and this geometry's checks were the costliest of the interpreted set
+    Geometry("k7_g2_pad3", (1, 4, 9, 9), 2, 7, 1, 3, 1),
 )
 LAYOUTS = ("contiguous", "transposed", "sliced", "channels_last")
 
@@ -340,9 +342,8 @@ def _kernel_check(g: Geometry, dtype: torch.dtype) -> Callable[[], None]:
                kt.involution_grad_weight(go, x, w.shape, *g.geo()))
         tol = inv.OP.tolerance(str(dtype).removeprefix("torch."))
         assert_close_all(got, want, tol.atol, tol.rtol)
-        # Each program owns its outputs (no atomics): a second run is bitwise identical.
-        again = kt.involution_grad_weight(go, x, w.shape, *g.geo())
-        assert torch.equal(again, got[2])
+        # (that a second run is bitwise identical is test_cuda_kernels_are_deterministic's: the
+        # interpreter runs its programs one after another, so a rerun here proved nothing)
 
     return check
 
@@ -458,6 +459,21 @@ def test_cuda_matches_reference(g: Geometry, dtype: str) -> None:
     got = forward_backward(inv.involution, x, w, g.geo(), "sum")
     tol = inv.OP.tolerance(dtype)
     assert_close_all(got, reference_float64(x, w, g.geo(), "sum"), tol.atol, tol.rtol)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("g", GEOMETRIES, ids=lambda g: g.name)
+def test_cuda_kernels_are_deterministic(g: Geometry) -> None:
+    """Each program owns its outputs (no atomics): a second run is bitwise identical."""
+    from gradlab.kernels import involution_triton as kt
+
+    x, w = (t.detach() for t in make_inputs(g, dtype=torch.float32, device="cuda"))
+    go = torch.randn_like(kt.involution_forward(x, w, *g.geo()))
+    runs = [(kt.involution_forward(x, w, *g.geo()),
+             kt.involution_grad_input(go, w, x.shape, *g.geo()),
+             kt.involution_grad_weight(go, x, w.shape, *g.geo())) for _ in range(2)]
+    assert all(torch.equal(a, b) for a, b in zip(*runs, strict=True))
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--triton-interpret"]:

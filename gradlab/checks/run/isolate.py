@@ -25,7 +25,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from gradlab.checks.run.options import Options
-from gradlab.checks.run.warm import WARM, spawn
+from gradlab.checks.run.warm import WARM, WorkerProcess, close_server, spawn
 from gradlab.exitnoise import quiet_triton_exit
 from gradlab.model import Target
 from gradlab.results import ERROR, CheckRow
@@ -45,7 +45,7 @@ OnWait = Callable[[str, float], None]
 RELOAD = "reload"
 #: Healthy workers kept between runs (Options.keep_workers: the pytest plugin runs one
 #: item per run), each taken by the next Worker.start; close_idle stops them.
-IDLE: list[tuple[subprocess.Popen[bytes], Connection, Connection]] = []
+IDLE: list[tuple[WorkerProcess, Connection, Connection]] = []
 
 
 def picklable(targets: Sequence[Target], options: Options) -> str:
@@ -77,13 +77,23 @@ def child_main(read_fd: int, write_fd: int, parent: int = 0) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     inbox, outbox = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
     quiet_triton_exit()  # a worker left to exit (not killed) prints no nanobind leak report
-    import torch  # noqa: F401  (the slow part of a start: done while the parent sets up)
+    import torch  # (the slow part of a start: done while the parent sets up)
+
+    prime_autograd(torch)
 
     try:
         sys.path[:] = inbox.recv()  # the parent's, so `module:attr` resolves alike
         serve(inbox, outbox, inbox.recv_bytes())
     except (EOFError, BrokenPipeError):
         pass  # the parent is gone (or never needed this warm worker): nothing left to do
+
+
+def prime_autograd(torch: Any) -> None:
+    """Run one tiny backward given a grad_output, at the worker's start: torch's first
+    autograd.grad with grad_outputs imports torch.fx's symbolic shapes (0.3 s here), which
+    would otherwise count against the first item's timeout and seconds."""
+    x = torch.zeros(1, requires_grad=True)
+    torch.autograd.grad(x * 2, x, torch.ones(1))
 
 
 def serve(inbox: Connection, outbox: Connection, payload: bytes) -> None:
@@ -154,7 +164,7 @@ class Worker:
         self.busy = False
         #: the environment record the worker sent when it was ready ({} before).
         self.env: dict[str, Any] = {}
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: WorkerProcess | None = None
         self.inbox: Connection | None = None
         self.outbox: Connection | None = None
 
@@ -167,9 +177,10 @@ class Worker:
     def start(self) -> str:
         """Start a worker and wait until it is ready; '' on success, else why it failed.
 
-        A fresh interpreter rather than multiprocessing: fork is unsafe once CUDA or OpenMP
-        threads run in the parent, and spawn re-imports the parent's main module (a user's
-        script without a __main__ guard would run again).
+        Not multiprocessing: fork is unsafe once CUDA or OpenMP threads run in the parent, and
+        spawn re-imports the parent's main module (a user's script without a __main__ guard
+        would run again).  A worker is a fork of a fork server that only imported torch, or a
+        fresh interpreter (gradlab.checks.run.warm.spawn).
         """
         kept = take_idle()
         self.proc, self.inbox, self.outbox = kept or (WARM.pop() if WARM else spawn())
@@ -274,7 +285,7 @@ class Worker:
         return done
 
 
-def take_idle() -> tuple[subprocess.Popen[bytes], Connection, Connection] | None:
+def take_idle() -> tuple[WorkerProcess, Connection, Connection] | None:
     """A kept worker still alive (IDLE), or None."""
     while IDLE:
         proc, inbox, outbox = IDLE.pop()
@@ -286,7 +297,8 @@ def take_idle() -> tuple[subprocess.Popen[bytes], Connection, Connection] | None
 
 
 def close_idle() -> None:
-    """Stop the workers kept for another run (the end of a pytest session)."""
+    """Stop the workers kept for another run, and their fork server (the end of a pytest
+    session)."""
     while IDLE:
         proc, inbox, outbox = IDLE.pop()
         if proc.poll() is None:
@@ -294,6 +306,7 @@ def close_idle() -> None:
             proc.wait(5.0)
         inbox.close()
         outbox.close()
+    close_server()
 
 
 #: (index, item, options) of one work item to run, and (index, item, outcome) of one run.
@@ -310,6 +323,8 @@ def stop_all(workers: Sequence[Worker]) -> None:
             w.proc.kill()
     for w in workers:
         w.stop()
+    if not any(w.keep for w in workers):
+        close_server()  # a kept worker needs its server (close_idle stops both)
 
 
 def fits(held: Sequence[int], weight: int, budget: int | None) -> bool:

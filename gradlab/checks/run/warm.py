@@ -1,6 +1,7 @@
 """Worker processes spawned ahead of need, so that their start (an interpreter, then torch: a
 second and a half) overlaps with the parent's own (parsing options, importing torch, loading
-specs) instead of following it.
+specs) instead of following it.  On Linux the workers are forks of one fork server that
+imported torch once (gradlab.checks.run.forkserver); elsewhere each is a fresh interpreter.
 
 torch-free on purpose: the CLI spawns the warm worker before it imports anything heavy.
 """
@@ -11,9 +12,37 @@ import os
 import subprocess
 import sys
 from multiprocessing.connection import Connection
+from typing import Protocol
+
+from gradlab.checks.run import forkserver
 
 
-def spawn() -> tuple[subprocess.Popen[bytes], Connection, Connection]:
+class WorkerProcess(Protocol):
+    """What isolate.Worker uses of a worker's process (subprocess.Popen, ForkedProc)."""
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def kill(self) -> None: ...
+
+
+#: The fork server of this process's runs (started by the first spawn; see close_server).
+SERVER: list[forkserver.ForkServer] = []
+
+
+def spawn() -> tuple[WorkerProcess, Connection, Connection]:
+    """A new worker and the two ends of its pipes: (process, from the worker, to the worker).
+    The process is a subprocess.Popen, or a forkserver.ForkedProc with the same poll, wait
+    and kill."""
+    if forkserver.enabled():
+        if not SERVER:
+            SERVER.append(forkserver.ForkServer())
+        return SERVER[0].fork()
+    return spawn_interpreter()
+
+
+def spawn_interpreter() -> tuple[subprocess.Popen[bytes], Connection, Connection]:
     """A fresh worker interpreter (it imports torch, then waits for its work) and the two ends
     of its pipes: (process, from the worker, to the worker)."""
     to_child, from_parent = os.pipe()
@@ -29,7 +58,7 @@ def spawn() -> tuple[subprocess.Popen[bytes], Connection, Connection]:
 
 
 #: Workers spawned ahead of need (see warm_up), taken by the next Worker.start.
-WARM: list[tuple[subprocess.Popen[bytes], Connection, Connection]] = []
+WARM: list[tuple[WorkerProcess, Connection, Connection]] = []
 
 
 def warm_up(n: int = 1) -> None:
@@ -41,9 +70,17 @@ def warm_up(n: int = 1) -> None:
 def cool_down() -> None:
     """Stop the warm workers no run took (the run ended before it began: a spec's module
     failed to import), so they do not go on importing torch for nothing."""
+    close_server()  # first: a forked worker's pid waits for a server that imports torch
     while WARM:
         proc, inbox, outbox = WARM.pop()
         proc.kill()
         proc.wait(5.0)
         inbox.close()
         outbox.close()
+
+
+def close_server() -> None:
+    """Stop the fork server, and with it every worker forked from it (a run's end; the next
+    run starts another)."""
+    while SERVER:
+        SERVER.pop().close()

@@ -41,6 +41,22 @@ def double_reference(x: Tensor) -> Tensor:
     return x * 2
 
 
+class ScaledByEnv(Function):
+    """y = x * float($GUARD_SCALE): correct against double_reference where the process that
+    runs it has GUARD_SCALE=2 (a worker must get its parent's environment of now)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        import os
+
+        ctx.scale = float(os.environ["GUARD_SCALE"])
+        return x * ctx.scale
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tensor:
+        return grad * ctx.scale
+
+
 class SegfaultsInBackward(Function):
     """y = 2x, with a backward that reads address 0 (SIGSEGV), as a broken extension would."""
 
