@@ -189,6 +189,7 @@ def cuda_on_cpu() -> Iterator[CudaOnCpu]:
 #: (torch.backends.cuda.matmul.allow_tf32 / float32_matmul_precision), forward and backward.
 TF32_CONV_OPS = ("convolution", "convolution_backward", "_convolution")
 TF32_MATMUL_OPS = ("mm", "bmm", "addmm", "baddbmm", "addbmm", "addmv", "mv", "dot")
+TF32_OPS = frozenset(TF32_CONV_OPS + TF32_MATMUL_OPS)
 
 
 def round_to_tf32(t: torch.Tensor) -> torch.Tensor:
@@ -221,7 +222,7 @@ class FakeTf32(TorchDispatchMode):
                            kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         name = func.overloadpacket.__name__
-        if name in TF32_CONV_OPS + TF32_MATMUL_OPS and _tf32_on(name) and any(
+        if name in TF32_OPS and _tf32_on(name) and any(
                 isinstance(a, torch.Tensor) and a.dtype == torch.float32 for a in args):
             self.rounded += 1
             args = tuple(round_to_tf32(a) if isinstance(a, torch.Tensor)
