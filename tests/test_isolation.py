@@ -56,11 +56,11 @@ def report_rows(folder: Path) -> tuple[pd.DataFrame, dict[str, object]]:
 
 
 def test_faulty_functions_fail_alone_and_the_run_completes(tmp_path: Path) -> None:
-    # two workers: a dead or hung one is replaced while the other goes on.  --timeout 3: what
+    # two workers: a dead or hung one is replaced while the other goes on.  --timeout 2: what
     # stops Hangs, and far more than a correct op's item needs even on a loaded machine (a
     # few milliseconds: its worker has imported torch and run a first backward before the
     # clock starts, isolate.prime_autograd)
-    proc = gradlab_cli("check", "faulty.yaml", "--timeout", "3", "--report-dir", str(tmp_path),
+    proc = gradlab_cli("check", "faulty.yaml", "--timeout", "2", "--report-dir", str(tmp_path),
                        "--jobs", "2", cwd=FAULTY)
     out, err = proc.communicate(timeout=240)
     assert proc.returncode == 1, out + err
