@@ -88,6 +88,22 @@ def test_a_worker_has_its_parents_environment_of_the_moment_it_was_forked(
     assert servers_of(os.getpid()) == []
 
 
+def test_a_fork_request_that_cannot_be_sent_gets_a_fresh_interpreter(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # an environment past a socket message's size (EMSGSIZE): the run must still get a worker
+    for k in range(4):
+        monkeypatch.setenv(f"GRADLAB_TEST_BIG_{k}", "x" * 100_000)
+    proc, inbox, outbox = warm.spawn()
+    try:
+        assert isinstance(proc, subprocess.Popen)
+        assert warm.SERVER == []  # given up on, not left running
+    finally:
+        proc.kill()
+        proc.wait(10.0)
+        inbox.close()
+        outbox.close()
+
+
 def test_switched_off_each_worker_is_a_fresh_interpreter(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(forkserver.FORKSERVER_ENV, "0")

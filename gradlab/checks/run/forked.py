@@ -55,7 +55,8 @@ def fork_worker(sock: socket.socket, fds: list[int], cwd: str, env: dict[str, st
         sock.close()
         code = 1
         try:
-            os.chdir(cwd)
+            with contextlib.suppress(OSError):
+                os.chdir(cwd)  # (a folder removed since: the worker stays in the server's)
             os.environ.clear()
             os.environ.update(env)  # the parent's now: it may differ from the server's start
             child_main(fds[0], fds[1], os.getppid())

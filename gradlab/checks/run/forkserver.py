@@ -91,10 +91,14 @@ class ForkServer:
         to_child, from_parent = os.pipe()
         to_parent, from_child = os.pipe()
         try:
-            ticket: int | None = self.ask(("fork", str(Path.cwd()), dict(os.environ)),
-                                          (to_child, from_child))
+            ticket = self.ask(("fork", str(Path.cwd()), dict(os.environ)),
+                              (to_child, from_child))
         except OSError:
-            ticket = None  # the server is gone: the worker "exits" at once (see ForkedProc)
+            # the server is gone, or the environment is past a message's size: the caller
+            # starts a fresh interpreter instead (warm.spawn)
+            for fd in (to_child, from_child, to_parent, from_parent):
+                os.close(fd)
+            raise
         os.close(to_child)  # the server holds its own copies until it has forked
         os.close(from_child)
         return (ForkedProc(self, ticket), Connection(to_parent, writable=False),
@@ -111,12 +115,12 @@ class ForkServer:
 class ForkedProc:
     """A forked worker, with the part of subprocess.Popen that isolate.Worker uses."""
 
-    def __init__(self, server: ForkServer, ticket: int | None) -> None:
+    def __init__(self, server: ForkServer, ticket: int) -> None:
         self.server = server
-        self.ticket = ticket
+        self.ticket: int | None = ticket
         self._pid: int | None = None
         #: the exit code once known: negative for a signal, as Popen has it.
-        self.returncode: int | None = None if ticket is not None else 1
+        self.returncode: int | None = None
 
     @property
     def pid(self) -> int | None:

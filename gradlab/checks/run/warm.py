@@ -38,7 +38,10 @@ def spawn() -> tuple[WorkerProcess, Connection, Connection]:
     if forkserver.enabled():
         if not SERVER:
             SERVER.append(forkserver.ForkServer())
-        return SERVER[0].fork()
+        try:
+            return SERVER[0].fork()
+        except OSError:
+            close_server()  # gone or unusable: the next run starts another
     return spawn_interpreter()
 
 
