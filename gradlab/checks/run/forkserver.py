@@ -9,8 +9,8 @@ Fork is safe here because the server does nothing but import: no CUDA, no OpenMP
 autograd run (a forked child of a process that ran a backward on CUDA cannot use autograd).  Its
 only other thread is OpenBLAS's server (numpy, imported by torch), which handles fork itself.
 The parent keeps no process object of a worker (the server is its parent): `ForkedProc` asks
-the server for its exit status and kills it by pid.  Elsewhere, or with GRADLAB_FORKSERVER=0,
-each worker is a fresh interpreter (gradlab.checks.run.warm).
+the server for its exit status and kills it by pid.  Elsewhere, with GRADLAB_FORKSERVER=0, or
+when a fork request cannot be sent, each worker is a fresh interpreter (gradlab.checks.run.warm).
 
 torch-free on the parent's side: the CLI starts the server before it imports anything heavy.
 """
