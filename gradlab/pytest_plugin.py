@@ -25,7 +25,6 @@ a Function work there).
 from __future__ import annotations
 
 import fnmatch
-import os
 import shlex
 import sys
 from collections.abc import Iterator
@@ -52,16 +51,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                           "segfault in a Function then ends the session)")
 
 
-#: GRADLAB_ISOLATE values that turn isolation off, as for `gradlab check` (its --no-isolate).
-OFF = ("0", "false", "no", "off")
-
-
 def isolated(config: pytest.Config) -> bool:
     """Whether spec items run in a worker process: the default, unless --gradlab-inprocess or
     GRADLAB_ISOLATE=0 (the CLI's switch, honoured alike)."""
     if config.getoption("gradlab_inprocess", default=False):
         return False
-    return os.environ.get("GRADLAB_ISOLATE", "1").strip().lower() not in OFF
+    from gradlab.checks.run.options import switched_off
+
+    return not switched_off("GRADLAB_ISOLATE")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

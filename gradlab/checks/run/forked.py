@@ -7,6 +7,8 @@ Runs in its own interpreter (started by forkserver.ForkServer); a forked child b
 from __future__ import annotations
 
 import contextlib
+import gc
+import importlib
 import os
 import pickle
 import signal
@@ -21,13 +23,9 @@ from gradlab.checks.run.isolate import child_main, die_with_parent
 def server_main(sock_fd: int, parent: int) -> None:
     """Entry point of the fork server: import, then fork workers until the parent is gone."""
     die_with_parent(parent)
-    import importlib
-
     for name in PRELOAD:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
-    import gc
-
     gc.freeze()  # what every worker shares: no collector pass copies its pages in each one
     sock = socket.socket(fileno=sock_fd)
     while True:

@@ -29,6 +29,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from gradlab.checks.run.options import switched_off
+
 #: Set to 0 (or off/false/no) for a fresh interpreter per worker.
 FORKSERVER_ENV = "GRADLAB_FORKSERVER"
 #: The largest request: the parent's environment travels with each fork.
@@ -43,8 +45,17 @@ PRELOAD = ("torch", "gradlab.checks.run.isolate", "gradlab.checks.run.plan",
 
 def enabled() -> bool:
     """Whether workers are forked from a fork server here (Linux, not switched off)."""
-    off = os.environ.get(FORKSERVER_ENV, "1").strip().lower() in ("0", "off", "false", "no")
-    return not off and sys.platform.startswith("linux") and hasattr(socket, "send_fds")
+    return (not switched_off(FORKSERVER_ENV) and sys.platform.startswith("linux")
+            and hasattr(socket, "send_fds"))
+
+
+def worker_pipes() -> tuple[tuple[int, int], Connection, Connection]:
+    """The pipes between a parent and a new worker: the worker's two ends (read, write), to
+    hand over and then close here, and the parent's (from the worker, to the worker)."""
+    to_child, from_parent = os.pipe()
+    to_parent, from_child = os.pipe()
+    return ((to_child, from_child), Connection(to_parent, writable=False),
+            Connection(from_parent, readable=False))
 
 
 class ForkServer:
@@ -88,21 +99,19 @@ class ForkServer:
         them: (process, from the worker, to the worker).  The request is sent now and its pid
         read when first needed, so a worker asked for while the server still imports torch
         costs the caller nothing."""
-        to_child, from_parent = os.pipe()
-        to_parent, from_child = os.pipe()
+        ends, inbox, outbox = worker_pipes()
         try:
-            ticket = self.ask(("fork", str(Path.cwd()), dict(os.environ)),
-                              (to_child, from_child))
+            ticket = self.ask(("fork", str(Path.cwd()), dict(os.environ)), ends)
         except OSError:
             # the server is gone, or the environment is past a message's size: the caller
             # starts a fresh interpreter instead (warm.spawn)
-            for fd in (to_child, from_child, to_parent, from_parent):
-                os.close(fd)
+            inbox.close()
+            outbox.close()
             raise
-        os.close(to_child)  # the server holds its own copies until it has forked
-        os.close(from_child)
-        return (ForkedProc(self, ticket), Connection(to_parent, writable=False),
-                Connection(from_parent, readable=False))
+        finally:
+            for fd in ends:
+                os.close(fd)  # the server holds its own copies until it has forked
+        return ForkedProc(self, ticket), inbox, outbox
 
     def close(self) -> None:
         """Stop the server; its workers die with it (PR_SET_PDEATHSIG)."""

@@ -8,6 +8,7 @@ run is carried out (isolation, jobs, budget, repro files) is the run machinery's
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -15,6 +16,16 @@ from gradlab.model import COSTLY_CAPABILITIES, INFO_CAPABILITIES
 from gradlab.results import CheckRow
 
 #: The capabilities a run measures unless told otherwise: all but the costly ones.
+#: Values of an on-by-default switch in the environment (GRADLAB_ISOLATE, GRADLAB_FORKSERVER)
+#: that turn it off.
+OFF = ("0", "false", "no", "off")
+
+
+def switched_off(name: str) -> bool:
+    """Whether environment variable `name` turns its on-by-default switch off."""
+    return os.environ.get(name, "1").strip().lower() in OFF
+
+
 DEFAULT_MEASURED = frozenset(INFO_CAPABILITIES) - frozenset(COSTLY_CAPABILITIES)
 #: --capabilities all.
 ALL_MEASURED = frozenset(INFO_CAPABILITIES)

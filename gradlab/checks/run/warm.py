@@ -48,16 +48,14 @@ def spawn() -> tuple[WorkerProcess, Connection, Connection]:
 def spawn_interpreter() -> tuple[subprocess.Popen[bytes], Connection, Connection]:
     """A fresh worker interpreter (it imports torch, then waits for its work) and the two ends
     of its pipes: (process, from the worker, to the worker)."""
-    to_child, from_parent = os.pipe()
-    to_parent, from_child = os.pipe()
+    ends, inbox, outbox = forkserver.worker_pipes()
     code = ("import sys; from gradlab.checks.run.isolate import child_main; "
             "child_main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(to_child), str(from_child),
-                             str(os.getpid())],
-                            pass_fds=(to_child, from_child), stdin=subprocess.DEVNULL)
-    os.close(to_child)
-    os.close(from_child)
-    return proc, Connection(to_parent, writable=False), Connection(from_parent, readable=False)
+    proc = subprocess.Popen([sys.executable, "-c", code, *map(str, ends), str(os.getpid())],
+                            pass_fds=ends, stdin=subprocess.DEVNULL)
+    for fd in ends:
+        os.close(fd)
+    return proc, inbox, outbox
 
 
 #: Workers spawned ahead of need (see warm_up), taken by the next Worker.start.
