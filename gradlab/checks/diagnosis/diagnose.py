@@ -75,30 +75,44 @@ def compare(got: Tensor, want: Tensor, tol: Tolerance, k: int = TOP_K, *, scaled
     passed = _within(g.numpy(), w.numpy(), tol, of)
     if passed is not None:
         return passed
-    err = (g - w).abs()
-    # An expected value beyond the largest number of got's dtype overflows there too: an inf
-    # of its sign is the right answer in that dtype (exp(100) in float32), not a failure.
-    overflow = (torch.isfinite(w) & (w.abs() > limit) & torch.isinf(g)
-                & (torch.sign(g) == torch.sign(w)))
-    err = torch.where(overflow, torch.zeros_like(err), err)
-    # NaN/inf in got is otherwise always wrong; nan_to_num keeps the statistics finite.
-    bad = ~torch.isfinite(g) & torch.isfinite(w) & ~overflow
-    if strict_finite:
-        bad |= ~torch.isfinite(g) | ~torch.isfinite(w)
-    err = torch.where(bad, torch.full_like(err, float("inf")), torch.nan_to_num(err, nan=0.0))
-    wrong = bad | (err > tol.atol + tol.rtol * w.abs())
-    rel = torch.nan_to_num(err / w.abs().clamp(min=tol.atol), nan=0.0, posinf=float("inf"))
+    return _failing(g.numpy(), w.numpy(), tol, k, limit, of, strict_finite,
+                    measure_share=got.dtype == torch.float64)
+
+
+def _failing(g: np.ndarray, w: np.ndarray, tol: Tolerance, k: int, limit: float, of: str,
+             strict_finite: bool, *, measure_share: bool) -> Diff:
+    """compare() where some element is out of tolerance: the full statistics.
+
+    numpy, as _within (the hint corpora and every failing check come here, mostly with small
+    tensors, where torch's dispatch per call cost more than the arithmetic); torch only for
+    topk, whose order among equal errors the worst elements keep, and the cosine and ratio."""
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        err = np.abs(g - w)
+        wabs = np.abs(w)
+        fin_g, fin_w = np.isfinite(g), np.isfinite(w)
+        # An expected value beyond the largest number of got's dtype overflows there too: an
+        # inf of its sign is the right answer in that dtype (exp(100) in float32), not a failure.
+        overflow = fin_w & (wabs > limit) & np.isinf(g) & (np.sign(g) == np.sign(w))
+        err[overflow] = 0.0
+        # NaN/inf in got is otherwise always wrong; nan_to_num keeps the statistics finite.
+        bad = ~fin_g & fin_w & ~overflow
+        if strict_finite:
+            bad |= ~fin_g | ~fin_w
+        err = np.where(bad, np.inf, np.nan_to_num(err, nan=0.0))
+        wrong = bad | (err > tol.atol + tol.rtol * wabs)
+        rel = np.nan_to_num(err / np.maximum(wabs, tol.atol), nan=0.0, posinf=np.inf)
     # topk, not a full sort: at 1e6 elements the sort cost more than the comparison
-    order = torch.topk(err, min(k, err.numel())).indices
-    worst = [(int(i), float(g[i]), float(w[i])) for i in order if wrong[i]]
+    order = torch.topk(torch.from_numpy(err), min(k, err.size)).indices.tolist()
+    worst = [(i, float(g[i]), float(w[i])) for i in order if wrong[i]]
     # cosine and best-fit ratio of the finite part; the non-finite entries are counted apart
-    keep = ~bad & torch.isfinite(g) & torch.isfinite(w)
-    stats = ErrorStats(float(err.max()), float(rel.max()), float(wrong.double().mean()),
-                       *_cosine_ratio(g[keep], w[keep]), of, int(bad.sum()),
-                       *ratio_range(g[keep], w[keep]))
-    scale = float(w[keep].abs().max()) if bool(keep.any()) else 0.0
-    share = float32_share(g[keep]) if got.dtype == torch.float64 else 0.0
-    return Diff(stats, worst, wrong, scale, share)
+    keep = ~bad & fin_g & fin_w
+    gk, wk = g[keep], w[keep]
+    stats = ErrorStats(float(err.max()), float(rel.max()), float(wrong.mean()),
+                       *_cosine_ratio(torch.from_numpy(gk), torch.from_numpy(wk)), of,
+                       int(bad.sum()), *ratio_range(gk, wk))
+    scale = float(np.abs(wk).max()) if wk.size else 0.0
+    share = float32_share(torch.from_numpy(gk)) if measure_share else 0.0
+    return Diff(stats, worst, torch.from_numpy(wrong), scale, share)
 
 
 def _complex_compare(got: Tensor, want: Tensor, tol: Tolerance, k: int, *, scaled: bool,
@@ -183,18 +197,44 @@ def _cosine_ratio(g: Tensor | np.ndarray, w: Tensor | np.ndarray) -> tuple[float
     return cosine, ratio
 
 
-def ratio_range(g: Tensor, w: Tensor) -> tuple[float | None, float | None]:
+def ratio_range(g: Tensor | np.ndarray, w: Tensor | np.ndarray
+                ) -> tuple[float | None, float | None]:
     """The RATIO_QUANTILES of got/want over the elements where |want| is significant (see
     RATIO_FLOOR), or (None, None) with fewer than MIN_RATIO_ELEMENTS of them (thresholds of
-    the factor hint: gradlab.checks.diagnosis.hints)."""
-    if not w.numel():
+    the factor hint: gradlab.checks.diagnosis.hints).
+
+    numpy (float64): called for every low-precision tensor compared, where torch's per-call
+    dispatch (quantile's sort above all) cost more than the arithmetic; numpy's default
+    quantile interpolation is torch's ("linear")."""
+    gn = g.detach().double().cpu().resolve_neg().numpy() if isinstance(g, Tensor) else g
+    wn = w.detach().double().cpu().resolve_neg().numpy() if isinstance(w, Tensor) else w
+    if not wn.size:
         return None, None
-    big = w.abs() > RATIO_FLOOR * float(w.abs().max())
-    if int(big.sum()) < MIN_RATIO_ELEMENTS:
+    wabs = np.abs(wn)
+    big = wabs > RATIO_FLOOR * float(wabs.max())
+    if int(np.count_nonzero(big)) < MIN_RATIO_ELEMENTS:
         return None, None
-    r = (g[big] / w[big]).double()
-    lo, hi = torch.quantile(r, torch.tensor(RATIO_QUANTILES, dtype=torch.float64)).tolist()
-    return float(lo), float(hi)
+    lo, hi = quantiles(gn[big] / wn[big], RATIO_QUANTILES)
+    return lo, hi
+
+
+def quantiles(r: np.ndarray, qs: Sequence[float]) -> list[float]:
+    """The `qs` quantiles of r, linearly interpolated as torch.quantile and np.quantile do
+    (NaN when r holds one), from one partial sort: np.quantile's own overhead was most of
+    ratio_range's time on small tensors."""
+    n = r.size
+    if np.isnan(r).any():
+        return [math.nan for _ in qs]
+    pos = [q * (n - 1) for q in qs]
+    at = sorted({min(int(p) + d, n - 1) for p in pos for d in (0, 1)})
+    part = np.partition(r, at)
+    out = []
+    for p in pos:
+        i = int(p)
+        a, b, f = float(part[i]), float(part[min(i + 1, n - 1)]), p - i
+        # numpy's lerp: exact at both ends, monotonic in f
+        out.append(a + (b - a) * f if f < 0.5 else b - (b - a) * (1 - f))
+    return out
 
 
 def unravel(flat: int, shape: Sequence[int]) -> tuple[int, ...]:
