@@ -65,6 +65,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What importing torch and collecting made stays for the session: out of the cyclic
+    garbage collector's reach, so that each full collection (and the five at the session's
+    end) scans only what the tests made since (about 0.4 s less per worker)."""
+    import gc
+
+    gc.freeze()
+
+
 def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     """gradlab's real entry point (cli.main, which turns errors into one line and an exit code)
     run in this process: (exit code, stdout, stderr).  Faster than a subprocess per call."""
