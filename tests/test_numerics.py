@@ -72,3 +72,41 @@ def test_bitwise_equal_tensors_pass_without_measuring_and_nan_still_fails_strict
     # NaN never equals itself: the shortcut leaves it to the rules (nothing verified there)
     assert not compare(x, x.clone(), tol, strict_finite=True).ok
     assert compare(x, x.clone(), tol).ok  # NaN where the reference is NaN: its domain
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 20, 21, 1000, 4097])
+def test_the_ratio_quantiles_are_torch_quantiles(n: int) -> None:
+    """diagnose.quantiles (one partial sort in numpy) interpolates as torch.quantile does,
+    which the factor hint's thresholds were calibrated with."""
+    import numpy as np
+
+    from gradlab.checks.diagnosis.diagnose import quantiles
+
+    gen = torch.Generator().manual_seed(n)
+    qs = (0.05, 0.5, 0.95)
+    for scale in (1.0, 1e-8, 1e8):
+        r = torch.randn(n, generator=gen, dtype=torch.float64) * scale
+        r[: n // 3] = r[0]  # ties
+        got = quantiles(r.numpy(), qs)
+        want = torch.quantile(r, torch.tensor(qs, dtype=torch.float64)).tolist()
+        assert got == pytest.approx(want, rel=1e-15, abs=0.0)
+        assert got == np.quantile(r.numpy(), qs).tolist()
+    r = torch.tensor([1.0, float("nan"), 2.0], dtype=torch.float64)
+    assert all(np.isnan(quantiles(r.numpy(), qs)))  # torch.quantile's NaN too
+
+
+def test_a_failing_comparison_measures_as_before() -> None:
+    """compare's failing path (numpy): the statistics, worst elements and mask it gives."""
+    from gradlab.checks.diagnosis.diagnose import compare
+    from gradlab.model import Tolerance
+
+    want = torch.linspace(1.0, 2.0, 50, dtype=torch.float64)
+    got = want.clone()
+    got[7], got[30] = got[7] * 3, float("inf")
+    d = compare(got, want, Tolerance(1e-6, 1e-6))
+    assert not d.ok and d.stats.nonfinite == 1
+    assert d.stats.frac_wrong == pytest.approx(2 / 50)
+    assert [i for i, _, _ in d.worst] == [30, 7]  # inf first, then the factor of 3
+    assert d.mask is not None and d.mask.nonzero().flatten().tolist() == [7, 30]
+    assert d.stats.max_abs == float("inf")
+    assert d.stats.ratio_lo == pytest.approx(1.0) and d.scale == pytest.approx(2.0)
