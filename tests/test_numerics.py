@@ -110,3 +110,16 @@ def test_a_failing_comparison_measures_as_before() -> None:
     assert d.mask is not None and d.mask.nonzero().flatten().tolist() == [7, 30]
     assert d.stats.max_abs == float("inf")
     assert d.stats.ratio_lo == pytest.approx(1.0) and d.scale == pytest.approx(2.0)
+
+
+def test_the_reference_error_of_an_empty_or_non_finite_tensor_is_not_measured() -> None:
+    """own_error (numpy) gives None, for the dtype's table, where nothing is comparable."""
+    from gradlab.checks.numeric.lowprec import own_error
+
+    empty = torch.zeros(0, dtype=torch.float64)
+    assert own_error([empty.float()], empty, "float32", 4.0) is None
+    nan = torch.full((3,), float("nan"), dtype=torch.float64)
+    assert own_error([nan.float()], nan, "float32", 4.0) is None
+    gold = torch.tensor([1.0, float("inf"), 2.0], dtype=torch.float64)
+    own = own_error([gold.float() * (1 + 2**-20)], gold, "float32", 4.0)
+    assert own is not None and own.error == pytest.approx(2 * 2**-20, rel=1e-6)
