@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -35,9 +36,16 @@ def resolve(name: str) -> str | None:
     return name or None
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """The module's syntax tree, parsed once per session (the tests only read it)."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
+@functools.cache
 def imports(path: Path) -> list[tuple[str, list[str]]]:
     """(imported module, names taken from it) for every import statement, nested ones too."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -98,7 +106,7 @@ def test_no_private_names_of_other_modules(mod: str) -> None:
     path = MODULES[mod]
     bad = [f"{target}.{n}" for target, names in imports(path) if target.startswith("gradlab")
            for n in names if n.startswith("_") and not n.startswith("__")]
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     aliases = {a.asname or a.name for node in ast.walk(tree)
                if isinstance(node, (ast.Import, ast.ImportFrom))
                for a in node.names
@@ -117,7 +125,7 @@ def test_only_the_rendering_layer_prints(mod: str) -> None:
         return
     path = MODULES[mod]
     assert not [t for t, _ in imports(path) if t == "rich" or t.startswith("rich.")], mod
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     prints = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call)
               and isinstance(n.func, ast.Name) and n.func.id == "print"]
     assert not prints, f"{mod} prints at lines {prints}"
@@ -128,7 +136,7 @@ def test_module_and_function_sizes(mod: str) -> None:
     path = MODULES[mod]
     text = path.read_text(encoding="utf-8")
     assert len(text.splitlines()) <= MAX_MODULE_LINES, f"{path}: {len(text.splitlines())} lines"
-    long = [(n.name, n.end_lineno - n.lineno + 1) for n in ast.walk(ast.parse(text))
+    long = [(n.name, n.end_lineno - n.lineno + 1) for n in ast.walk(parsed(path))
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno
             and n.end_lineno - n.lineno + 1 > MAX_FUNCTION_LINES]
     assert not long, f"{path}: functions over {MAX_FUNCTION_LINES} lines: {long}"
