@@ -85,7 +85,9 @@ def _cached_lang_patching() -> None:
         patch_attr, is_builtin = interp._patch_attr, interp.tl.core.is_builtin
     except (ImportError, AttributeError):
         return
-    if list(inspect.signature(interp._patch_builtin).parameters) != ["pkg", "builder", "scope"]:
+    if (list(inspect.signature(interp._patch_builtin).parameters) != ["pkg", "builder", "scope"]
+            or list(inspect.signature(patch_attr).parameters)
+            != ["obj", "name", "member", "builder", "scope"]):
         return
     builtins: dict[int, list[tuple[str, object]]] = {}
 
