@@ -141,6 +141,18 @@ class FakeCuda:
 _DEVICE_LIKE = (str, torch.device)
 
 
+def _names_a_device(args: Any, kwargs: dict[str, Any]) -> bool:
+    """Whether a call's arguments hold a device.  Plain loops: this runs for every torch call
+    under CudaOnCpu, where a generator per call cost more than the call itself."""
+    for a in args:
+        if isinstance(a, _DEVICE_LIKE):
+            return True
+    for v in kwargs.values():
+        if isinstance(v, _DEVICE_LIKE):
+            return True
+    return False
+
+
 def _on_cpu(v: Any) -> Any:
     if isinstance(v, str) and v.split(":")[0] == "cuda":
         return "cpu"
@@ -165,17 +177,8 @@ class CudaOnCpu(TorchFunctionMode):
         if func is torch.Tensor.cuda:
             self.asked += 1
             return args[0]
-        # most calls have nothing to move: plain loops, as this runs for every torch call
-        # under the mode (a generator per call cost more than the call itself)
-        for a in args:
-            if isinstance(a, _DEVICE_LIKE):
-                break
-        else:
-            for v in kwargs.values():
-                if isinstance(v, _DEVICE_LIKE):
-                    break
-            else:
-                return func(*args, **kwargs)
+        if not _names_a_device(args, kwargs):
+            return func(*args, **kwargs)  # most calls: nothing to move
         new_args = tuple(_on_cpu(a) for a in args)
         new_kwargs = {k: _on_cpu(v) for k, v in kwargs.items()}
         if any(a is not b for a, b in zip(new_args, args, strict=True)) or any(

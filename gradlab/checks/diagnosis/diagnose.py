@@ -66,16 +66,17 @@ def compare(got: Tensor, want: Tensor, tol: Tolerance, k: int = TOP_K, *, scaled
     w = want.detach().reshape(-1).to(torch.float64).cpu()
     if g.numel() == 0:
         return Diff(ErrorStats(0.0, 0.0, 0.0, 1.0, 1.0, of))
-    if np.array_equal(g.numpy(), w.numpy()):
+    gn, wn = g.numpy(), w.numpy()
+    if np.array_equal(gn, wn):
         # bitwise the same (a Function built from its reference's ops): one pass, no error
         # to measure; NaN never equals itself, so NaN goes the long way
         return Diff(ErrorStats(0.0, 0.0, 0.0, 1.0, 1.0, of))
     if scaled:
-        tol = _scaled(tol, w.numpy())
-    passed = _within(g.numpy(), w.numpy(), tol, of)
+        tol = _scaled(tol, wn)
+    passed = _within(gn, wn, tol, of)
     if passed is not None:
         return passed
-    return _failing(g.numpy(), w.numpy(), tol, k, limit, of, strict_finite,
+    return _failing(gn, wn, tol, k, limit, of, strict_finite,
                     measure_share=got.dtype == torch.float64)
 
 

@@ -54,14 +54,15 @@ def own_error(lows: Sequence[Tensor | None], gold: Tensor, dtype: str,
     reference happens to be closer.  A reference that did not compute in TF32 keeps float32's
     floor, so a Function that loses more to TF32 than it fails (hint `tf32`)."""
     errs, noise = [], 0.0
+    # numpy: run for every low-precision tensor compared, where torch's per-call dispatch
+    # cost more than the arithmetic on these (mostly small) tensors
+    gold_flat = flat_real(gold).numpy()
     for k, low in enumerate(lows):
         if low is None or low.shape != gold.shape or low.is_complex() != gold.is_complex():
             if k == 0:
                 return None
             continue
-        # numpy: run for every low-precision tensor compared, where torch's per-call
-        # dispatch cost more than the arithmetic on these (mostly small) tensors
-        lw, gw = flat_real(low).numpy(), flat_real(gold).numpy()
+        lw, gw = flat_real(low).numpy(), gold_flat
         finite = np.isfinite(lw) & np.isfinite(gw)
         if not finite.any():  # an empty tensor too
             return None
@@ -70,8 +71,7 @@ def own_error(lows: Sequence[Tensor | None], gold: Tensor, dtype: str,
         errs.append(float(np.abs(lw - gw).max()))
         lo, hi = ratio_range(lw, gw)
         noise = max(noise, (hi - lo) if lo is not None and hi is not None else 0.0)
-    g = flat_real(gold).numpy()
-    g = g[np.isfinite(g)]
+    g = gold_flat[np.isfinite(gold_flat)]
     scale = float(np.abs(g).max()) if g.size else 0.0
     err = max(errs)
     if tf32 and err >= TF32_EVIDENCE * criterion_limit(0.0, scale, "tf32", factor):

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from gradlab.model import COSTLY_CAPABILITIES, INFO_CAPABILITIES
 from gradlab.results import CheckRow
 
-#: The capabilities a run measures unless told otherwise: all but the costly ones.
 #: Values of an on-by-default switch in the environment (GRADLAB_ISOLATE, GRADLAB_FORKSERVER)
 #: that turn it off.
 OFF = ("0", "false", "no", "off")
@@ -26,6 +25,7 @@ def switched_off(name: str) -> bool:
     return os.environ.get(name, "1").strip().lower() in OFF
 
 
+#: The capabilities a run measures unless told otherwise: all but the costly ones.
 DEFAULT_MEASURED = frozenset(INFO_CAPABILITIES) - frozenset(COSTLY_CAPABILITIES)
 #: --capabilities all.
 ALL_MEASURED = frozenset(INFO_CAPABILITIES)
