@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -77,7 +78,9 @@ def test_the_dry_run_plans_every_phase_and_writes_nothing(tmp_path: Path, gpu: M
     assert "-m pytest -m cuda" in text
     assert f"-m gradlab check {ROOT / 'specs'} --device cuda" in text
     assert f"-m gradlab bench {ROOT / 'specs' / 'involution.yaml'} --device cuda" in text
-    assert f"{BENCH_PY} --device cuda --dtype float32 --dtype float16" in text
+    assert f"{BENCH_PY} --device cuda --dtype float32 --stages-only" in text
+    assert "--dtype float16 --dtype bfloat16 --stages-only" in text
+    assert "--shape stage2_s2_c128_56" in text  # the stride-2 layers
     for spec in sorted((ROOT / "specs").glob("*.yaml")):  # each spec with its dtypes
         assert f"specs/{spec.name}: " in text
     assert "specs/involution.yaml: involution, 6 cases, dtypes float64, float32" in text
@@ -133,7 +136,7 @@ def test_a_missing_package_skips_its_phase_only(tmp_path: Path, gpu: ModuleType,
               gpu.Phase("check", 30, (gpu.Step((py, "-c", "print('never')"),
                                                tmp_path / "out" / "check" / "c.log"),), (),
                         gpu.NEEDS["check"])]
-    monkeypatch.setattr(gpu, "plan", lambda out: phases)
+    monkeypatch.setattr(gpu, "plan", lambda out, **_: phases)
     assert gpu.main(["--out", str(tmp_path / "out")]) == 1
     captured = capsys.readouterr()
     assert "phase check will be skipped: missing package(s) pandas" in captured.err
@@ -158,6 +161,36 @@ def test_an_unknown_phase_is_a_usage_error(gpu: ModuleType) -> None:
 def test_the_phases_fit_in_ten_minutes(gpu: ModuleType) -> None:
     assert sum(gpu.TIMEOUTS_S.values()) <= gpu.TOTAL_LIMIT_S - 30  # start-up and summary
     assert set(gpu.TIMEOUTS_S) == set(gpu.PHASES)
+    # gpu_out.sh's profile: eight minutes with its margin, every phase of issue 41
+    assert gpu.OUT_LIMIT_S == 8 * 60
+    assert sum(gpu.OUT_TIMEOUTS_S.values()) <= gpu.OUT_LIMIT_S - gpu.OUT_MARGIN_S
+    assert set(gpu.OUT_TIMEOUTS_S) == set(gpu.PHASES) - {"bench"}
+    assert min(gpu.OUT_TIMEOUTS_S["check"], gpu.TIMEOUTS_S["check"]) > gpu.CHECK_REPORT_MARGIN_S
+
+
+def test_gpu_out_dry_run_lists_its_time_boxed_phases(tmp_path: Path, gpu: ModuleType) -> None:
+    """scripts/gpu_out.sh --dry-run: each phase with its time box, in the order they run, the
+    sum under eight minutes, TF32 on for the check, nothing written (OUT unset: its default
+    folder is only named)."""
+    env = {k: v for k, v in NO_CUDA.items() if k not in ("OUT", gpu.OFFICIAL_ENV)}
+    proc = subprocess.run(["bash", "scripts/gpu_out.sh", "--dry-run"], cwd=ROOT, timeout=120,
+                          env={**env, "PYTHON": sys.executable}, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    boxes = re.findall(r"^phase (\w+) \(timeout (\d+) s\)$", text, flags=re.M)
+    assert [(n, int(t)) for n, t in boxes] == list(gpu.OUT_TIMEOUTS_S.items())
+    total = sum(int(t) for _, t in boxes)
+    assert f"phase timeouts: {total} s in all (the whole run: under 480 s)" in text
+    assert "TF32 on: TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1" in text
+    assert "official kernels: skipped (GRADLAB_OFFICIAL_INVOLUTION is not set)" in text
+    assert "-m pytest -m cuda" in text and "-m gradlab check" in text
+    assert f"output folder: {ROOT / 'reports' / 'gpu-out' / 'run'}" in text
+    assert not (ROOT / "reports" / "gpu-out").exists()
+
+
+def test_the_check_phase_runs_with_tf32_on(tmp_path: Path, gpu: ModuleType) -> None:
+    (step,) = next(p for p in gpu.plan(tmp_path) if p.name == "check").steps
+    assert dict(step.env) == {"TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1"}
 
 
 def fake_phases(gpu: ModuleType, out: Path) -> list:
@@ -184,7 +217,7 @@ def test_a_run_names_each_failed_phase(tmp_path: Path, gpu: ModuleType,
     out = tmp_path / "out"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
-    monkeypatch.setattr(gpu, "plan", lambda out: fake_phases(gpu, out))
+    monkeypatch.setattr(gpu, "plan", lambda out, **_: fake_phases(gpu, out))
     assert gpu.main(["--out", str(out)]) == 1
     err = capsys.readouterr().err
     assert "FAILED or skipped phases: check (" in err and "exit 3" in err
@@ -287,9 +320,13 @@ def test_the_bundled_cases_come_from_the_spec(inv: ModuleType) -> None:
 def test_docs_give_each_phase_its_timeout(gpu: ModuleType) -> None:
     text = GPU_MD.read_text(encoding="utf-8")
     for name, seconds in gpu.TIMEOUTS_S.items():
-        assert re.search(rf"^\| {name} \|.*\| {seconds} s \|", text, flags=re.M), name
+        out = gpu.OUT_TIMEOUTS_S.get(name)
+        cell = f"{out} s" if out else "-"
+        assert re.search(rf"^\| {name} \|.*\| {seconds} s \| {cell} \|", text, flags=re.M), name
     budget = gpu.TIMEOUTS_S["check"] - gpu.CHECK_REPORT_MARGIN_S
     assert f"--budget {budget}`" in text
+    assert f"{sum(gpu.TIMEOUTS_S.values())} s of timeouts" in text
+    assert f"{sum(gpu.OUT_TIMEOUTS_S.values())} s of timeouts" in text
 
 
 def test_the_benchmark_runs_its_cuda_branches_on_a_fake_gpu(
@@ -307,12 +344,22 @@ def test_the_benchmark_runs_its_cuda_branches_on_a_fake_gpu(
     # kernel set is the unfold path here; the script's own CUDA lines are what is tested
     import types
 
+    from gradlab.kernels import involution_select as sel
+
     def stand_in(*_: object) -> types.SimpleNamespace:
         return types.SimpleNamespace(
             involution_forward=inv.involution_reference,
             involution_grad_input=lambda go, w, shape, *geo: go.new_zeros(shape),
             involution_grad_weight=lambda go, x, shape, *geo: go.new_zeros(shape),
-            chosen_configs=lambda: [])
+            chosen_configs=lambda: [], chosen_variants=sel.chosen_variants)
+
+    # the variant choice a GPU launch makes (timed by a fake clock) reaches the output
+    sel.clear()
+    monkeypatch.delenv(sel.VARIANT_ENV, raising=False)
+    key = ("float32", 1, 512, 32, 7, 7, 7, 7, 1, 1, 1, 1, "other")
+    ms = {"nchw": 0.3, "cl": 0.2, "cl_vec": 0.25}
+    sel.choose("grad_weight", key, {n: lambda n=n: n for n in ms}, channels_last=False,
+               timer=lambda run: ms[str(run())])
 
     monkeypatch.setattr(inv, "USE_DO_BENCH", False)
     monkeypatch.setattr(inv, "involution", inv.involution_reference)
@@ -328,3 +375,9 @@ def test_the_benchmark_runs_its_cuda_branches_on_a_fake_gpu(
     assert FAKE_GPU_NAME in text or FAKE_GPU_NAME in out.read_text(encoding="utf-8")
     assert fake.count("reset_peak_memory_stats") >= 1 and fake.count("synchronize") >= 2
     assert "| stage4_c512_7 | float32 | forward |" in text  # the per-kernel table
+    assert ("| grad_weight | float32 | 1 | 512 | 7 | 7 | 1 | 1 | other | **cl** | timed | "
+            "0.200 | 0.250 | 0.300 |") in text
+    (variant,) = json.loads(out.read_text(encoding="utf-8"))["variants"]
+    assert variant["variant_ms"] == ms and variant["variant"] == "cl"
+    assert "official kernels: skipped (" in text
+    sel.clear()
