@@ -7,9 +7,9 @@ marked `cuda`): every channel count C in {64, ..., 1024} with G = C/16 groups, k
 and channels_last inputs (DTYPES, LAYOUTS).
 
 `launch_plans` is plain Python (no triton, no GPU): the grid, channel block and pixel block of
-each kernel's launch at every block size it may run with, and the largest values the kernels
-compute in int32, so a test checks them against CUDA's limits for every batch size 1..64
-without launching anything.
+each kernel's launch (NCHW and channels-last) at every block size it may run with, and the
+largest values the kernels compute in int32, so a test checks them against CUDA's limits for
+every batch size 1..64 without launching anything.
 """
 
 from __future__ import annotations

@@ -84,6 +84,15 @@ if HAVE_TRITON:
         p = (rest % n_pb) * BLOCK_P + tl.arange(0, BLOCK_P)
         return rest // n_pb, g, c0, p, p < N_PIX
 
+    @triton.jit
+    def _channel_mask(cc, CPG, WIDTH: tl.constexpr, C_EVEN: tl.constexpr):  # type: ignore[no-untyped-def]
+        """cc < CPG, as a constant when every block is full (C_EVEN): a mask that varies along
+        the channels would keep Triton from issuing them as one vector load."""
+        ok = cc < CPG
+        if C_EVEN:
+            ok = tl.full([WIDTH], 1, tl.int1)
+        return ok
+
     @triton.jit(do_not_specialize=_NO_SPECIALIZE)
     def _forward_kernel(  # type: ignore[no-untyped-def]
         x_ptr, w_ptr, out_ptr,
@@ -94,7 +103,7 @@ if HAVE_TRITON:
         """out[b, p, c] = sum_k w[b, g, k, p] * x[b, tap k of p, c], channels last."""
         b, g, c0, p, p_ok = _program(N_PIX, G, CPG, BLOCK_P, BLOCK_C)
         cc = c0 + tl.arange(0, BLOCK_C)
-        c_ok = (cc < CPG) | C_EVEN
+        c_ok = _channel_mask(cc, CPG, BLOCK_C, C_EVEN)
         c = g * CPG + cc
         ho = p // Wo
         wo = p % Wo
@@ -126,7 +135,7 @@ if HAVE_TRITON:
         that reads q through tap k (q + padding - k*dilation = o*stride), channels last."""
         b, g, c0, q, q_ok = _program(N_PIX, G, CPG, BLOCK_P, BLOCK_C)
         cc = c0 + tl.arange(0, BLOCK_C)
-        c_ok = (cc < CPG) | C_EVEN
+        c_ok = _channel_mask(cc, CPG, BLOCK_C, C_EVEN)
         c = g * CPG + cc
         hq = q // W + ph
         wq = q % W + pw
@@ -171,7 +180,7 @@ if HAVE_TRITON:
         # a group wider than BLOCK_C is summed block by block onto what the last one stored
         for c0 in range(0, CPG, BLOCK_C):
             cc = c0 + tl.arange(0, BLOCK_C)
-            c_ok = (cc < CPG) | C_EVEN
+            c_ok = _channel_mask(cc, CPG, BLOCK_C, C_EVEN)
             c = g * CPG + cc
             gov = tl.load(go_img + p[:, None] * C + c[None, :],
                           mask=p_ok[:, None] & c_ok[None, :], other=0.0).to(ACC)
@@ -215,7 +224,7 @@ if HAVE_TRITON:
                 pix = tl.where(ok, hi * W + wi, 0)
                 s = tl.zeros([BLOCK_P], dtype=ACC)
                 for c0 in range(0, CPG, VEC):
-                    c_ok = (c0 + v < CPG) | C_EVEN
+                    c_ok = _channel_mask(c0 + v, CPG, VEC, C_EVEN)
                     c = g * CPG + c0 + v
                     gov = tl.load(go_img + p[:, None] * C + c[None, :],
                                   mask=p_ok[:, None] & c_ok[None, :], other=0.0).to(ACC)
