@@ -557,18 +557,18 @@ def goals(rows: list[dict[str, Any]], cases: list[dict[str, Any]], device: str,
         new = r["ms"].get("new")
         if new is None or r.get("prior"):
             continue
-        stage = r["shape"] in OFFICIAL_H200_MS
-        if r["dtype"] == "float32" and stage:
+        at_stage = r["shape"] in OFFICIAL_H200_MS
+        if r["dtype"] == "float32" and at_stage:
             target = OFFICIAL_H200_MS[r["shape"]] / OFFICIAL_FACTOR
             gpu = "" if "H200" in device_name or not device_name else f" (on {device_name})"
             out.append(goal(1, f"{r['shape']} float32 fwd+bwd ms{gpu}", new, target, False, na))
         if r["dtype"] == "float32" and "official" in r["ms"]:  # measured in this very run
             out.append(goal(1, f"{r['shape']} float32 official (measured) / new", r["ms"][
                 "official"] / new, OFFICIAL_FACTOR, True, na))
-        if r["dtype"] in SPEEDUP_DTYPES and stage:
+        if r["dtype"] in SPEEDUP_DTYPES and at_stage:
             out.append(goal(3, f"{r['shape']} {r['dtype']} x unfold reference",
                             r["ms"]["reference"] / new, SPEEDUP_GOAL, True, na))
-        if not stage:  # a stride-2 layer: faster than the unfold reference
+        if not at_stage:  # a stride-2 layer: faster than the unfold reference
             out.append(goal(4, f"{r['shape']} {r['dtype']} fwd+bwd x reference",
                             r["ms"]["reference"] / new, 1.0, True, na))
         out.append(goal(5, f"{r['shape']} {r['dtype']} memory new/reference",

@@ -381,3 +381,52 @@ def test_the_benchmark_runs_its_cuda_branches_on_a_fake_gpu(
     assert variant["variant_ms"] == ms and variant["variant"] == "cl"
     assert "official kernels: skipped (" in text
     sel.clear()
+
+
+def test_the_official_kernels_load_from_outside_or_are_skipped_in_one_line(
+        tmp_path: Path, inv: ModuleType) -> None:
+    """Never vendored: loaded from the file or folder $GRADLAB_OFFICIAL_INVOLUTION names, with
+    the official signature (input, weight, bias, stride, padding, dilation); anything else
+    skips them with one line saying why."""
+    fn, note = inv.load_official(None)
+    assert fn is None and note == f"official kernels: skipped ({inv.OFFICIAL_ENV} is not set)"
+    fn, note = inv.load_official(str(tmp_path / "nowhere"))
+    assert fn is None and "no file" in note and "\n" not in note
+    broken = tmp_path / "broken.py"
+    broken.write_text("import cupy_that_is_not_installed\n")
+    fn, note = inv.load_official(str(broken))
+    assert fn is None and "does not load" in note and "ModuleNotFoundError" in note
+    (tmp_path / "other.py").write_text("def something():\n    pass\n")
+    fn, note = inv.load_official(str(tmp_path / "other.py"))
+    assert fn is None and "_involution_cuda" in note
+    folder = tmp_path / "involution" / "cls" / "mmcls" / "models" / "utils"
+    folder.mkdir(parents=True)
+    (folder / "involution_cuda.py").write_text(
+        "def _involution_cuda(input, weight, bias=None, stride=1, padding=0, dilation=1):\n"
+        "    return (input, weight, bias, stride, padding, dilation)\n")
+    fn, note = inv.load_official(str(tmp_path / "involution"))
+    assert note == f"official kernels: {folder / 'involution_cuda.py'}"
+    assert fn("x", "w", 2, 3, 1) == ("x", "w", None, 2, 3, 1)  # geometry by keyword, no bias
+
+
+def test_the_issue_41_goals(inv: ModuleType) -> None:
+    """Goal 1 against the official kernels measured in the same run; goal 2 at every stage,
+    from another run's float32 rows (--prior-json); goal 4 for the stride-2 layers."""
+    s3, s2_layer = inv.rednet50()[2].name, inv.stride2_layers()[0].name
+    f32 = {**stage_row(inv, s3, "float32", 0.5, 4.0), "prior": True}
+    half = stage_row(inv, s3, "float16", 0.4, 3.0)
+    fast = stage_row(inv, s3, "bfloat16", 0.25, 3.0)
+    timed = {**stage_row(inv, s3, "float32", 0.5, 4.0)}
+    timed["ms"] = {**timed["ms"], "official": 0.9}
+    layer = stage_row(inv, s2_layer, "float32", 1.0, 0.8)
+    table = inv.goals([f32, half, fast, timed, layer], [], "cuda", "NVIDIA H200")
+    status = {(g["goal"], g["subject"]): g["status"] for g in table}
+    assert status[(2, f"{s3} float16 x float32")] == "not met"  # 1.25x
+    assert status[(2, f"{s3} bfloat16 x float32")] == "met"  # 2x
+    assert status[(1, f"{s3} float32 official (measured) / new")] == "met"  # 1.8 >= 1.3
+    assert status[(4, f"{s2_layer} float32 fwd+bwd x reference")] == "not met"  # 0.8x
+    assert not any(s2_layer in s for g, s in status if g in (1, 3))  # stage goals only
+    # the prior row is judged by nothing but goal 2
+    assert sum(1 for g, s in status if s.startswith(f"{s3} float32")) == 4  # timed's 1, 1m, 3, 5
+    assert [s.name for s in inv.stride2_layers()] == [
+        "stage2_s2_c128_56", "stage3_s2_c256_28", "stage4_s2_c512_14"]
