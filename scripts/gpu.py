@@ -80,6 +80,13 @@ INVOLUTION_DTYPES = ("float32", "float16", "bfloat16")
 TF32_ON = (("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "1"),)
 #: The variable naming the official involution kernels (benchmarks/bench_involution.py).
 OFFICIAL_ENV = "GRADLAB_OFFICIAL_INVOLUTION"
+#: The involution phases' autotuning (gradlab/kernels/involution_launch.py, AUTOTUNE_ENV) unless
+#: the environment sets it: time the kernel variants per shape at their default block sizes,
+#: tune no block size.  A full sweep compiles every candidate of every variant (some 70
+#: compiles of 1.5-6 s per dtype) and would not fit the time boxes; issue 29's run found the
+#: forward's block sizes within 10% of each other.  GRADLAB_INVOLUTION_AUTOTUNE=1 tunes both.
+AUTOTUNE_ENV = "GRADLAB_INVOLUTION_AUTOTUNE"
+INVOLUTION_AUTOTUNE = "variants"
 SPECS = ROOT / "specs"
 BENCH_SPEC = SPECS / "involution.yaml"
 CUDA_MARK = re.compile(r"pytest\.mark\.cuda\b")
@@ -204,15 +211,16 @@ def involution_phase(name: str, timeout_s: int, out: Path, python: str, plots: b
     prior = (("--prior-json", str(out / "involution" / "involution.json"))
              if name == "involution16" else ())
     official = os.environ.get(OFFICIAL_ENV)
+    tune = os.environ.get(AUTOTUNE_ENV, INVOLUTION_AUTOTUNE)
     return Phase(name, timeout_s, (
         Step((python, str(ROOT / "benchmarks" / "bench_involution.py"), "--device", "cuda",
               *args, "--kernels", "new", *prior, "--goals",
               "--json", str(folder / f"{name}.json"), "--csv", str(folder / f"{name}.csv"),
               "--markdown", str(folder / f"{name}.md"),
               *(("--plot", str(folder / f"{name}.png")) if plots else ())),
-             folder / f"{name}.log"),),
+             folder / f"{name}.log", ((AUTOTUNE_ENV, tune),)),),
         (f"{what}; the new kernels (each shape's variant timed and recorded) beside the unfold "
-         "reference",
+         "reference", f"autotuning: {AUTOTUNE_ENV}={tune}",
          f"official kernels: {official}" if official else
          f"official kernels: skipped ({OFFICIAL_ENV} is not set)"), NEEDS[name])
 

@@ -172,7 +172,8 @@ def test_gpu_out_dry_run_lists_its_time_boxed_phases(tmp_path: Path, gpu: Module
     """scripts/gpu_out.sh --dry-run: each phase with its time box, in the order they run, the
     sum under eight minutes, TF32 on for the check, nothing written (OUT unset: its default
     folder is only named)."""
-    env = {k: v for k, v in NO_CUDA.items() if k not in ("OUT", gpu.OFFICIAL_ENV)}
+    env = {k: v for k, v in NO_CUDA.items()
+           if k not in ("OUT", gpu.OFFICIAL_ENV, gpu.AUTOTUNE_ENV)}
     proc = subprocess.run(["bash", "scripts/gpu_out.sh", "--dry-run"], cwd=ROOT, timeout=120,
                           env={**env, "PYTHON": sys.executable}, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
@@ -182,6 +183,7 @@ def test_gpu_out_dry_run_lists_its_time_boxed_phases(tmp_path: Path, gpu: Module
     total = sum(int(t) for _, t in boxes)
     assert f"phase timeouts: {total} s in all (the whole run: under 480 s)" in text
     assert "TF32 on: TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1" in text
+    assert text.count("autotuning: GRADLAB_INVOLUTION_AUTOTUNE=variants") == 3
     assert "official kernels: skipped (GRADLAB_OFFICIAL_INVOLUTION is not set)" in text
     assert "-m pytest -m cuda" in text and "-m gradlab check" in text
     assert f"output folder: {ROOT / 'reports' / 'gpu-out' / 'run'}" in text
@@ -191,6 +193,19 @@ def test_gpu_out_dry_run_lists_its_time_boxed_phases(tmp_path: Path, gpu: Module
 def test_the_check_phase_runs_with_tf32_on(tmp_path: Path, gpu: ModuleType) -> None:
     (step,) = next(p for p in gpu.plan(tmp_path) if p.name == "check").steps
     assert dict(step.env) == {"TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1"}
+
+
+def test_the_involution_phases_time_variants_unless_told_otherwise(
+        tmp_path: Path, gpu: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gradlab.kernels.involution_launch import AUTOTUNE_ENV, AUTOTUNE_MODES
+
+    assert gpu.AUTOTUNE_ENV == AUTOTUNE_ENV and gpu.INVOLUTION_AUTOTUNE in AUTOTUNE_MODES
+    monkeypatch.delenv(AUTOTUNE_ENV, raising=False)
+    phases = [p for p in gpu.plan(tmp_path) if p.name.startswith("involution")]
+    assert [dict(p.steps[0].env) for p in phases] == [{AUTOTUNE_ENV: "variants"}] * 3
+    monkeypatch.setenv(AUTOTUNE_ENV, "1")  # the caller's choice is kept
+    (step,) = next(p for p in gpu.plan(tmp_path) if p.name == "involution").steps
+    assert dict(step.env) == {AUTOTUNE_ENV: "1"}
 
 
 def fake_phases(gpu: ModuleType, out: Path) -> list:

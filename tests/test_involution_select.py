@@ -139,7 +139,7 @@ def test_the_launchers_time_the_variants_when_autotuning(monkeypatch: pytest.Mon
     monkeypatch.setattr(kcl, "time_ms", fake_timer({"nchw": 2.0, "cl": 1.0}, timed))
     for on, want in ((False, "nchw"), (True, "cl")):
         sel.clear()
-        monkeypatch.setattr(kt, "autotuning", lambda work, on=on: on)
+        monkeypatch.setattr(kt, "variant_timing", lambda work, on=on: on)
         runs = runs_for("forward", [])
         assert kt._run_variant("forward", geo, x, runs, None, None) == want
     assert timed == ["nchw", "cl"]
@@ -148,3 +148,27 @@ def test_the_launchers_time_the_variants_when_autotuning(monkeypatch: pytest.Mon
     # a block size without a variant is the NCHW kernels' (the tests' and the benchmark's)
     assert kt._run_variant("forward", geo, x, runs_for("forward", []), None,
                            (64, 2, 0)) == "nchw"
+
+
+@pytest.mark.parametrize(("mode", "blocks", "variants"), [
+    (None, True, True), ("1", True, True), ("variants", False, True), ("0", False, False)])
+def test_the_autotune_modes(monkeypatch: pytest.MonkeyPatch, mode: str | None, blocks: bool,
+                            variants: bool) -> None:
+    """GRADLAB_INVOLUTION_AUTOTUNE: "1" (default) tunes block sizes and times the variants,
+    "variants" times only the variants (one compile per variant), "0" neither; never under
+    the interpreter, nor for a launch under AUTOTUNE_MIN_WORK."""
+    from gradlab.kernels import involution_launch as il
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    if mode is None:
+        monkeypatch.delenv(il.AUTOTUNE_ENV, raising=False)
+    else:
+        monkeypatch.setenv(il.AUTOTUNE_ENV, mode)
+    big, small = il.AUTOTUNE_MIN_WORK, il.AUTOTUNE_MIN_WORK - 1
+    assert (il.autotuning(big), il.variant_timing(big)) == (blocks, variants)
+    assert not il.autotuning(small) and not il.variant_timing(small)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert not il.autotuning(big) and not il.variant_timing(big)
+    monkeypatch.setenv(il.AUTOTUNE_ENV, "sometimes")
+    with pytest.raises(ValueError, match="GRADLAB_INVOLUTION_AUTOTUNE='sometimes'"):
+        il.autotune_mode()

@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["AUTOTUNE_ENV", "CL_CONFIGS", "CONFIGS", "MAX_BLOCK_C", "TUNE_REP_MS",
-           "TUNE_WARMUP_MS", "VECTOR_BYTES", "LaunchConfig", "autotuning", "block_c",
-           "chosen_configs", "cl_default_config", "cl_tuning_candidates", "default_config",
-           "launch_config", "pixel_blocks", "record_config", "tuning_candidates",
-           "vector_channels"]
+__all__ = ["AUTOTUNE_ENV", "AUTOTUNE_MODES", "CL_CONFIGS", "CONFIGS", "MAX_BLOCK_C",
+           "TUNE_REP_MS", "TUNE_WARMUP_MS", "VECTOR_BYTES", "LaunchConfig", "autotune_mode",
+           "autotuning", "block_c", "chosen_configs", "cl_default_config",
+           "cl_tuning_candidates", "default_config", "launch_config", "pixel_blocks",
+           "record_config", "tuning_candidates", "variant_timing", "vector_channels"]
 
 IntPair = int | Sequence[int]
 
@@ -44,10 +44,14 @@ CL_CONFIGS: tuple[tuple[int, int, int], ...] = ((64, 2, 0), (128, 4, 0), (256, 4
 #: Bytes per vector load: 16 (LDG.128), the widest a thread issues.
 VECTOR_BYTES = 16
 
-#: Environment switch: "0" launches default_config instead of autotuning (the GPU tests use it,
-#: so 86 layer shapes do not each run a tuning sweep; tests/test_triton_shapes.py checks every
-#: config in CONFIGS separately).
+#: Environment switch: "0" launches default_config instead of autotuning and chooses the kernel
+#: variant by the input's layout (the GPU tests use it, so 86 layer shapes do not each run a
+#: tuning sweep; tests/test_triton_shapes.py checks every config separately); "variants" times
+#: the variants (gradlab/kernels/involution_select.py) at their default block sizes but tunes no
+#: block size: one compile per kernel variant instead of one per candidate (the GPU command's
+#: time-boxed benchmark); "1" (the default) does both.
 AUTOTUNE_ENV = "GRADLAB_INVOLUTION_AUTOTUNE"
+AUTOTUNE_MODES = ("0", "variants", "1")
 
 #: Launches of fewer multiply-adds (B*C*Ho*Wo*KH*KW) than this run default_config: a few
 #: microseconds of work, where the candidates differ by less than launch latency, while a tuning
@@ -101,12 +105,29 @@ def vector_channels(cpg: int, itemsize: int) -> int:
     return max(1, min(VECTOR_BYTES // itemsize, block_c(cpg)))
 
 
-def autotuning(work: int | None = None) -> bool:
-    """Whether a launch of `work` multiply-adds autotunes (and times the variants): on a
-    compiled GPU path unless GRADLAB_INVOLUTION_AUTOTUNE=0, and only from AUTOTUNE_MIN_WORK on."""
-    return (os.environ.get(AUTOTUNE_ENV, "1") != "0"
-            and os.environ.get("TRITON_INTERPRET") != "1"
+def autotune_mode() -> str:
+    """GRADLAB_INVOLUTION_AUTOTUNE's value (AUTOTUNE_MODES; unset: "1")."""
+    mode = os.environ.get(AUTOTUNE_ENV, "1").strip() or "1"
+    if mode not in AUTOTUNE_MODES:
+        raise ValueError(f"{AUTOTUNE_ENV}={mode!r}: expected one of {', '.join(AUTOTUNE_MODES)}")
+    return mode
+
+
+def _large_compiled(work: int | None) -> bool:
+    return (os.environ.get("TRITON_INTERPRET") != "1"
             and (work is None or work >= AUTOTUNE_MIN_WORK))
+
+
+def autotuning(work: int | None = None) -> bool:
+    """Whether a launch of `work` multiply-adds autotunes its block size: on a compiled GPU
+    path in mode "1", and only from AUTOTUNE_MIN_WORK on."""
+    return autotune_mode() == "1" and _large_compiled(work)
+
+
+def variant_timing(work: int | None = None) -> bool:
+    """Whether a launch of `work` multiply-adds times the kernel variants (once per shape):
+    on a compiled GPU path in mode "1" or "variants", from AUTOTUNE_MIN_WORK on."""
+    return autotune_mode() != "0" and _large_compiled(work)
 
 
 #: The shape fields of a launch's record, in its key's order.

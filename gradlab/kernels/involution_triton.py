@@ -56,6 +56,7 @@ from gradlab.kernels.involution_launch import (
     record_config,
     shape_key,
     tuning_candidates,
+    variant_timing,
 )
 from gradlab.kernels.involution_select import VARIANTS, chosen_variants
 
@@ -305,12 +306,11 @@ def _run_variant(kernel: str, geo: dict[str, int], layout_of: torch.Tensor,
                  runs: dict[str, Callable[[], torch.Tensor]], variant: str | None,
                  config: Config | None) -> torch.Tensor:
     """Run `variant` of `kernel`, or the one involution_select picks for this shape and input
-    layout (timed once on a GPU with autotuning on).  A `config` without a variant is an NCHW
-    block size (the tests' and the benchmark's)."""
+    layout (timed once per shape on a GPU).  A `config` alone is an NCHW block size."""
     cl_input = kcl.is_channels_last(layout_of)
     key = (*shape_key(geo, layout_of.dtype), "channels_last" if cl_input else "other")
     rows = geo["H"] * geo["W"] if kernel == "grad_input" else geo["Ho"] * geo["Wo"]
-    timed = autotuning(geo["B"] * geo["C"] * rows * geo["KH"] * geo["KW"])
+    timed = variant_timing(geo["B"] * geo["C"] * rows * geo["KH"] * geo["KW"])
     return select.run(kernel, key, runs, variant=variant or ("nchw" if config else None),
                       channels_last=cl_input, timer=kcl.time_ms if timed else None)
 
