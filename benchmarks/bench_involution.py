@@ -481,7 +481,9 @@ def measure(shape: Shape, dtype: str, batch: int, device: str, runs: int,
     if per_kernel:
         row["kernel_ms"] = kernel_times(mods, x, w, go, geo, device, min_run_time)
         fwd = row["kernel_ms"].get("new", {}).get("forward")
-        if fwd:  # DRAM bytes a forward must move / its time: how far from bandwidth-bound
+        # DRAM bytes a forward moves / its time: how far from bandwidth-bound (traffic()
+        # counts stride 1 only)
+        if fwd and shape.layer.stride == 1:
             row["fwd_gbps"] = traffic(shape, batch, itemsize(dtype)).fwd_bytes / fwd / 1e6
     return row
 
