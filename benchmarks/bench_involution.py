@@ -651,16 +651,17 @@ def markdown(rows: list[dict[str, Any]], cases: list[dict[str, Any]],
                              f"{f3(r['model_ms'].get(k))} | {r['model_bound'].get(k, '-')} |")
     if cases:
         lines += ["", "### Bundled bench cases (specs/involution.yaml), ms", "",
-                  "| case | dtype | stride, padding, dilation | phase | new | v1 | reference "
-                  "| reference / new | max rel. error (out, gx, gw) |",
-                  "|---|---|---|---|---:|---:|---:|---:|---|"]
+                  "| case | dtype | stride, padding, dilation | phase | new | v1 | official "
+                  "| reference | reference / new | max rel. error (out, gx, gw) |",
+                  "|---|---|---|---|---:|---:|---:|---:|---:|---|"]
         for c in cases:
             for phase in PHASES:
                 new = c["ms"].get("new", {}).get(phase)
                 ref = c["ms"]["reference"][phase]
                 err = c.get("errors") if phase == "fwd+bwd" else None
                 lines.append(f"| {c['case']} | {c['dtype']} | {c['geometry']} | {phase} | "
-                             f"{f3(new)} | {f3(c['ms'].get('v1', {}).get(phase))} | {f3(ref)} | "
+                             f"{f3(new)} | {f3(c['ms'].get('v1', {}).get(phase))} | "
+                             f"{f3(c['ms'].get('official', {}).get(phase))} | {f3(ref)} | "
                              f"{ratio(ref, new)} | "
                              f"{', '.join(f'{v:.1e}' for v in err.values()) if err else ''} |")
     lines += variant_table(variants or [])
@@ -673,8 +674,8 @@ def markdown(rows: list[dict[str, Any]], cases: list[dict[str, Any]],
                   f"{c['C']} | {c['G']} | {c['H']} | {c['KH']} | {c['sh']} | {c['dh']} | "
                   f"{c['BLOCK_P']} | {c['num_warps']} | {c['TILE_W']} | {c['chosen_by']} |"
                   for c in configs]
-    lines += ["", "### Goals (issue 29)", "", "| goal | subject | value | target | status |",
-              "|---:|---|---:|---|---|"]
+    lines += ["", "### Goals (issues 29 and 41)", "",
+              "| goal | subject | value | target | status |", "|---:|---|---:|---|---|"]
     lines += [f"| {g['goal']} | {g['subject']} | {g['value']:.3f} | {g['direction']} "
               f"{g['target']:.3g} | {g['status']} |" for g in table]
     return "\n".join(lines)
