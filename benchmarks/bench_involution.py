@@ -129,14 +129,17 @@ class Shape:
     def geometry(self) -> tuple[int, int, int]:
         return (self.layer.stride, self.layer.padding, DILATION)
 
-    def inputs(self, batch: int, dtype: torch.dtype,
-               device: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """x, w (leaves requiring grad) and a grad_output."""
+    def inputs(self, batch: int, dtype: torch.dtype, device: str,
+               layout: str = "contiguous") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x, w (leaves requiring grad) and a grad_output; x and grad_output in channels-last
+        memory when `layout` says so (w, 6-D, has no such format)."""
         layer = replace(self.layer, batch=batch)
         o = layer.out_size
-        x = torch.randn(layer.x_shape, dtype=dtype, device=device)
+        fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
+        x = torch.randn(layer.x_shape, dtype=dtype, device=device).contiguous(memory_format=fmt)
         w = torch.randn(layer.w_shape, dtype=dtype, device=device)
-        go = torch.randn(batch, layer.channels, o, o, dtype=dtype, device=device)
+        go = torch.randn(batch, layer.channels, o, o, dtype=dtype, device=device).contiguous(
+            memory_format=fmt)
         return x.requires_grad_(), w.requires_grad_(), go
 
     def record(self) -> dict[str, Any]:
@@ -448,11 +451,11 @@ def timed_or_error(fn: Callable[[], object], device: str, min_run_time: float,
 
 def measure(shape: Shape, dtype: str, batch: int, device: str, runs: int,
             min_run_time: float, mods: dict[str, ModuleType],
-            per_kernel: bool, official: Callable[..., torch.Tensor] | None = None
-            ) -> dict[str, Any]:
+            per_kernel: bool, official: Callable[..., torch.Tensor] | None = None,
+            layout: str = "contiguous") -> dict[str, Any]:
     """One shape and dtype: fwd+bwd ms of every implementation (alternating rounds), each
     kernel alone, memory, the new kernels' error, the model's prediction (stride 1)."""
-    x, w, go = shape.inputs(batch, getattr(torch, dtype), device)
+    x, w, go = shape.inputs(batch, getattr(torch, dtype), device, layout)
     geo = shape.geometry()
     impls = implementations(mods, official)
     times: dict[str, list[float]] = {k: [] for k in impls}
@@ -734,6 +737,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--shape", action="append", choices=[s.name for s in all_shapes()],
                         help="only these shapes (repeatable; default: the four stages and the "
                         "three stride-2 layers)")
+    parser.add_argument("--layout", choices=("contiguous", "channels_last"),
+                        default="contiguous", help="the memory format of x and grad_output "
+                        "(channels_last: the channels-last kernels need no conversion)")
     parser.add_argument("--stages-only", action="store_true",
                         help="the four stage shapes, not the stride-2 layers")
     parser.add_argument("--official", default=os.environ.get(OFFICIAL_ENV),
@@ -781,7 +787,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for dtype in dtypes:
         for shape in shapes:
             rows.append(measure(shape, dtype, args.batch, args.device, args.repeats,
-                                args.min_run_time, mods, bool(mods), official))
+                                args.min_run_time, mods, bool(mods), official, args.layout))
             ms = rows[-1]["ms"]
             print(f"  {shape.name} {dtype}: " + ", ".join(f"{k} {v:.3f} ms"
                                                          for k, v in ms.items()), flush=True)
@@ -798,7 +804,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         variants = mods["new"].chosen_variants()
     prior = prior_rows(args.prior_json)
     return {"torch": torch.__version__, "device": args.device, "device_name": name,
-            "batch": args.batch, "kernels": list(names), "official": official_note,
+            "batch": args.batch, "layout": args.layout, "kernels": list(names),
+            "official": official_note,
             "rows": rows, "cases": cases, "configs": configs, "variants": variants,
             "goals": goals(prior + rows, cases, args.device, name),
             "shapes": [s.record() for s in shapes]}
@@ -823,9 +830,10 @@ def main(argv: list[str] | None = None) -> int:
     bw = "; ".join(f"{r['shape']} {r['dtype']} {r['fwd_gbps']:.0f} GB/s"
                    + (f" ({r['fwd_gbps'] / peak:.0%} of peak)" if peak else "")
                    for r in result["rows"] if "fwd_gbps" in r)
-    header = (f"{result['device_name']}, torch {result['torch']}, batch {result['batch']}; "
+    header = (f"{result['device_name']}, torch {result['torch']}, batch {result['batch']}, "
+              f"{result['layout']} inputs; "
               f"goal (1) compares with the official kernels' H200 figures / {OFFICIAL_FACTOR}; "
-              f"goal (2)'s larger stages: {', '.join(LARGER_STAGES)} (largest activations); "
+              f"goal (2): 16-bit against float32 at {', '.join(LARGER_STAGES)}; "
               "goal 5: peak memory at most the reference's."
               + (f" New forward kernel, DRAM bytes / time: {bw}." if bw else ""))
     table = markdown(result["rows"], result["cases"], result["goals"], result["configs"],

@@ -445,3 +445,17 @@ def test_the_issue_41_goals(inv: ModuleType) -> None:
     assert sum(1 for g, s in status if s.startswith(f"{s3} float32")) == 4  # timed's 1, 1m, 3, 5
     assert [s.name for s in inv.stride2_layers()] == [
         "stage2_s2_c128_56", "stage3_s2_c256_28", "stage4_s2_c512_14"]
+
+
+def test_the_benchmark_makes_channels_last_inputs_on_request(inv: ModuleType) -> None:
+    """--layout channels_last: x and grad_output in channels-last memory (the channels-last
+    kernels then need no conversion), x and w still leaves that require grad."""
+    stage4 = inv.rednet50()[-1]
+    for layout, want in (("channels_last", True), ("contiguous", False)):
+        x, w, go = stage4.inputs(1, torch.float32, "cpu", layout)
+        assert x.is_leaf and x.requires_grad and w.requires_grad
+        assert x.is_contiguous() != want and go.is_contiguous() != want
+        assert x.is_contiguous(memory_format=torch.channels_last) == want
+        assert go.is_contiguous(memory_format=torch.channels_last) == want
+    assert inv.parse(["--layout", "channels_last"]).layout == "channels_last"
+    assert inv.parse([]).layout == "contiguous"
