@@ -27,6 +27,7 @@ import argparse
 import contextlib
 import csv
 import json
+import os
 import statistics
 import sys
 from collections.abc import Callable, Iterator
@@ -74,10 +75,10 @@ PEAK_GBPS = (
 OFFICIAL_H200_MS = {"stage1_c64_56": 1.71, "stage2_c128_28": 0.93, "stage3_c256_14": 0.91,
                     "stage4_c512_7": 1.06}
 OFFICIAL_FACTOR = 1.3
-#: (2) float16 and bfloat16 at least this much faster than float32 at the two larger stages:
-#: the two with the largest activations (B*C*H*W: 64x56² is twice 128x28², four times 256x14²).
+#: (2) float16 and bfloat16 at least this much faster than float32 at every stage (issue 41;
+#: issue 29 asked it of the two larger stages only).
 HALF_SPEEDUP_GOAL = 1.6
-LARGER_STAGES = ("stage1_c64_56", "stage2_c128_28")
+LARGER_STAGES = tuple(OFFICIAL_H200_MS)
 HALF_DTYPES = ("float16", "bfloat16")
 #: (3) fwd+bwd at least this many times faster than the unfold reference, in these dtypes.
 SPEEDUP_GOAL = 8.0
@@ -128,14 +129,17 @@ class Shape:
     def geometry(self) -> tuple[int, int, int]:
         return (self.layer.stride, self.layer.padding, DILATION)
 
-    def inputs(self, batch: int, dtype: torch.dtype,
-               device: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """x, w (leaves requiring grad) and a grad_output."""
+    def inputs(self, batch: int, dtype: torch.dtype, device: str,
+               layout: str = "contiguous") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x, w (leaves requiring grad) and a grad_output; x and grad_output in channels-last
+        memory when `layout` says so (w, 6-D, has no such format)."""
         layer = replace(self.layer, batch=batch)
         o = layer.out_size
-        x = torch.randn(layer.x_shape, dtype=dtype, device=device)
+        fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
+        x = torch.randn(layer.x_shape, dtype=dtype, device=device).contiguous(memory_format=fmt)
         w = torch.randn(layer.w_shape, dtype=dtype, device=device)
-        go = torch.randn(batch, layer.channels, o, o, dtype=dtype, device=device)
+        go = torch.randn(batch, layer.channels, o, o, dtype=dtype, device=device).contiguous(
+            memory_format=fmt)
         return x.requires_grad_(), w.requires_grad_(), go
 
     def record(self) -> dict[str, Any]:
@@ -154,6 +158,20 @@ def rednet50() -> tuple[Shape, ...]:
 
     return tuple(Shape(f"stage{i}_c{s.channels}_{s.size}", s)
                  for i, s in enumerate(stage_shapes(1), 1))
+
+
+def stride2_layers() -> tuple[Shape, ...]:
+    """RedNet-50's stride-2 layers (the first involution of stages 2-4: K = 7 on the stage
+    before's width), named stageN_s2_cC_H; timed beside the stages, never modelled."""
+    from gradlab.kernels.involution_shapes import layer_shapes
+
+    return tuple(Shape(f"stage{i}_s2_c{s.channels}_{s.size}", s)
+                 for i, s in enumerate((s for s in layer_shapes(1) if s.stride == 2), 2))
+
+
+def all_shapes() -> tuple[Shape, ...]:
+    """The shapes a run may time: the four stages, then the stride-2 layers."""
+    return (*rednet50(), *stride2_layers())
 
 
 @dataclass(frozen=True)
@@ -272,6 +290,51 @@ def peak_gbps(device_name: str) -> tuple[float | None, str]:
     return None, f"unknown GPU {device_name!r}: no peak bandwidth listed"
 
 
+# -- the official kernels, loaded at run time from outside this repository --------------------
+
+#: Environment variable naming the official involution kernels (Li et al.'s CuPy code, e.g. a
+#: checkout of github.com/d-li14/involution): a Python file, or a folder searched for
+#: OFFICIAL_FILES.  They are never vendored into gradlab; the run skips them, saying so, when
+#: the variable is unset or the file does not load (it needs cupy, and its imports).
+OFFICIAL_ENV = "GRADLAB_OFFICIAL_INVOLUTION"
+OFFICIAL_FILES = ("involution_cuda.py", "cls/mmcls/models/utils/involution_cuda.py",
+                  "det/mmdet/models/utils/involution_cuda.py")
+#: The function the file must define: (input, weight, bias=None, stride, padding, dilation)
+#: with weight [B, G, K, K, Ho, Wo], as gradlab's involution takes it.
+OFFICIAL_ATTRS = ("_involution_cuda", "involution_cuda")
+
+
+def load_official(location: str | None) -> tuple[Callable[..., torch.Tensor] | None, str]:
+    """(the official involution as fn(x, w, stride, padding, dilation), where it came from) or
+    (None, why it is skipped): one line either way."""
+    if not location:
+        return None, f"official kernels: skipped ({OFFICIAL_ENV} is not set)"
+    path = Path(location).expanduser()
+    if path.is_dir():
+        path = next((path / f for f in OFFICIAL_FILES if (path / f).is_file()), path)
+    if not path.is_file():
+        return None, (f"official kernels: skipped ({OFFICIAL_ENV}={location}: no file, nor "
+                      f"any of {', '.join(OFFICIAL_FILES)} in that folder)")
+    import importlib.util
+
+    try:
+        spec = importlib.util.spec_from_file_location("gradlab_official_involution", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except Exception as exc:  # a third-party file: any failure skips it
+        return None, f"official kernels: skipped ({path} does not load: {exc!r:.200})"
+    fn = next((getattr(module, a) for a in OFFICIAL_ATTRS if hasattr(module, a)), None)
+    if fn is None:
+        return None, f"official kernels: skipped ({path} defines none of {OFFICIAL_ATTRS})"
+
+    def official(x: torch.Tensor, w: torch.Tensor, s: Any, p: Any, d: Any) -> torch.Tensor:
+        out: torch.Tensor = fn(x, w, stride=s, padding=p, dilation=d)
+        return out
+
+    return official, f"official kernels: {path}"
+
+
 # -- measuring ---------------------------------------------------------------------------------
 
 #: Time with triton.testing.do_bench on CUDA (the fake-GPU test turns it off).
@@ -320,11 +383,15 @@ def fwd_bwd(fn: Callable[..., torch.Tensor], x: torch.Tensor, w: torch.Tensor,
     return lambda: torch.autograd.grad(fn(x, w, *geo), (x, w), go)
 
 
-def implementations(mods: dict[str, ModuleType]) -> dict[str, Any]:
-    """name -> (function, context) for the reference and each kernel set in the Function."""
+def implementations(mods: dict[str, ModuleType],
+                    official: Callable[..., torch.Tensor] | None = None) -> dict[str, Any]:
+    """name -> (function, context) for the reference, each kernel set in the Function and the
+    official kernels when loaded."""
     impls: dict[str, Any] = {"reference": (involution_reference, contextlib.nullcontext)}
     for name, mod in mods.items():
         impls[name] = (involution, lambda m=mod: kernels_in_function(m))
+    if official is not None:
+        impls["official"] = (official, contextlib.nullcontext)
     return impls
 
 
@@ -369,25 +436,42 @@ def kernel_times(mods: dict[str, ModuleType], x: torch.Tensor, w: torch.Tensor,
     return out
 
 
+def timed_or_error(fn: Callable[[], object], device: str, min_run_time: float,
+                   name: str, failed: dict[str, str]) -> float | None:
+    """timed_ms, or None with the error kept in `failed[name]` when the official kernels (a
+    third party's code, e.g. without 16-bit support) raise; gradlab's own errors propagate."""
+    if name != "official":
+        return timed_ms(fn, device, min_run_time)
+    try:
+        return timed_ms(fn, device, min_run_time)
+    except Exception as exc:
+        failed[name] = f"{type(exc).__name__}: {exc}"[:200]
+        return None
+
+
 def measure(shape: Shape, dtype: str, batch: int, device: str, runs: int,
             min_run_time: float, mods: dict[str, ModuleType],
-            per_kernel: bool) -> dict[str, Any]:
-    """One stage and dtype: fwd+bwd ms of every implementation (alternating rounds), each
-    kernel alone, memory, the new kernels' error, the model's prediction."""
-    x, w, go = shape.inputs(batch, getattr(torch, dtype), device)
+            per_kernel: bool, official: Callable[..., torch.Tensor] | None = None,
+            layout: str = "contiguous") -> dict[str, Any]:
+    """One shape and dtype: fwd+bwd ms of every implementation (alternating rounds), each
+    kernel alone, memory, the new kernels' error, the model's prediction (stride 1)."""
+    x, w, go = shape.inputs(batch, getattr(torch, dtype), device, layout)
     geo = shape.geometry()
-    impls = implementations(mods)
+    impls = implementations(mods, official)
     times: dict[str, list[float]] = {k: [] for k in impls}
+    failed: dict[str, str] = {}
     for r in range(runs):  # alternate the order: drift (clocks, other load) favours none
         order = list(impls) if r % 2 == 0 else list(reversed(impls))
-        for key in order:
+        for key in (k for k in order if k not in failed):
             fn, ctx = impls[key]
             with ctx():
-                times[key].append(timed_ms(fwd_bwd(fn, x, w, go, geo), device, min_run_time))
-    ms = {k: statistics.median(v) for k, v in times.items()}
-    models = kernel_models(shape, batch, itemsize(dtype))
+                t = timed_or_error(fwd_bwd(fn, x, w, go, geo), device, min_run_time, key, failed)
+            if t is not None:
+                times[key].append(t)
+    ms = {k: statistics.median(v) for k, v in times.items() if v}
+    models = kernel_models(shape, batch, itemsize(dtype)) if shape.layer.stride == 1 else []
     row: dict[str, Any] = {
-        "shape": shape.name, "dtype": dtype, "batch": batch, "ms": ms,
+        "shape": shape.name, "dtype": dtype, "batch": batch, "ms": ms, "failed": failed,
         "model_ms": {m.kernel: m.seconds * 1e3 for m in models},
         "model_bound": {m.kernel: m.bound for m in models},
         "memory": {"new": peak_memory(fwd_bwd(involution, x, w, go, geo), device),
@@ -400,7 +484,9 @@ def measure(shape: Shape, dtype: str, batch: int, device: str, runs: int,
     if per_kernel:
         row["kernel_ms"] = kernel_times(mods, x, w, go, geo, device, min_run_time)
         fwd = row["kernel_ms"].get("new", {}).get("forward")
-        if fwd:  # DRAM bytes a forward must move / its time: how far from bandwidth-bound
+        # DRAM bytes a forward moves / its time: how far from bandwidth-bound (traffic()
+        # counts stride 1 only)
+        if fwd and shape.layer.stride == 1:
             row["fwd_gbps"] = traffic(shape, batch, itemsize(dtype)).fwd_bytes / fwd / 1e6
     return row
 
@@ -418,24 +504,37 @@ def bundled_cases(path: Path = BENCH_SPEC) -> list[dict[str, Any]]:
             for c in doc.get("bench", [])]
 
 
+def phase_ms(fn: Callable[..., torch.Tensor], x: torch.Tensor, w: torch.Tensor,
+             geo: tuple[int, int, int], device: str, min_run_time: float) -> dict[str, float]:
+    """ms of forward (graph recorded), backward (retained graph) and both."""
+    out = fn(x, w, *geo)
+    go = torch.randn_like(out)
+    return {"forward": timed_ms(lambda: fn(x, w, *geo), device, min_run_time),
+            "backward": timed_ms(lambda: torch.autograd.grad(out, (x, w), go, retain_graph=True),
+                                 device, min_run_time),
+            "fwd+bwd": timed_ms(fwd_bwd(fn, x, w, go, geo), device, min_run_time)}
+
+
 def measure_case(case: dict[str, Any], dtype: str, device: str, min_run_time: float,
-                 mods: dict[str, ModuleType]) -> dict[str, Any]:
-    """ms of forward (graph recorded), backward (retained graph) and both, per implementation."""
+                 mods: dict[str, ModuleType],
+                 official: Callable[..., torch.Tensor] | None = None) -> dict[str, Any]:
+    """ms of forward, backward and both per implementation, on one bundled case."""
     dt = getattr(torch, dtype)
     x = torch.randn(case["x"], dtype=dt, device=device, requires_grad=True)
     w = torch.randn(case["w"], dtype=dt, device=device, requires_grad=True)
     geo = case["geo"]
     ms: dict[str, dict[str, float]] = {}
-    for name, (fn, ctx) in implementations(mods).items():
+    failed: dict[str, str] = {}
+    for name, (fn, ctx) in implementations(mods, official).items():
         with ctx():
-            out = fn(x, w, *geo)
-            go = torch.randn_like(out)
-            ms[name] = {
-                "forward": timed_ms(lambda fn=fn: fn(x, w, *geo), device, min_run_time),
-                "backward": timed_ms(lambda out=out, go=go: torch.autograd.grad(
-                    out, (x, w), go, retain_graph=True), device, min_run_time),
-                "fwd+bwd": timed_ms(fwd_bwd(fn, x, w, go, geo), device, min_run_time)}
-    row = {"case": case["name"], "dtype": dtype, "geometry": list(geo), "ms": ms}
+            try:
+                ms[name] = phase_ms(fn, x, w, geo, device, min_run_time)
+            except Exception as exc:
+                if name != "official":  # gradlab's own failures are the run's
+                    raise
+                failed[name] = f"{type(exc).__name__}: {exc}"[:200]
+    row = {"case": case["name"], "dtype": dtype, "geometry": list(geo), "ms": ms,
+           "failed": failed}
     if "new" in mods:  # the configs the autotuner chose for this geometry, checked
         with kernels_in_function(mods["new"]):
             row["errors"] = errors(x, w, torch.randn_like(involution(x, w, *geo)), geo)
@@ -461,15 +560,22 @@ def goals(rows: list[dict[str, Any]], cases: list[dict[str, Any]], device: str,
     by = {(r["shape"], r["dtype"]): r for r in rows}
     for r in rows:
         new = r["ms"].get("new")
-        if new is None:
+        if new is None or r.get("prior"):
             continue
-        if r["dtype"] == "float32" and r["shape"] in OFFICIAL_H200_MS:
+        at_stage = r["shape"] in OFFICIAL_H200_MS
+        if r["dtype"] == "float32" and at_stage:
             target = OFFICIAL_H200_MS[r["shape"]] / OFFICIAL_FACTOR
             gpu = "" if "H200" in device_name or not device_name else f" (on {device_name})"
             out.append(goal(1, f"{r['shape']} float32 fwd+bwd ms{gpu}", new, target, False, na))
-        if r["dtype"] in SPEEDUP_DTYPES:
+        if r["dtype"] == "float32" and "official" in r["ms"]:  # measured in this very run
+            out.append(goal(1, f"{r['shape']} float32 official (measured) / new", r["ms"][
+                "official"] / new, OFFICIAL_FACTOR, True, na))
+        if r["dtype"] in SPEEDUP_DTYPES and at_stage:
             out.append(goal(3, f"{r['shape']} {r['dtype']} x unfold reference",
                             r["ms"]["reference"] / new, SPEEDUP_GOAL, True, na))
+        if not at_stage:  # a stride-2 layer: faster than the unfold reference
+            out.append(goal(4, f"{r['shape']} {r['dtype']} fwd+bwd x reference",
+                            r["ms"]["reference"] / new, 1.0, True, na))
         out.append(goal(5, f"{r['shape']} {r['dtype']} memory new/reference",
                         r["memory"]["new"] / max(r["memory"]["reference"], 1), 1.0, False, ""))
     for stage in LARGER_STAGES:
@@ -498,22 +604,42 @@ def ratio(num: float | None, den: float | None) -> str:
     return f"{num / den:.2f}x" if num and den else "-"
 
 
+def variant_table(variants: list[dict[str, Any]]) -> list[str]:
+    """The kernel variant each (kernel, shape, input layout) ran, how it was chosen, and every
+    variant's time when they were timed (gradlab/kernels/involution_select.py)."""
+    if not variants:
+        return []
+    names = sorted({n for v in variants for n in v["variant_ms"]})
+    lines = ["", "### Kernel variant per shape (nchw, cl = channels last, cl_vec = channels last "
+             "with the channel sum in one thread)", "",
+             "| kernel | dtype | B | C | H | K | stride | dilation | input | variant | chosen by | "
+             + " | ".join(f"{n} ms" for n in names) + " |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---|---|---|" + "---:|" * len(names)]
+    lines += [f"| {v['kernel']} | {v['dtype']} | {v['B']} | {v['C']} | {v['H']} | {v['KH']} | "
+              f"{v['sh']} | {v['dh']} | {v['layout']} | **{v['variant']}** | {v['chosen_by']} | "
+              + " | ".join(f3(v["variant_ms"].get(n)) for n in names) + " |" for v in variants]
+    return lines
+
+
 def markdown(rows: list[dict[str, Any]], cases: list[dict[str, Any]],
-             table: list[dict[str, Any]], configs: list[dict[str, Any]], header: str) -> str:
+             table: list[dict[str, Any]], configs: list[dict[str, Any]], header: str,
+             variants: list[dict[str, Any]] | None = None) -> str:
     """Every table of the run: stages, kernels, bundled cases, chosen configs, goals."""
     lines = [header, "", "### Forward + backward, ms (medians)", "",
-             "| shape | dtype | new | v1 | reference | new vs v1 | reference / new | model "
-             "| new MB | reference MB | max rel. error (out, gx, gw) |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "| shape | dtype | new | v1 | official | reference | new vs v1 | official / new "
+             "| reference / new | model | new MB | reference MB | max rel. error (out, gx, gw) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
+        if r.get("prior"):
+            continue
         ms = r["ms"]
-        new, v1 = ms.get("new"), ms.get("v1")
+        new, v1, off = ms.get("new"), ms.get("v1"), ms.get("official")
         err = r.get("errors")
+        model = f"{sum(r['model_ms'].values()):.3f}" if r["model_ms"] else "-"
         lines.append(
-            f"| {r['shape']} | {r['dtype']} | {f3(new)} | {f3(v1)} | {f3(ms['reference'])} | "
-            f"{ratio(v1, new)} | "
-            f"{ratio(ms['reference'], new)} | "
-            f"{sum(r['model_ms'].values()):.3f} | {r['memory']['new'] / 1e6:.1f} | "
+            f"| {r['shape']} | {r['dtype']} | {f3(new)} | {f3(v1)} | {f3(off)} | "
+            f"{f3(ms['reference'])} | {ratio(v1, new)} | {ratio(off, new)} | "
+            f"{ratio(ms['reference'], new)} | {model} | {r['memory']['new'] / 1e6:.1f} | "
             f"{r['memory']['reference'] / 1e6:.1f} | "
             f"{', '.join(f'{v:.1e}' for v in err.values()) if err else '-'} |")
     if any("kernel_ms" in r for r in rows):
@@ -522,34 +648,37 @@ def markdown(rows: list[dict[str, Any]], cases: list[dict[str, Any]],
                   "|---|---|---|---:|---:|---:|---|"]
         for r in rows:
             km = r.get("kernel_ms", {})
-            for k in ("forward", "grad_input", "grad_weight"):
+            for k in ("forward", "grad_input", "grad_weight") if km else ():
                 lines.append(f"| {r['shape']} | {r['dtype']} | {k} | "
                              f"{f3(km.get('new', {}).get(k))} | {f3(km.get('v1', {}).get(k))} | "
-                             f"{r['model_ms'][k]:.3f} | {r['model_bound'][k]} |")
+                             f"{f3(r['model_ms'].get(k))} | {r['model_bound'].get(k, '-')} |")
     if cases:
         lines += ["", "### Bundled bench cases (specs/involution.yaml), ms", "",
-                  "| case | dtype | stride, padding, dilation | phase | new | v1 | reference "
-                  "| reference / new | max rel. error (out, gx, gw) |",
-                  "|---|---|---|---|---:|---:|---:|---:|---|"]
+                  "| case | dtype | stride, padding, dilation | phase | new | v1 | official "
+                  "| reference | reference / new | max rel. error (out, gx, gw) |",
+                  "|---|---|---|---|---:|---:|---:|---:|---:|---|"]
         for c in cases:
             for phase in PHASES:
                 new = c["ms"].get("new", {}).get(phase)
                 ref = c["ms"]["reference"][phase]
                 err = c.get("errors") if phase == "fwd+bwd" else None
                 lines.append(f"| {c['case']} | {c['dtype']} | {c['geometry']} | {phase} | "
-                             f"{f3(new)} | {f3(c['ms'].get('v1', {}).get(phase))} | {f3(ref)} | "
+                             f"{f3(new)} | {f3(c['ms'].get('v1', {}).get(phase))} | "
+                             f"{f3(c['ms'].get('official', {}).get(phase))} | {f3(ref)} | "
                              f"{ratio(ref, new)} | "
                              f"{', '.join(f'{v:.1e}' for v in err.values()) if err else ''} |")
+    lines += variant_table(variants or [])
     if configs:
         lines += ["", "### Block sizes the new kernels ran with", "",
-                  "| kernel | dtype | B | C | G | H | K | stride | dilation | BLOCK_P | warps "
-                  "| TILE_W | chosen by |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:"
-                  "|---:|---|"]
-        lines += [f"| {c['kernel']} | {c['dtype']} | {c['B']} | {c['C']} | {c['G']} | "
-                  f"{c['H']} | {c['KH']} | {c['sh']} | {c['dh']} | {c['BLOCK_P']} | "
-                  f"{c['num_warps']} | {c['TILE_W']} | {c['chosen_by']} |" for c in configs]
-    lines += ["", "### Goals (issue 29)", "", "| goal | subject | value | target | status |",
-              "|---:|---|---:|---|---|"]
+                  "| kernel | variant | dtype | B | C | G | H | K | stride | dilation | BLOCK_P "
+                  "| warps | TILE_W | chosen by |",
+                  "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+        lines += [f"| {c['kernel']} | {c.get('variant', '-')} | {c['dtype']} | {c['B']} | "
+                  f"{c['C']} | {c['G']} | {c['H']} | {c['KH']} | {c['sh']} | {c['dh']} | "
+                  f"{c['BLOCK_P']} | {c['num_warps']} | {c['TILE_W']} | {c['chosen_by']} |"
+                  for c in configs]
+    lines += ["", "### Goals (issues 29 and 41)", "",
+              "| goal | subject | value | target | status |", "|---:|---|---:|---|---|"]
     lines += [f"| {g['goal']} | {g['subject']} | {g['value']:.3f} | {g['direction']} "
               f"{g['target']:.3g} | {g['status']} |" for g in table]
     return "\n".join(lines)
@@ -605,8 +734,19 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--dtype", action="append", choices=("float32", "float16", "bfloat16"),
                         help="repeatable (default: float32)")
-    parser.add_argument("--shape", action="append", choices=[s.name for s in rednet50()],
-                        help="only these shapes (repeatable; default: all four stages)")
+    parser.add_argument("--shape", action="append", choices=[s.name for s in all_shapes()],
+                        help="only these shapes (repeatable; default: the four stages and the "
+                        "three stride-2 layers)")
+    parser.add_argument("--layout", choices=("contiguous", "channels_last"),
+                        default="contiguous", help="the memory format of x and grad_output "
+                        "(channels_last: the channels-last kernels need no conversion)")
+    parser.add_argument("--stages-only", action="store_true",
+                        help="the four stage shapes, not the stride-2 layers")
+    parser.add_argument("--official", default=os.environ.get(OFFICIAL_ENV),
+                        help=f"the official kernels' file or folder (default: ${OFFICIAL_ENV}); "
+                        "CUDA only, skipped with a line saying why when absent")
+    parser.add_argument("--prior-json", help="an earlier run's --json: its rows count for the "
+                        "goals (16-bit against float32 timed in another run)")
     parser.add_argument("--batch", type=int, default=BATCH)
     parser.add_argument("--repeats", type=int, default=1,
                         help="alternating rounds of fwd+bwd timing per implementation")
@@ -634,30 +774,50 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every measurement of the run, as one JSON-able dict."""
     dtypes = tuple(args.dtype or ("float32",))
-    shapes = [s for s in rednet50() if not args.shape or s.name in args.shape]
+    pool = rednet50() if args.stages_only else all_shapes()
+    shapes = [s for s in pool if not args.shape or s.name in args.shape]
     names = tuple(args.kernels or (("new", "v1") if args.device == "cuda" else ()))
     mods = kernel_modules(names)
     name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
+    official, official_note = (load_official(args.official) if args.device == "cuda" else
+                               (None, "official kernels: skipped (CUDA only)"))
     print(f"torch {torch.__version__}, {args.device} ({name}), batch {args.batch}, kernels "
-          f"{', '.join(names) or 'none (torch path)'}", flush=True)
+          f"{', '.join(names) or 'none (torch path)'}\n{official_note}", flush=True)
     rows = []
     for dtype in dtypes:
         for shape in shapes:
             rows.append(measure(shape, dtype, args.batch, args.device, args.repeats,
-                                args.min_run_time, mods, per_kernel=bool(mods)))
+                                args.min_run_time, mods, bool(mods), official, args.layout))
             ms = rows[-1]["ms"]
             print(f"  {shape.name} {dtype}: " + ", ".join(f"{k} {v:.3f} ms"
                                                          for k, v in ms.items()), flush=True)
+            if args.json:  # row by row: a run stopped by its time box keeps what it measured
+                Path(args.json).write_text(json.dumps({"partial": True, "rows": rows}) + "\n",
+                                           encoding="utf-8")
     cases = [] if args.no_cases else [
-        measure_case(c, "float32", args.device, args.min_run_time, mods)
+        measure_case(c, "float32", args.device, args.min_run_time, mods, official)
         for c in bundled_cases()]
     configs: list[dict[str, Any]] = []
+    variants: list[dict[str, Any]] = []
     if "new" in mods:
         configs = mods["new"].chosen_configs()
+        variants = mods["new"].chosen_variants()
+    prior = prior_rows(args.prior_json)
     return {"torch": torch.__version__, "device": args.device, "device_name": name,
-            "batch": args.batch, "kernels": list(names), "rows": rows, "cases": cases,
-            "configs": configs, "goals": goals(rows, cases, args.device, name),
+            "batch": args.batch, "layout": args.layout, "kernels": list(names),
+            "official": official_note,
+            "rows": rows, "cases": cases, "configs": configs, "variants": variants,
+            "goals": goals(prior + rows, cases, args.device, name),
             "shapes": [s.record() for s in shapes]}
+
+
+def prior_rows(path: str | None) -> list[dict[str, Any]]:
+    """The rows of an earlier run's JSON (--prior-json), marked prior: they count for goal 2
+    (16-bit against float32 measured in another phase) and are not shown again."""
+    if not path or not Path(path).is_file():  # that run failed before its first row
+        return []
+    rows: list[dict[str, Any]] = json.loads(Path(path).read_text(encoding="utf-8"))["rows"]
+    return [{**r, "prior": True} for r in rows]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -670,13 +830,14 @@ def main(argv: list[str] | None = None) -> int:
     bw = "; ".join(f"{r['shape']} {r['dtype']} {r['fwd_gbps']:.0f} GB/s"
                    + (f" ({r['fwd_gbps'] / peak:.0%} of peak)" if peak else "")
                    for r in result["rows"] if "fwd_gbps" in r)
-    header = (f"{result['device_name']}, torch {result['torch']}, batch {result['batch']}; "
+    header = (f"{result['device_name']}, torch {result['torch']}, batch {result['batch']}, "
+              f"{result['layout']} inputs; "
               f"goal (1) compares with the official kernels' H200 figures / {OFFICIAL_FACTOR}; "
-              f"goal (2)'s larger stages: {', '.join(LARGER_STAGES)} (largest activations); "
+              f"goal (2): 16-bit against float32 at {', '.join(LARGER_STAGES)}; "
               "goal 5: peak memory at most the reference's."
               + (f" New forward kernel, DRAM bytes / time: {bw}." if bw else ""))
     table = markdown(result["rows"], result["cases"], result["goals"], result["configs"],
-                     header)
+                     f"{header}\n\n{result['official']}", result["variants"])
     print(table)
     write_outputs(args, result, table)
     missed = [f"({g['goal']}) {g['subject']}" for g in result["goals"]

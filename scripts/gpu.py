@@ -3,13 +3,17 @@
     bash scripts/dev.sh gpu                      # every phase -> reports/gpu-<date>-<gpu>/
     bash scripts/dev.sh gpu --phase involution   # one phase (repeatable); env always runs
     bash scripts/dev.sh gpu --dry-run            # the plan only: runs nothing, writes nothing
+    bash scripts/gpu_out.sh [--dry-run]          # the 8-minute profile ("out"), files in $OUT
 
-Phases, each a subprocess with its own timeout (their sum stays under TOTAL_LIMIT_S):
-  env         nvidia-smi and the torch / triton / CUDA versions
-  tests       pytest -m cuda (the tests that need a GPU; skipped elsewhere)
-  check       gradlab check specs/ --device cuda (each spec's declared dtypes)
-  bench       gradlab bench specs/involution.yaml --device cuda
-  involution  benchmarks/bench_involution.py: the issue-29 goals; new vs v1 kernels vs unfold
+Phases, each a subprocess with its own timeout (their sum stays under the profile's limit):
+  env           nvidia-smi and the torch / triton / CUDA versions
+  tests         pytest -m cuda (the tests that need a GPU; skipped elsewhere)
+  check         gradlab check specs/ --device cuda (declared dtypes), TF32 on
+  bench         gradlab bench specs/involution.yaml --device cuda (profile "full" only)
+  involution    benchmarks/bench_involution.py, float32 stages: new kernels vs the official
+                ones (when $GRADLAB_OFFICIAL_INVOLUTION names them) vs unfold; bundled cases
+  involution_s2 the same at RedNet-50's stride-2 layers, float32
+  involution16  the stages in float16 and bfloat16 (goal 2 against involution's float32)
 Every phase runs even when an earlier one failed; a phase whose packages are missing is skipped
 (stderr names the package) and the others run; the exit status is 1 when any failed or was
 skipped (stderr names them), 2 for a usage error or no CUDA device, 0 otherwise.  docs/gpu.md
@@ -38,6 +42,10 @@ sys.path.insert(0, str(ROOT))  # gradlab from this checkout, installed or not
 #: The whole run must fit in ten minutes on one GPU (issue 24): the phases' timeouts add up to
 #: less, leaving time for starting Python and writing the summary.
 TOTAL_LIMIT_S = 600
+#: scripts/gpu_out.sh's profile ("out") must fit in eight minutes (issue 41), with
+#: OUT_MARGIN_S left for Python's start, the summary and the tarball.
+OUT_LIMIT_S = 480
+OUT_MARGIN_S = 20
 #: tests: about 120 cuda-marked tests, 86 of them the RedNet layer list at batch up to 64 in
 #: three dtypes and two layouts (516 checks against a float64 reference), 6 every autotuning
 #: candidate of the involution kernels; run by XDIST_WORKERS processes, which compile the Triton
@@ -46,7 +54,17 @@ TOTAL_LIMIT_S = 600
 #: latency), so 100 s leaves room for the worker's start and a slow first CUDA context.
 #: involution: four stages x three dtypes x three implementations, the kernels alone, the
 #: bundled cases, and the autotuning of each new kernel (up to 6 candidates per shape).
-TIMEOUTS_S = {"env": 20, "tests": 180, "check": 100, "bench": 80, "involution": 180}
+#: involution_s2: three stride-2 layers (their own compiles: stride is specialised).
+#: involution16: four stages x two dtypes, compiling each kernel again per dtype.
+TIMEOUTS_S = {"env": 20, "tests": 170, "check": 80, "bench": 60, "involution": 110,
+              "involution_s2": 60, "involution16": 70}
+#: The "out" profile: its phases in the order they run (the measurements first, so a short
+#: device lease spends itself on them) and their timeouts; no bench phase (its involution
+#: cases are the involution phase's too).
+OUT_TIMEOUTS_S = {"env": 15, "involution": 110, "involution_s2": 60, "involution16": 90,
+                  "check": 75, "tests": 110}
+PROFILES = {"full": TIMEOUTS_S, "out": OUT_TIMEOUTS_S}
+PROFILE_LIMITS_S = {"full": TOTAL_LIMIT_S, "out": OUT_LIMIT_S}
 #: pytest-xdist workers for the tests phase (when xdist is there): compiles run in parallel;
 #: the largest RedNet shapes hold some 8 GB of GPU memory each.
 XDIST_WORKERS = 4
@@ -57,6 +75,18 @@ CHECK_REPORT_MARGIN_S = 40
 #: The dtypes the check phase runs where a spec declares them (issue 24).
 GPU_DTYPES = ("float32", "float64", "float16", "bfloat16")
 INVOLUTION_DTYPES = ("float32", "float16", "bfloat16")
+#: Environment variables of the check phase: TF32 on for float32 matmuls too (cuDNN's
+#: convolutions have it on by default), as issue 41 asks the check to pass.
+TF32_ON = (("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "1"),)
+#: The variable naming the official involution kernels (benchmarks/bench_involution.py).
+OFFICIAL_ENV = "GRADLAB_OFFICIAL_INVOLUTION"
+#: The involution phases' autotuning (gradlab/kernels/involution_launch.py, AUTOTUNE_ENV) unless
+#: the environment sets it: time the kernel variants per shape at their default block sizes,
+#: tune no block size.  A full sweep compiles every candidate of every variant (some 70
+#: compiles of 1.5-6 s per dtype) and would not fit the time boxes; issue 29's run found the
+#: forward's block sizes within 10% of each other.  GRADLAB_INVOLUTION_AUTOTUNE=1 tunes both.
+AUTOTUNE_ENV = "GRADLAB_INVOLUTION_AUTOTUNE"
+INVOLUTION_AUTOTUNE = "variants"
 SPECS = ROOT / "specs"
 BENCH_SPEC = SPECS / "involution.yaml"
 CUDA_MARK = re.compile(r"pytest\.mark\.cuda\b")
@@ -68,6 +98,8 @@ class Step:
 
     argv: tuple[str, ...]
     log: Path
+    #: environment variables set for this command alone
+    env: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -108,6 +140,7 @@ GRADLAB_NEEDS = (("typer", "typer"), ("rich", "rich"), ("yaml", "pyyaml"), ("pan
 NEEDS = {"env": (), "tests": (("pytest", "pytest"), *GRADLAB_NEEDS),
          "check": GRADLAB_NEEDS, "bench": GRADLAB_NEEDS,
          "involution": (("yaml", "pyyaml"), ("triton", "triton"))}
+NEEDS["involution_s2"] = NEEDS["involution16"] = NEEDS["involution"]
 
 
 def missing_modules(needs: tuple[tuple[str, str], ...] = tuple(
@@ -153,48 +186,83 @@ def spec_notes(bench: bool) -> list[str]:
     return notes
 
 
-def plan(out: Path, python: str = sys.executable) -> list[Phase]:
-    """Every phase's commands, logs and notes, with every path resolved under `out`."""
+#: What each involution phase passes benchmarks/bench_involution.py (besides --device cuda,
+#: --goals and its outputs), and what its dry run says.  Only the new kernels (v1 is kept for
+#: hand runs: its compiles would crowd the time box); the official kernels when the
+#: environment names them.
+INVOLUTION_RUNS = {
+    "involution": (("--dtype", "float32", "--stages-only", "--no-cases"),
+                   "float32, the four RedNet-50 stages"),
+    "involution_s2": (("--dtype", "float32", "--shape", "stage2_s2_c128_56", "--shape",
+                       "stage3_s2_c256_28", "--shape", "stage4_s2_c512_14"),
+                      "float32, RedNet-50's three stride-2 layers and the bundled bench cases "
+                      "of specs/involution.yaml (stride 2, dilation 2)"),
+    "involution16": (("--dtype", "float16", "--dtype", "bfloat16", "--stages-only",
+                      "--no-cases"),
+                     "float16 and bfloat16, the four stages; goal 2 against the involution "
+                     "phase's float32 (--prior-json)"),
+}
+
+
+def involution_phase(name: str, timeout_s: int, out: Path, python: str, plots: bool) -> Phase:
+    """One run of benchmarks/bench_involution.py into out/NAME/NAME.{json,csv,md,png}."""
+    args, what = INVOLUTION_RUNS[name]
+    folder = out / name
+    prior = (("--prior-json", str(out / "involution" / "involution.json"))
+             if name == "involution16" else ())
+    official = os.environ.get(OFFICIAL_ENV)
+    tune = os.environ.get(AUTOTUNE_ENV, INVOLUTION_AUTOTUNE)
+    return Phase(name, timeout_s, (
+        Step((python, str(ROOT / "benchmarks" / "bench_involution.py"), "--device", "cuda",
+              *args, "--kernels", "new", *prior, "--goals",
+              "--json", str(folder / f"{name}.json"), "--csv", str(folder / f"{name}.csv"),
+              "--markdown", str(folder / f"{name}.md"),
+              *(("--plot", str(folder / f"{name}.png")) if plots else ())),
+             folder / f"{name}.log", ((AUTOTUNE_ENV, tune),)),),
+        (f"{what}; the new kernels (each shape's variant timed and recorded) beside the unfold "
+         "reference", f"autotuning: {AUTOTUNE_ENV}={tune}",
+         f"official kernels: {official}" if official else
+         f"official kernels: skipped ({OFFICIAL_ENV} is not set)"), NEEDS[name])
+
+
+def plan(out: Path, python: str = sys.executable,
+         timeouts: dict[str, int] = TIMEOUTS_S) -> list[Phase]:
+    """Every phase of `timeouts` (in its order), with its commands, logs and notes, every path
+    resolved under `out`."""
     py, gradlab = (python,), (python, "-m", "gradlab")
     plots = ("--plots",) if has_module("matplotlib") else ()
     plot_note = ["plots: PNGs under plots/" if plots else "plots: none (matplotlib missing)"]
     # without xdist, "-n 0" would be an unknown option: pytest runs in this process
     xdist = str(XDIST_WORKERS) if has_module("xdist") else "0"
-    env, tests, check, bench, inv = (out / p for p in PHASES)
-    budget = TIMEOUTS_S["check"] - CHECK_REPORT_MARGIN_S
-    return [
-        Phase("env", TIMEOUTS_S["env"], (
+    env, tests, check, bench = (out / p for p in ("env", "tests", "check", "bench"))
+    budget = timeouts["check"] - CHECK_REPORT_MARGIN_S
+    phases = {
+        "env": Phase("env", timeouts["env"], (
             Step(("nvidia-smi",), env / "nvidia-smi.txt"),
             Step(("nvidia-smi", "-q"), env / "nvidia-smi-q.txt"),
             Step((*py, str(Path(__file__).resolve()), "--versions", str(env / "versions.json")),
                  env / "versions.log")), ("writes versions.json: python, torch, CUDA, cuDNN, "
                                           "triton, gradlab, git commit, GPUs",)),
-        Phase("tests", TIMEOUTS_S["tests"], (
+        "tests": Phase("tests", timeouts["tests"], (
             Step((*py, "-m", "pytest", "-m", "cuda", "-n", xdist, "-p", "no:cacheprovider",
                   "-rs", f"--junitxml={tests / 'junit.xml'}",
                   *(str(f) for f in cuda_test_files())),
                  tests / "pytest.log"),), (*cuda_tests(), f"pytest-xdist workers: {xdist}"),
             NEEDS["tests"]),
-        Phase("check", TIMEOUTS_S["check"], (
+        "check": Phase("check", timeouts["check"], (
             Step((*gradlab, "check", str(SPECS), "--device", "cuda", "--report-dir", str(check),
                   "--junit", str(check / "junit.xml"), "--summary-md", str(check / "summary.md"),
-                  "--budget", str(budget), *plots), check / "check.log"),),
-            (*spec_notes(bench=False), *plot_note), NEEDS["check"]),
-        Phase("bench", TIMEOUTS_S["bench"], (
+                  "--budget", str(budget), *plots), check / "check.log", TF32_ON),),
+            (*spec_notes(bench=False), *plot_note,
+             "TF32 on: " + " ".join(f"{k}={v}" for k, v in TF32_ON)), NEEDS["check"]),
+        "bench": Phase("bench", timeouts.get("bench", 0), (
             Step((*gradlab, "bench", str(BENCH_SPEC), "--device", "cuda", "--report-dir",
                   str(bench), "--junit", str(bench / "junit.xml"), *plots), bench / "bench.log"),),
             (*spec_notes(bench=True), *plot_note), NEEDS["bench"]),
-        Phase("involution", TIMEOUTS_S["involution"], (
-            Step((*py, str(ROOT / "benchmarks" / "bench_involution.py"), "--device", "cuda",
-                  *(a for d in INVOLUTION_DTYPES for a in ("--dtype", d)), "--goals",
-                  "--json", str(inv / "involution.json"), "--csv", str(inv / "involution.csv"),
-                  "--markdown", str(inv / "involution.md"),
-                  *(("--plot", str(inv / "involution.png")) if plots else ())),
-                 inv / "involution.log"),),
-            (f"dtypes {', '.join(INVOLUTION_DTYPES)}; RedNet-50 stage shapes and the bundled "
-             "bench cases (docs/gpu.md); kernels new and v1 (issue 24's) beside the unfold "
-             "reference",), NEEDS["involution"]),
-    ]
+    }
+    for name in INVOLUTION_RUNS:
+        phases[name] = involution_phase(name, timeouts.get(name, 0), out, python, bool(plots))
+    return [phases[name] for name in timeouts]
 
 
 def versions(path: Path) -> None:
@@ -223,7 +291,7 @@ def versions(path: Path) -> None:
 def run_step(step: Step, deadline: float) -> str:
     """Run one command to its log; '' when it passed, else what went wrong."""
     step.log.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "MPLBACKEND": "Agg",
+    env = {**os.environ, "MPLBACKEND": "Agg", **dict(step.env),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     with step.log.open("w", encoding="utf-8") as log:
         try:
@@ -286,14 +354,17 @@ def summarize(out: Path, results: list[dict[str, object]]) -> None:
              "| phase | status | seconds | timeout | problem |", "|---|---|---:|---:|---|"]
     lines += [f"| {r['phase']} | {r['status']} | {r['seconds']} | {r['timeout_s']} | "
               f"{r['problem'] or ''} |" for r in results]
-    for title, rel in (("Involution goals", "involution/involution.md"),
-                       ("gradlab check", "check/summary.md")):
+    for title, rel in (("Involution, float32 stages", "involution/involution.md"),
+                       ("Involution, stride 2 and dilated", "involution_s2/involution_s2.md"),
+                       ("Involution, float16 and bfloat16", "involution16/involution16.md"),
+                       ("gradlab check (TF32 on)", "check/summary.md")):
         if (out / rel).exists():
             lines += ["", f"## {title} ({rel})", "", (out / rel).read_text(encoding="utf-8")]
     (out / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def dry_run(phases: list[Phase], out: Path, gpu: str | None, why_none: str) -> int:
+def dry_run(phases: list[Phase], out: Path, gpu: str | None, why_none: str,
+            limit_s: int = TOTAL_LIMIT_S) -> int:
     """Print the plan: the folder, every phase's commands, logs and notes; launch nothing."""
     print("gpu: dry run: every phase planned, nothing launched, nothing written")
     print(f"output folder: {out}")
@@ -304,7 +375,7 @@ def dry_run(phases: list[Phase], out: Path, gpu: str | None, why_none: str) -> i
     triton = "there" if has_module("triton") else "MISSING (involution runs its torch path)"
     print(f"packages the phases import: {packages}; triton: {triton}")
     total = sum(p.timeout_s for p in phases)
-    print(f"phase timeouts: {total} s in all (the whole run: under {TOTAL_LIMIT_S} s)")
+    print(f"phase timeouts: {total} s in all (the whole run: under {limit_s} s)")
     for p in phases:
         print(f"\nphase {p.name} (timeout {p.timeout_s} s)")
         for note in p.notes:
@@ -328,6 +399,9 @@ def with_timeout(phase: Phase, overrides: list[str]) -> Phase:
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="scripts/dev.sh gpu", description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", choices=tuple(PROFILES), default="full",
+                        help="full: every phase in ten minutes (dev.sh gpu); out: the eight-"
+                        "minute run of scripts/gpu_out.sh, measurements first")
     parser.add_argument("--phase", action="append", choices=PHASES,
                         help="run only this phase (repeatable; env always runs)")
     parser.add_argument("--timeout", action="append", default=[], metavar="PHASE=SECONDS",
@@ -353,12 +427,13 @@ def main(argv: list[str] | None = None) -> int:
     out = (args.out.resolve() if args.out else default_out(gpu, datetime.date.today()))
     # phases run in the order --phase names them (env first): what matters most goes first
     # when a device's time is short
-    order = ["env", *[p for p in (args.phase or PHASES) if p != "env"]]
-    by_name = {p.name: p for p in plan(out)}
+    profile = PROFILES[args.profile]
+    order = ["env", *[p for p in (args.phase or profile) if p != "env"]]
+    by_name = {p.name: p for p in plan(out, timeouts={**TIMEOUTS_S, **profile})}
     phases = [with_timeout(by_name[name], args.timeout) for name in dict.fromkeys(order)
               if name in by_name]
     if args.dry_run:
-        return dry_run(phases, out, gpu, why_none)
+        return dry_run(phases, out, gpu, why_none, PROFILE_LIMITS_S[args.profile])
     if not cuda:
         print(f"gpu: no CUDA device ({why_none}); `bash scripts/dev.sh gpu --dry-run` shows "
               "the plan", file=sys.stderr)

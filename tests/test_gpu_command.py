@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -77,7 +78,9 @@ def test_the_dry_run_plans_every_phase_and_writes_nothing(tmp_path: Path, gpu: M
     assert "-m pytest -m cuda" in text
     assert f"-m gradlab check {ROOT / 'specs'} --device cuda" in text
     assert f"-m gradlab bench {ROOT / 'specs' / 'involution.yaml'} --device cuda" in text
-    assert f"{BENCH_PY} --device cuda --dtype float32 --dtype float16" in text
+    assert f"{BENCH_PY} --device cuda --dtype float32 --stages-only" in text
+    assert "--dtype float16 --dtype bfloat16 --stages-only" in text
+    assert "--shape stage2_s2_c128_56" in text  # the stride-2 layers
     for spec in sorted((ROOT / "specs").glob("*.yaml")):  # each spec with its dtypes
         assert f"specs/{spec.name}: " in text
     assert "specs/involution.yaml: involution, 6 cases, dtypes float64, float32" in text
@@ -133,7 +136,7 @@ def test_a_missing_package_skips_its_phase_only(tmp_path: Path, gpu: ModuleType,
               gpu.Phase("check", 30, (gpu.Step((py, "-c", "print('never')"),
                                                tmp_path / "out" / "check" / "c.log"),), (),
                         gpu.NEEDS["check"])]
-    monkeypatch.setattr(gpu, "plan", lambda out: phases)
+    monkeypatch.setattr(gpu, "plan", lambda out, **_: phases)
     assert gpu.main(["--out", str(tmp_path / "out")]) == 1
     captured = capsys.readouterr()
     assert "phase check will be skipped: missing package(s) pandas" in captured.err
@@ -158,6 +161,51 @@ def test_an_unknown_phase_is_a_usage_error(gpu: ModuleType) -> None:
 def test_the_phases_fit_in_ten_minutes(gpu: ModuleType) -> None:
     assert sum(gpu.TIMEOUTS_S.values()) <= gpu.TOTAL_LIMIT_S - 30  # start-up and summary
     assert set(gpu.TIMEOUTS_S) == set(gpu.PHASES)
+    # gpu_out.sh's profile: eight minutes with its margin, every phase of issue 41
+    assert gpu.OUT_LIMIT_S == 8 * 60
+    assert sum(gpu.OUT_TIMEOUTS_S.values()) <= gpu.OUT_LIMIT_S - gpu.OUT_MARGIN_S
+    assert set(gpu.OUT_TIMEOUTS_S) == set(gpu.PHASES) - {"bench"}
+    assert min(gpu.OUT_TIMEOUTS_S["check"], gpu.TIMEOUTS_S["check"]) > gpu.CHECK_REPORT_MARGIN_S
+
+
+def test_gpu_out_dry_run_lists_its_time_boxed_phases(tmp_path: Path, gpu: ModuleType) -> None:
+    """scripts/gpu_out.sh --dry-run: each phase with its time box, in the order they run, the
+    sum under eight minutes, TF32 on for the check, nothing written (OUT unset: its default
+    folder is only named)."""
+    env = {k: v for k, v in NO_CUDA.items()
+           if k not in ("OUT", gpu.OFFICIAL_ENV, gpu.AUTOTUNE_ENV)}
+    proc = subprocess.run(["bash", "scripts/gpu_out.sh", "--dry-run"], cwd=ROOT, timeout=120,
+                          env={**env, "PYTHON": sys.executable}, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    boxes = re.findall(r"^phase (\w+) \(timeout (\d+) s\)$", text, flags=re.M)
+    assert [(n, int(t)) for n, t in boxes] == list(gpu.OUT_TIMEOUTS_S.items())
+    total = sum(int(t) for _, t in boxes)
+    assert f"phase timeouts: {total} s in all (the whole run: under 480 s)" in text
+    assert "TF32 on: TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1" in text
+    assert text.count("autotuning: GRADLAB_INVOLUTION_AUTOTUNE=variants") == 3
+    assert "official kernels: skipped (GRADLAB_OFFICIAL_INVOLUTION is not set)" in text
+    assert "-m pytest -m cuda" in text and "-m gradlab check" in text
+    assert f"output folder: {ROOT / 'reports' / 'gpu-out' / 'run'}" in text
+    assert not (ROOT / "reports" / "gpu-out").exists()
+
+
+def test_the_check_phase_runs_with_tf32_on(tmp_path: Path, gpu: ModuleType) -> None:
+    (step,) = next(p for p in gpu.plan(tmp_path) if p.name == "check").steps
+    assert dict(step.env) == {"TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1"}
+
+
+def test_the_involution_phases_time_variants_unless_told_otherwise(
+        tmp_path: Path, gpu: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gradlab.kernels.involution_launch import AUTOTUNE_ENV, AUTOTUNE_MODES
+
+    assert gpu.AUTOTUNE_ENV == AUTOTUNE_ENV and gpu.INVOLUTION_AUTOTUNE in AUTOTUNE_MODES
+    monkeypatch.delenv(AUTOTUNE_ENV, raising=False)
+    phases = [p for p in gpu.plan(tmp_path) if p.name.startswith("involution")]
+    assert [dict(p.steps[0].env) for p in phases] == [{AUTOTUNE_ENV: "variants"}] * 3
+    monkeypatch.setenv(AUTOTUNE_ENV, "1")  # the caller's choice is kept
+    (step,) = next(p for p in gpu.plan(tmp_path) if p.name == "involution").steps
+    assert dict(step.env) == {AUTOTUNE_ENV: "1"}
 
 
 def fake_phases(gpu: ModuleType, out: Path) -> list:
@@ -184,7 +232,7 @@ def test_a_run_names_each_failed_phase(tmp_path: Path, gpu: ModuleType,
     out = tmp_path / "out"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
-    monkeypatch.setattr(gpu, "plan", lambda out: fake_phases(gpu, out))
+    monkeypatch.setattr(gpu, "plan", lambda out, **_: fake_phases(gpu, out))
     assert gpu.main(["--out", str(out)]) == 1
     err = capsys.readouterr().err
     assert "FAILED or skipped phases: check (" in err and "exit 3" in err
@@ -287,9 +335,13 @@ def test_the_bundled_cases_come_from_the_spec(inv: ModuleType) -> None:
 def test_docs_give_each_phase_its_timeout(gpu: ModuleType) -> None:
     text = GPU_MD.read_text(encoding="utf-8")
     for name, seconds in gpu.TIMEOUTS_S.items():
-        assert re.search(rf"^\| {name} \|.*\| {seconds} s \|", text, flags=re.M), name
+        out = gpu.OUT_TIMEOUTS_S.get(name)
+        cell = f"{out} s" if out else "-"
+        assert re.search(rf"^\| {name} \|.*\| {seconds} s \| {cell} \|", text, flags=re.M), name
     budget = gpu.TIMEOUTS_S["check"] - gpu.CHECK_REPORT_MARGIN_S
     assert f"--budget {budget}`" in text
+    assert f"{sum(gpu.TIMEOUTS_S.values())} s of timeouts" in text
+    assert f"{sum(gpu.OUT_TIMEOUTS_S.values())} s of timeouts" in text
 
 
 def test_the_benchmark_runs_its_cuda_branches_on_a_fake_gpu(
@@ -307,12 +359,22 @@ def test_the_benchmark_runs_its_cuda_branches_on_a_fake_gpu(
     # kernel set is the unfold path here; the script's own CUDA lines are what is tested
     import types
 
+    from gradlab.kernels import involution_select as sel
+
     def stand_in(*_: object) -> types.SimpleNamespace:
         return types.SimpleNamespace(
             involution_forward=inv.involution_reference,
             involution_grad_input=lambda go, w, shape, *geo: go.new_zeros(shape),
             involution_grad_weight=lambda go, x, shape, *geo: go.new_zeros(shape),
-            chosen_configs=lambda: [])
+            chosen_configs=lambda: [], chosen_variants=sel.chosen_variants)
+
+    # the variant choice a GPU launch makes (timed by a fake clock) reaches the output
+    sel.clear()
+    monkeypatch.delenv(sel.VARIANT_ENV, raising=False)
+    key = ("float32", 1, 512, 32, 7, 7, 7, 7, 1, 1, 1, 1, "other")
+    ms = {"nchw": 0.3, "cl": 0.2, "cl_vec": 0.25}
+    sel.choose("grad_weight", key, {n: lambda n=n: n for n in ms}, channels_last=False,
+               timer=lambda run: ms[str(run())])
 
     monkeypatch.setattr(inv, "USE_DO_BENCH", False)
     monkeypatch.setattr(inv, "involution", inv.involution_reference)
@@ -328,3 +390,72 @@ def test_the_benchmark_runs_its_cuda_branches_on_a_fake_gpu(
     assert FAKE_GPU_NAME in text or FAKE_GPU_NAME in out.read_text(encoding="utf-8")
     assert fake.count("reset_peak_memory_stats") >= 1 and fake.count("synchronize") >= 2
     assert "| stage4_c512_7 | float32 | forward |" in text  # the per-kernel table
+    assert ("| grad_weight | float32 | 1 | 512 | 7 | 7 | 1 | 1 | other | **cl** | timed | "
+            "0.200 | 0.250 | 0.300 |") in text
+    (variant,) = json.loads(out.read_text(encoding="utf-8"))["variants"]
+    assert variant["variant_ms"] == ms and variant["variant"] == "cl"
+    assert "official kernels: skipped (" in text
+    sel.clear()
+
+
+def test_the_official_kernels_load_from_outside_or_are_skipped_in_one_line(
+        tmp_path: Path, inv: ModuleType) -> None:
+    """Never vendored: loaded from the file or folder $GRADLAB_OFFICIAL_INVOLUTION names, with
+    the official signature (input, weight, bias, stride, padding, dilation); anything else
+    skips them with one line saying why."""
+    fn, note = inv.load_official(None)
+    assert fn is None and note == f"official kernels: skipped ({inv.OFFICIAL_ENV} is not set)"
+    fn, note = inv.load_official(str(tmp_path / "nowhere"))
+    assert fn is None and "no file" in note and "\n" not in note
+    broken = tmp_path / "broken.py"
+    broken.write_text("import cupy_that_is_not_installed\n")
+    fn, note = inv.load_official(str(broken))
+    assert fn is None and "does not load" in note and "ModuleNotFoundError" in note
+    (tmp_path / "other.py").write_text("def something():\n    pass\n")
+    fn, note = inv.load_official(str(tmp_path / "other.py"))
+    assert fn is None and "_involution_cuda" in note
+    folder = tmp_path / "involution" / "cls" / "mmcls" / "models" / "utils"
+    folder.mkdir(parents=True)
+    (folder / "involution_cuda.py").write_text(
+        "def _involution_cuda(input, weight, bias=None, stride=1, padding=0, dilation=1):\n"
+        "    return (input, weight, bias, stride, padding, dilation)\n")
+    fn, note = inv.load_official(str(tmp_path / "involution"))
+    assert note == f"official kernels: {folder / 'involution_cuda.py'}"
+    assert fn("x", "w", 2, 3, 1) == ("x", "w", None, 2, 3, 1)  # geometry by keyword, no bias
+
+
+def test_the_issue_41_goals(inv: ModuleType) -> None:
+    """Goal 1 against the official kernels measured in the same run; goal 2 at every stage,
+    from another run's float32 rows (--prior-json); goal 4 for the stride-2 layers."""
+    s3, s2_layer = inv.rednet50()[2].name, inv.stride2_layers()[0].name
+    f32 = {**stage_row(inv, s3, "float32", 0.5, 4.0), "prior": True}
+    half = stage_row(inv, s3, "float16", 0.4, 3.0)
+    fast = stage_row(inv, s3, "bfloat16", 0.25, 3.0)
+    timed = {**stage_row(inv, s3, "float32", 0.5, 4.0)}
+    timed["ms"] = {**timed["ms"], "official": 0.9}
+    layer = stage_row(inv, s2_layer, "float32", 1.0, 0.8)
+    table = inv.goals([f32, half, fast, timed, layer], [], "cuda", "NVIDIA H200")
+    status = {(g["goal"], g["subject"]): g["status"] for g in table}
+    assert status[(2, f"{s3} float16 x float32")] == "not met"  # 1.25x
+    assert status[(2, f"{s3} bfloat16 x float32")] == "met"  # 2x
+    assert status[(1, f"{s3} float32 official (measured) / new")] == "met"  # 1.8 >= 1.3
+    assert status[(4, f"{s2_layer} float32 fwd+bwd x reference")] == "not met"  # 0.8x
+    assert not any(s2_layer in s for g, s in status if g in (1, 3))  # stage goals only
+    # the prior row is judged by nothing but goal 2
+    assert sum(1 for g, s in status if s.startswith(f"{s3} float32")) == 4  # timed's 1, 1m, 3, 5
+    assert [s.name for s in inv.stride2_layers()] == [
+        "stage2_s2_c128_56", "stage3_s2_c256_28", "stage4_s2_c512_14"]
+
+
+def test_the_benchmark_makes_channels_last_inputs_on_request(inv: ModuleType) -> None:
+    """--layout channels_last: x and grad_output in channels-last memory (the channels-last
+    kernels then need no conversion), x and w still leaves that require grad."""
+    stage4 = inv.rednet50()[-1]
+    for layout, want in (("channels_last", True), ("contiguous", False)):
+        x, w, go = stage4.inputs(1, torch.float32, "cpu", layout)
+        assert x.is_leaf and x.requires_grad and w.requires_grad
+        assert x.is_contiguous() != want and go.is_contiguous() != want
+        assert x.is_contiguous(memory_format=torch.channels_last) == want
+        assert go.is_contiguous(memory_format=torch.channels_last) == want
+    assert inv.parse(["--layout", "channels_last"]).layout == "channels_last"
+    assert inv.parse([]).layout == "contiguous"

@@ -29,6 +29,7 @@ if str(ROOT) not in sys.path:  # the subprocess runs this file as a script
     sys.path.insert(0, str(ROOT))
 
 from gradlab.kernels.involution_launch import (  # noqa: E402
+    CL_CONFIGS,
     CONFIGS,
     default_config,
     launch_config,
@@ -73,6 +74,17 @@ def test_every_rednet_launch_stays_within_cuda_limits() -> None:
     assert not problems, problems[:10]
     # the largest grid: batch 64, 1024 channels (64 groups), 56x56, 64-pixel blocks
     assert largest[0] == 64 * 64 * 49 and largest[1].startswith("b64-c1024-"), largest
+
+
+def test_the_channels_last_launches_are_checked_too() -> None:
+    """Every channels-last kernel is in each shape's plan, and its own int32 expression (a
+    pixel index times C plus a channel, within one image) is what fails first past int32."""
+    names = {plan.kernel for plan in launch_plans(InvolutionShape(64, 1024, 7, 56))}
+    assert {"forward[cl]", "grad_input[cl]", "grad_weight[cl]", "grad_weight[cl_vec]"} <= names
+    wide = InvolutionShape(1, 1 << 16, 3, 192)  # 192² pixels x 65536 channels: 2.4e9 > 2^31
+    problems = {p.split(" =")[0] for plan in launch_plans(wide) if "[" in plan.kernel
+                for p in plan.problems()}
+    assert problems == {"image_offset"}, problems
 
 
 def test_a_launch_beyond_the_limits_is_reported() -> None:
@@ -144,19 +156,22 @@ def make_case(shape: InvolutionShape, dtype: str, layout: str, device: str
 
 
 def check_shape(shape: InvolutionShape, dtype: str, layout: str, device: str,
-                config: tuple[int, int, int] | None = None) -> None:
+                config: tuple[int, int, int] | None = None,
+                variants: tuple[str, str] | None = None) -> None:
     """The three kernels on one shape against the unfold reference in float64 (on the same
     rounded inputs), compared on the first, middle and last batch element: the last has the
     largest offsets, and a float64 unfold of a whole batch of 64 would need tens of GB.
-    `config` (BLOCK_P, num_warps) for all three kernels; None: the launchers' choice."""
+    `config` (BLOCK_P, num_warps, TILE_W) for all three kernels; None: the launchers' choice.
+    `variants`: (forward and grad_input's, grad_weight's) variant; None: the selector's."""
     import gradlab.ops.involution as inv
     from gradlab.kernels import involution_triton as kt
 
     x, w, go = make_case(shape, dtype, layout, device)
     geo = (shape.stride, shape.padding, 1)
-    got = (kt.involution_forward(x, w, *geo, config=config),
-           kt.involution_grad_input(go, w, x.shape, *geo, config=config),
-           kt.involution_grad_weight(go, x, w.shape, *geo, config=config))
+    v, v_gw = variants or (None, None)
+    got = (kt.involution_forward(x, w, *geo, config=config, variant=v),
+           kt.involution_grad_input(go, w, x.shape, *geo, config=config, variant=v),
+           kt.involution_grad_weight(go, x, w.shape, *geo, config=config, variant=v_gw))
     idx = torch.tensor(sorted({0, shape.batch // 2, shape.batch - 1}), device=device)
     xr, wr = (t[idx].double().requires_grad_() for t in (x, w))
     out = inv.involution_reference(xr, wr, *geo)
@@ -180,19 +195,34 @@ def config_id(config: tuple[int, int, int]) -> str:
     return f"config-{config[0]}x{config[1]}-tile{config[2]}"
 
 
+def cl_config_id(config: tuple[int, int, int]) -> str:
+    return f"cl-config-{config[0]}x{config[1]}-gw_{cl_grad_weight(config)}"
+
+
+def cl_grad_weight(config: tuple[int, int, int]) -> str:
+    """The channels-last grad_weight variant a CL config is interpreted with: each in turn."""
+    return ("cl", "cl_vec")[CL_CONFIGS.index(config) % 2]
+
+
 def run_reduced() -> dict[str, str]:
-    """Every reduced check in this process (TRITON_INTERPRET=1 set): name -> 'ok' | error."""
+    """Every reduced check in this process (TRITON_INTERPRET=1 set): name -> 'ok' | error.
+    The reduced shapes run the selector's untimed choice (their channels_last inputs the
+    channels-last kernels, the others NCHW); each config of both kernel sets runs once."""
     results = {reduced_id(item): error_of(item) or "ok" for item in REDUCED}
     for config in CONFIGS:
         results[config_id(config)] = error_of(CONFIG_SHAPE, config) or "ok"
+    for config in CL_CONFIGS:
+        results[cl_config_id(config)] = error_of(
+            CONFIG_SHAPE, config, ("cl", cl_grad_weight(config))) or "ok"
     return results
 
 
 def error_of(item: tuple[InvolutionShape, str, str],
-             config: tuple[int, int, int] | None = None) -> str:
+             config: tuple[int, int, int] | None = None,
+             variants: tuple[str, str] | None = None) -> str:
     """The traceback of one reduced check on the CPU, '' when it passes."""
     try:
-        check_shape(*item, device="cpu", config=config)
+        check_shape(*item, device="cpu", config=config, variants=variants)
     except Exception:
         return traceback.format_exc(limit=3)
     return ""
@@ -227,6 +257,16 @@ def test_every_config_interpreted(interpreted: dict[str, str],
         pytest.fail(result, pytrace=False)
 
 
+@pytest.mark.triton
+@pytest.mark.xdist_group("triton_interpreter")
+@pytest.mark.parametrize("config", CL_CONFIGS, ids=cl_config_id)
+def test_every_channels_last_config_interpreted(interpreted: dict[str, str],
+                                                config: tuple[int, int, int]) -> None:
+    result = interpreted.get(cl_config_id(config), "missing from the subprocess output")
+    if result != "ok":
+        pytest.fail(result, pytrace=False)
+
+
 #: Shapes every autotuning candidate runs on, on the GPU: stage 1 (a pixel count divisible by
 #: 16) and stage 3 (not: triton compiles each apart), batch 2, the variants the benchmark's
 #: autotuner compiles at the stages (stage 4 has one candidate, the default).  Stride 2 and
@@ -245,12 +285,26 @@ def test_every_config_on_the_gpu(config: tuple[int, int, int]) -> None:
 
 
 @pytest.mark.cuda
+@pytest.mark.parametrize("gw", ["cl", "cl_vec"])
+@pytest.mark.parametrize("config", CL_CONFIGS, ids=config_id)
+def test_every_channels_last_config_on_the_gpu(config: tuple[int, int, int], gw: str) -> None:
+    """The channels-last kernels (both grad_weights) at each candidate, from channels-last
+    inputs (no conversion) and contiguous ones (converted by the launchers)."""
+    pytest.importorskip("triton")
+    for shape in GPU_CONFIG_SHAPES:
+        for dtype in DTYPES:
+            check_shape(shape, dtype, ("channels_last", "contiguous")[dtype == "float16"],
+                        "cuda", config=config, variants=("cl", gw))
+
+
+@pytest.mark.cuda
 @pytest.mark.parametrize("shape", REDNET_SHAPES, ids=lambda s: s.name)
 def test_rednet_shapes_on_the_gpu(shape: InvolutionShape, monkeypatch: pytest.MonkeyPatch
                                   ) -> None:
     """The compiled kernels at every RedNet shape, dtype and layout (the GPU command), at the
     default block sizes (autotuning 86 shapes x 3 dtypes would take minutes; every candidate
-    is checked by test_every_config_on_the_gpu)."""
+    is checked by test_every_config_on_the_gpu): untimed, contiguous inputs run the NCHW
+    kernels and channels_last ones the channels-last kernels (involution_select)."""
     pytest.importorskip("triton")
     from gradlab.kernels.involution_launch import AUTOTUNE_ENV
 

@@ -4,12 +4,16 @@ it against CUDA's limits for every RedNet layer without launching anything."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["AUTOTUNE_ENV", "CONFIGS", "MAX_BLOCK_C", "TUNE_REP_MS", "TUNE_WARMUP_MS",
-           "LaunchConfig", "block_c", "default_config", "launch_config", "pixel_blocks",
-           "tuning_candidates"]
+__all__ = ["AUTOTUNE_ENV", "AUTOTUNE_MODES", "CL_CONFIGS", "CONFIGS", "MAX_BLOCK_C",
+           "TUNE_REP_MS", "TUNE_WARMUP_MS", "VECTOR_BYTES", "LaunchConfig", "autotune_mode",
+           "autotuning", "block_c", "chosen_configs", "cl_default_config",
+           "cl_tuning_candidates", "default_config", "launch_config", "pixel_blocks",
+           "record_config", "tuning_candidates", "variant_timing", "vector_channels"]
 
 IntPair = int | Sequence[int]
 
@@ -29,10 +33,25 @@ MAX_BLOCK_C = 32
 CONFIGS: tuple[tuple[int, int, int], ...] = (
     (64, 2, 0), (128, 4, 0), (256, 4, 0), (128, 4, 16), (128, 4, 32), (256, 8, 32))
 
-#: Environment switch: "0" launches default_config instead of autotuning (the GPU tests use it,
-#: so 86 layer shapes do not each run a tuning sweep; tests/test_triton_shapes.py checks every
-#: config in CONFIGS separately).
+#: The channels-last kernels' candidates (gradlab/kernels/involution_triton_cl.py), as
+#: (BLOCK_P, num_warps, 0): flattened pixel blocks only.  Their tile is [BLOCK_P, BLOCK_C] with
+#: the channels contiguous, a thread holding one pixel's 16-byte channel vectors, so a warp covers
+#: 32 / (BLOCK_C / VEC) pixels (8 for RedNet's 16 float32 channels); 64..256 pixels over 2..8
+#: warps gives each thread 2-8 vectors to keep in flight.
+CL_CONFIGS: tuple[tuple[int, int, int], ...] = ((64, 2, 0), (128, 4, 0), (256, 4, 0),
+                                                (256, 8, 0))
+
+#: Bytes per vector load: 16 (LDG.128), the widest a thread issues.
+VECTOR_BYTES = 16
+
+#: Environment switch: "0" launches default_config instead of autotuning and chooses the kernel
+#: variant by the input's layout (the GPU tests use it, so 86 layer shapes do not each run a
+#: tuning sweep; tests/test_triton_shapes.py checks every config separately); "variants" times
+#: the variants (gradlab/kernels/involution_select.py) at their default block sizes but tunes no
+#: block size: one compile per kernel variant instead of one per candidate (the GPU command's
+#: time-boxed benchmark); "1" (the default) does both.
 AUTOTUNE_ENV = "GRADLAB_INVOLUTION_AUTOTUNE"
+AUTOTUNE_MODES = ("0", "variants", "1")
 
 #: Launches of fewer multiply-adds (B*C*Ho*Wo*KH*KW) than this run default_config: a few
 #: microseconds of work, where the candidates differ by less than launch latency, while a tuning
@@ -68,6 +87,73 @@ def tuning_candidates(rows: int, cols: int) -> list[tuple[int, int, int]]:
     fits = [c for c in CONFIGS if c[0] <= max(64, _pow2(rows * cols))
             and (c[2] == 0 or (3 * c[2] <= 4 * cols and c[0] // c[2] <= 2 * rows))]
     return fits or [CONFIGS[0]]
+
+
+def cl_default_config(pixels: int) -> tuple[int, int, int]:
+    """The channels-last kernels' block without autotuning: 64..128 pixels, 2..4 warps."""
+    block_p = max(64, min(128, _pow2(pixels)))
+    return block_p, block_p // 32, 0
+
+
+def cl_tuning_candidates(pixels: int) -> list[tuple[int, int, int]]:
+    """The CL_CONFIGS worth timing on an image of `pixels`: no block over twice the pixels."""
+    return [c for c in CL_CONFIGS if c[0] <= max(64, _pow2(pixels))] or [CL_CONFIGS[0]]
+
+
+def vector_channels(cpg: int, itemsize: int) -> int:
+    """Channels per 16-byte vector (4 float32, 8 16-bit), at most the group's padded width."""
+    return max(1, min(VECTOR_BYTES // itemsize, block_c(cpg)))
+
+
+def autotune_mode() -> str:
+    """GRADLAB_INVOLUTION_AUTOTUNE's value (AUTOTUNE_MODES; unset: "1")."""
+    mode = os.environ.get(AUTOTUNE_ENV, "1").strip() or "1"
+    if mode not in AUTOTUNE_MODES:
+        raise ValueError(f"{AUTOTUNE_ENV}={mode!r}: expected one of {', '.join(AUTOTUNE_MODES)}")
+    return mode
+
+
+def _large_compiled(work: int | None) -> bool:
+    return (os.environ.get("TRITON_INTERPRET") != "1"
+            and (work is None or work >= AUTOTUNE_MIN_WORK))
+
+
+def autotuning(work: int | None = None) -> bool:
+    """Whether a launch of `work` multiply-adds autotunes its block size: on a compiled GPU
+    path in mode "1", and only from AUTOTUNE_MIN_WORK on."""
+    return autotune_mode() == "1" and _large_compiled(work)
+
+
+def variant_timing(work: int | None = None) -> bool:
+    """Whether a launch of `work` multiply-adds times the kernel variants (once per shape):
+    on a compiled GPU path in mode "1" or "variants", from AUTOTUNE_MIN_WORK on."""
+    return autotune_mode() != "0" and _large_compiled(work)
+
+
+#: The shape fields of a launch's record, in its key's order.
+SHAPE_KEYS = ("dtype", "B", "C", "G", "H", "W", "KH", "KW", "sh", "sw", "dh", "dw")
+#: (kernel, variant, shape key) -> ((BLOCK_P, num_warps, TILE_W), how chosen), every launch.
+_CHOSEN: dict[tuple[str, str, tuple[Any, ...]], tuple[tuple[int, int, int], str]] = {}
+
+
+def shape_key(geo: dict[str, int], dtype: object) -> tuple[Any, ...]:
+    """A launch's shape as the records key it: dtype name, then SHAPE_KEYS' sizes."""
+    return (str(dtype).removeprefix("torch."), *(geo[k] for k in SHAPE_KEYS[1:]))
+
+
+def record_config(kernel: str, variant: str, geo: dict[str, int], dtype: object,
+                  config: tuple[int, int, int], how: str) -> None:
+    """Record the block size, warps and tile one launch ran with ("autotune", "given",
+    "default")."""
+    _CHOSEN[(kernel, variant, shape_key(geo, dtype))] = (config, how)
+
+
+def chosen_configs() -> list[dict[str, Any]]:
+    """Every (kernel, variant, shape) launched so far with the block size, warps and tile it
+    ran (variant: gradlab/kernels/involution_select.py)."""
+    return [{"kernel": kernel, "variant": variant, **dict(zip(SHAPE_KEYS, key, strict=True)),
+             "BLOCK_P": cfg[0], "num_warps": cfg[1], "TILE_W": cfg[2], "chosen_by": how}
+            for (kernel, variant, key), (cfg, how) in _CHOSEN.items()]
 
 
 def pixel_blocks(rows: int, cols: int, block_p: int, tile_w: int) -> int:

@@ -7,9 +7,9 @@ marked `cuda`): every channel count C in {64, ..., 1024} with G = C/16 groups, k
 and channels_last inputs (DTYPES, LAYOUTS).
 
 `launch_plans` is plain Python (no triton, no GPU): the grid, channel block and pixel block of
-each kernel's launch at every block size it may run with, and the largest values the kernels
-compute in int32, so a test checks them against CUDA's limits for every batch size 1..64
-without launching anything.
+each kernel's launch (NCHW and channels-last) at every block size it may run with, and the
+largest values the kernels compute in int32, so a test checks them against CUDA's limits for
+every batch size 1..64 without launching anything.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from gradlab.kernels.involution_launch import (
+    cl_default_config,
+    cl_tuning_candidates,
     default_config,
     launch_config,
     tuning_candidates,
@@ -162,6 +164,39 @@ def launch_plans(shape: InvolutionShape) -> list[LaunchPlan]:
             }
             plans.append(LaunchPlan(kernel, lc.grid, lc.block_c, block_p, warps, tile_w,
                                     int32_max, covered - side * side))
+    return plans + channels_last_plans(shape)
+
+
+#: The channels-last kernels (gradlab/kernels/involution_triton_cl.py) by (kernel, variant).
+CL_KERNELS = (("forward", "cl"), ("grad_input", "cl"), ("grad_weight", "cl"),
+              ("grad_weight", "cl_vec"))
+
+
+def channels_last_plans(shape: InvolutionShape) -> list[LaunchPlan]:
+    """The channels-last kernels' launches of one shape at every block size they may run
+    with, named "kernel[variant]", and the int32 values they compute: within one image
+    (the image's base is int64), a pixel index times C plus a channel."""
+    b, c, h, o, k = shape.batch, shape.channels, shape.size, shape.out_size, shape.kernel
+    cpg = c // shape.groups
+    plans = []
+    for kernel, variant in CL_KERNELS:
+        pixels = h * h if kernel == "grad_input" else o * o
+        for block_p, warps, _ in sorted({cl_default_config(pixels),
+                                         *cl_tuning_candidates(pixels)}):
+            lc = launch_config(kernel, pixels, 1, b, shape.groups, cpg, block_p)
+            covered = lc.n_pb * block_p
+            int32_max = {
+                "program_id": lc.grid[0] - 1,
+                # b * G + g, before the cast to int64
+                "group_index": b * shape.groups - 1,
+                # pixel * C + channel in one image (masked lanes included): x, go, out, gx
+                "image_offset": max(h * h, o * o, covered) * c,
+                # tap * n_out + pixel in the w row (masked lanes included)
+                "w_offset": k * k * max(o * o, covered),
+                "pixel_offset": (h + 2 * shape.padding) * (h + 2 * shape.padding),
+            }
+            plans.append(LaunchPlan(f"{kernel}[{variant}]", lc.grid, lc.block_c, block_p,
+                                    warps, 0, int32_max, covered - pixels))
     return plans
 
 

@@ -22,35 +22,43 @@ Every output element is written exactly once (no zero-fill launch, no atomics: d
 and only x and w are needed by backward.  16-bit inputs load 16-bit and accumulate in float32;
 float64 accumulates in float64.
 
-Block sizes: on a GPU `triton.autotune` picks BLOCK_P and num_warps per shape (key: sizes,
-strides, dilations, kernel size and dtype) from CONFIGS; `chosen_configs()` says what it picked.
-With autotuning off (GRADLAB_INVOLUTION_AUTOTUNE=0, or under TRITON_INTERPRET=1) `default_config`
-decides.  On CPU tensors the kernels run under TRITON_INTERPRET=1, which must be set before
-triton is first imported.
+Block sizes: on a GPU `triton.autotune` picks BLOCK_P, num_warps and TILE_W per shape and dtype
+from CONFIGS (`chosen_configs()` records them); without autotuning (GRADLAB_INVOLUTION_AUTOTUNE=0,
+TRITON_INTERPRET=1) `default_config` decides.  Variants: the public launchers run these NCHW
+kernels or the channels-last ones (involution_triton_cl.py), per shape, as
+gradlab/kernels/involution_select.py chooses (`chosen_variants()` records it).  On CPU tensors
+the kernels run under TRITON_INTERPRET=1, set before triton is first imported.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
 from gradlab.exitnoise import quiet_triton_exit
+from gradlab.kernels import involution_select as select
+from gradlab.kernels import involution_triton_cl as kcl
 from gradlab.kernels.involution_launch import (
     AUTOTUNE_ENV,
-    AUTOTUNE_MIN_WORK,
     CONFIGS,
     TUNE_REP_MS,
     TUNE_WARMUP_MS,
     IntPair,
+    autotuning,
     block_c,
+    chosen_configs,
     default_config,
     geometry,
     launch_config,
+    record_config,
+    shape_key,
     tuning_candidates,
+    variant_timing,
 )
+from gradlab.kernels.involution_select import VARIANTS, chosen_variants
 
 try:
     import triton
@@ -63,9 +71,9 @@ except ImportError:  # the package works without triton; only these kernels need
     tl = None
     HAVE_TRITON = False
 
-__all__ = ["AUTOTUNE_ENV", "CONFIGS", "HAVE_TRITON", "KERNELS", "chosen_configs", "default_config",
-           "involution_forward", "involution_grad_input", "involution_grad_weight",
-           "launch_config"]
+__all__ = ["AUTOTUNE_ENV", "CONFIGS", "HAVE_TRITON", "KERNELS", "VARIANTS", "autotuning",
+           "chosen_configs", "chosen_variants", "default_config", "involution_forward",
+           "involution_grad_input", "involution_grad_weight", "launch_config"]
 
 
 #: The three kernels, in the order a forward + backward launches them.
@@ -255,26 +263,6 @@ if HAVE_TRITON:
     _TUNED = {name: _tuned(k, ("H", "W") if name == "grad_input" else ("Ho", "Wo"))
               for name, k in _JIT.items()}
 
-#: (kernel, shape key) -> ((BLOCK_P, num_warps, TILE_W), how chosen), filled by every launch.
-_CHOSEN: dict[tuple[str, tuple[Any, ...]], tuple[tuple[int, int, int], str]] = {}
-
-
-def autotuning(work: int | None = None) -> bool:
-    """Whether a launch of `work` multiply-adds autotunes: on a compiled GPU path unless
-    GRADLAB_INVOLUTION_AUTOTUNE=0, and only from AUTOTUNE_MIN_WORK on."""
-    return (os.environ.get(AUTOTUNE_ENV, "1") != "0"
-            and os.environ.get("TRITON_INTERPRET") != "1"
-            and (work is None or work >= AUTOTUNE_MIN_WORK))
-
-
-def chosen_configs() -> list[dict[str, Any]]:
-    """Every (kernel, shape) launched so far with the block size, warps and tile it ran."""
-    keys = ("dtype", "B", "C", "G", "H", "W", "KH", "KW", "sh", "sw", "dh", "dw")
-    return [{"kernel": kernel, **dict(zip(keys, key, strict=True)), "BLOCK_P": cfg[0],
-             "num_warps": cfg[1], "TILE_W": cfg[2], "chosen_by": how}
-            for (kernel, key), (cfg, how) in _CHOSEN.items()]
-
-
 Config = tuple[int, int, int]
 
 
@@ -289,8 +277,6 @@ def _launch(name: str, geo: dict[str, int], dtype: torch.dtype, *tensors: torch.
     bc = block_c(geo["CPG"])
     const = {"KH": geo["KH"], "KW": geo["KW"], "BLOCK_C": bc, "C_EVEN": geo["CPG"] % bc == 0,
              "ACC": _acc_dtype(dtype)}
-    key = (str(dtype).removeprefix("torch."), *(geo[k] for k in (
-        "B", "C", "G", "H", "W", "KH", "KW", "sh", "sw", "dh", "dw")))
 
     def grid(meta: dict[str, Any]) -> tuple[int, int, int]:
         return launch_config(name, rows, cols, geo["B"], geo["G"], geo["CPG"],
@@ -301,12 +287,13 @@ def _launch(name: str, geo: dict[str, int], dtype: torch.dtype, *tensors: torch.
         tuned = _TUNED[name]
         tuned[grid](*args, **const)
         best = tuned.best_config
-        _CHOSEN[(name, key)] = ((int(best.kwargs["BLOCK_P"]), int(best.num_warps),
-                                 int(best.kwargs["TILE_W"])), "autotune")
+        record_config(name, "nchw", geo, dtype, (int(best.kwargs["BLOCK_P"]),
+                      int(best.num_warps), int(best.kwargs["TILE_W"])), "autotune")
         return
     block_p, warps, tile_w = config or default_config(rows, cols)
     _JIT[name][grid](*args, **const, BLOCK_P=block_p, TILE_W=tile_w, num_warps=warps)
-    _CHOSEN[(name, key)] = ((block_p, warps, tile_w), "given" if config else "default")
+    record_config(name, "nchw", geo, dtype, (block_p, warps, tile_w),
+                  "given" if config else "default")
 
 
 def _check_dtypes(*tensors: torch.Tensor) -> None:
@@ -315,50 +302,99 @@ def _check_dtypes(*tensors: torch.Tensor) -> None:
         raise TypeError(f"involution kernels need one dtype, got {sorted(map(str, dtypes))}")
 
 
+def _run_variant(kernel: str, geo: dict[str, int], layout_of: torch.Tensor,
+                 runs: dict[str, Callable[[], torch.Tensor]], variant: str | None,
+                 config: Config | None) -> torch.Tensor:
+    """Run `variant` of `kernel`, or the one involution_select picks for this shape and input
+    layout (timed once per shape on a GPU).  A `config` alone is an NCHW block size."""
+    cl_input = kcl.is_channels_last(layout_of)
+    key = (*shape_key(geo, layout_of.dtype), "channels_last" if cl_input else "other")
+    rows = geo["H"] * geo["W"] if kernel == "grad_input" else geo["Ho"] * geo["Wo"]
+    timed = variant_timing(geo["B"] * geo["C"] * rows * geo["KH"] * geo["KW"])
+    return select.run(kernel, key, runs, variant=variant or ("nchw" if config else None),
+                      channels_last=cl_input, timer=kcl.time_ms if timed else None)
+
+
 def involution_forward(
     x: torch.Tensor, w: torch.Tensor, s: IntPair = 1, p: IntPair = 0, d: IntPair = 1,
-    config: Config | None = None,
+    config: Config | None = None, variant: str | None = None,
 ) -> torch.Tensor:
-    """out [B, C, Ho, Wo] from x [B, C, H, W] and w [B, G, KH, KW, Ho, Wo]."""
+    """out [B, C, Ho, Wo] from x [B, C, H, W] and w [B, G, KH, KW, Ho, Wo]; channels-last
+    memory when the channels-last kernels ran."""
     _require_triton()
     _check_dtypes(x, w)
     geo = geometry(x.shape, w.shape, s, p, d)
-    out = x.new_empty((geo["B"], geo["C"], geo["Ho"], geo["Wo"]))
-    if out.numel():
-        _launch("forward", geo, x.dtype, x.contiguous(),
-                w.contiguous(), out, config=config)
-    return out
+    shape = (geo["B"], geo["C"], geo["Ho"], geo["Wo"])
+    if not math.prod(shape):
+        return x.new_empty(shape)
+
+    def nchw() -> torch.Tensor:
+        out = x.new_empty(shape)
+        _launch("forward", geo, x.dtype, x.contiguous(), w.contiguous(), out, config=config)
+        return out
+
+    def cl() -> torch.Tensor:
+        out = torch.empty(shape, dtype=x.dtype, device=x.device,
+                          memory_format=torch.channels_last)
+        kcl.launch("forward", "cl", geo, x.dtype, kcl.channels_last(x), w.contiguous(), out,
+                   config=config)
+        return out
+
+    return _run_variant("forward", geo, x, {"nchw": nchw, "cl": cl}, variant, config)
 
 
 def involution_grad_input(
     go: torch.Tensor, w: torch.Tensor, x_shape: Sequence[int], s: IntPair = 1, p: IntPair = 0,
-    d: IntPair = 1, config: Config | None = None,
+    d: IntPair = 1, config: Config | None = None, variant: str | None = None,
 ) -> torch.Tensor:
     """grad of x [B, C, H, W] from grad_output [B, C, Ho, Wo] and w."""
     _require_triton()
     _check_dtypes(go, w)
     geo = geometry(x_shape, w.shape, s, p, d)
     shape = tuple(int(n) for n in x_shape)
-    if not (w.numel() and geo["Ho"] * geo["Wo"]):  # no output pixel reads x: all zeros
-        return w.new_zeros(shape)
-    gx = w.new_empty(shape)  # every element written once by the kernel
+    if not (w.numel() and geo["Ho"] * geo["Wo"] and math.prod(shape)):  # nothing to write,
+        return w.new_zeros(shape)  # or no output pixel reads x: all zeros
+
     # .contiguous() also materialises a stride-0 grad_output (e.g. from out.sum().backward()).
-    if gx.numel():
-        _launch("grad_input", geo, w.dtype, go.contiguous(),
-                w.contiguous(), gx, config=config)
-    return gx
+    def nchw() -> torch.Tensor:
+        gx = w.new_empty(shape)  # every element written once by the kernel
+        _launch("grad_input", geo, w.dtype, go.contiguous(), w.contiguous(), gx, config=config)
+        return gx
+
+    def cl() -> torch.Tensor:
+        gx = torch.empty(shape, dtype=w.dtype, device=w.device,
+                         memory_format=torch.channels_last)
+        kcl.launch("grad_input", "cl", geo, w.dtype, kcl.channels_last(go), w.contiguous(), gx,
+                   config=config)
+        return gx
+
+    return _run_variant("grad_input", geo, go, {"nchw": nchw, "cl": cl}, variant, config)
 
 
 def involution_grad_weight(
     go: torch.Tensor, x: torch.Tensor, w_shape: Sequence[int], s: IntPair = 1, p: IntPair = 0,
-    d: IntPair = 1, config: Config | None = None,
+    d: IntPair = 1, config: Config | None = None, variant: str | None = None,
 ) -> torch.Tensor:
     """grad of w [B, G, KH, KW, Ho, Wo] from grad_output [B, C, Ho, Wo] and x."""
     _require_triton()
     _check_dtypes(go, x)
     geo = geometry(x.shape, w_shape, s, p, d)
-    gw = x.new_empty(tuple(int(n) for n in w_shape))  # every element written once
-    if gw.numel():
-        _launch("grad_weight", geo, x.dtype, go.contiguous(),
-                x.contiguous(), gw, config=config)
-    return gw
+    shape = tuple(int(n) for n in w_shape)
+    if not math.prod(shape):
+        return x.new_empty(shape)
+
+    def nchw() -> torch.Tensor:
+        gw = x.new_empty(shape)  # every element written once
+        _launch("grad_weight", geo, x.dtype, go.contiguous(), x.contiguous(), gw, config=config)
+        return gw
+
+    def cl(vec: str) -> Callable[[], torch.Tensor]:
+        def run() -> torch.Tensor:
+            gw = x.new_empty(shape)
+            kcl.launch("grad_weight", vec, geo, x.dtype, kcl.channels_last(go),
+                       kcl.channels_last(x), gw, config=config)
+            return gw
+        return run
+
+    return _run_variant("grad_weight", geo, x, {"nchw": nchw, "cl": cl("cl"),
+                                                "cl_vec": cl("cl_vec")}, variant, config)

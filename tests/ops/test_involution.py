@@ -329,7 +329,10 @@ def test_saves_ten_times_fewer_bytes_than_unfold() -> None:
 # Triton kernels, interpreted on CPU in a subprocess
 
 
-def _kernel_check(g: Geometry, dtype: torch.dtype) -> Callable[[], None]:
+def _kernel_check(g: Geometry, dtype: torch.dtype, variant: str | None = None,
+                  gw_variant: str | None = None) -> Callable[[], None]:
+    """The three launchers against the float64 reference; `variant` (None: the selector's
+    choice) for forward and grad_input, `gw_variant` (default: `variant`) for grad_weight."""
     def check() -> None:
         from gradlab.kernels import involution_triton as kt
 
@@ -337,9 +340,10 @@ def _kernel_check(g: Geometry, dtype: torch.dtype) -> Callable[[], None]:
         want = reference_float64(x, w, g.geo(), "random")
         go = random_grad_output(want[0].shape, dtype).to(dtype)
         x, w = x.detach(), w.detach()
-        got = (kt.involution_forward(x, w, *g.geo()),
-               kt.involution_grad_input(go, w, x.shape, *g.geo()),
-               kt.involution_grad_weight(go, x, w.shape, *g.geo()))
+        got = (kt.involution_forward(x, w, *g.geo(), variant=variant),
+               kt.involution_grad_input(go, w, x.shape, *g.geo(), variant=variant),
+               kt.involution_grad_weight(go, x, w.shape, *g.geo(),
+                                         variant=gw_variant or variant))
         tol = inv.OP.tolerance(str(dtype).removeprefix("torch."))
         assert_close_all(got, want, tol.atol, tol.rtol)
         # (that a second run is bitwise identical is test_cuda_kernels_are_deterministic's: the
@@ -350,11 +354,21 @@ def _kernel_check(g: Geometry, dtype: torch.dtype) -> Callable[[], None]:
 
 def _function_check(g: Geometry, layout: str, grad: str, dtype: torch.dtype) -> Callable[[], None]:
     def check() -> None:
+        from gradlab.kernels import involution_select
+
         x, w = make_inputs(g, dtype=dtype, layout=layout)
+        involution_select.clear()
         with forced_triton() as calls:
             got = forward_backward(inv.involution, x, w, g.geo(), grad)
         assert sorted(calls) == ["involution_forward", "involution_grad_input",
                                  "involution_grad_weight"], calls
+        # untimed, x's memory format picks the forward and grad_weight kernels: channels last
+        # runs "cl" (grad_input goes by grad_output's, here never channels last)
+        ran = {(r["kernel"], r["variant"], r["chosen_by"])
+               for r in involution_select.chosen_variants()}
+        want = "cl" if layout == "channels_last" else "nchw"
+        assert ran == {("forward", want, "layout"), ("grad_input", "nchw", "layout"),
+                       ("grad_weight", want, "layout")}, ran
         tol = inv.OP.tolerance(str(dtype).removeprefix("torch."))
         assert_close_all(got, reference_float64(x, w, g.geo(), grad), tol.atol, tol.rtol)
 
@@ -406,6 +420,14 @@ def triton_checks() -> dict[str, Callable[[], None]]:
     # forward and grad_input, looped over in grad_weight
     wide = Geometry("g1_c40_wide", (1, 40, 5, 6), 1, 3, 1, 1, 1)
     checks[f"kernels-{wide.name}-{torch.float32}"] = _kernel_check(wide, torch.float32)
+    # the channels-last kernels (issue 41) on the same geometries: "cl" for all three, and
+    # grad_weight's one-thread reduction ("cl_vec") in turn; float64 once (its 2-channel vectors)
+    for i, g in enumerate((*GEOMETRIES, wide)):
+        gw = ("cl", "cl_vec")[i % 2] if g is not wide else "cl"
+        checks[f"kernels-cl-{g.name}-gw_{gw}-{torch.float32}"] = _kernel_check(
+            g, torch.float32, "cl", gw)
+    checks[f"kernels-cl-{GEOMETRIES[0].name}-gw_cl_vec-{torch.float64}"] = _kernel_check(
+        GEOMETRIES[0], torch.float64, "cl", "cl_vec")
     for i, g in enumerate(GEOMETRIES):
         layout = LAYOUTS[1 + i % 2]  # transposed / sliced in turn
         dtype = (torch.float64, torch.float32)[i % 2]
@@ -415,6 +437,9 @@ def triton_checks() -> dict[str, Callable[[], None]]:
         g, "contiguous", "random", torch.float64)
     for dtype in (torch.float16, torch.bfloat16):
         checks[f"function-{g.name}-{dtype}"] = _function_check(g, "sliced", "random", dtype)
+    # channels-last input: the selector's untimed choice runs the channels-last kernels
+    checks[f"function-{g.name}-channels_last-random"] = _function_check(
+        g, "channels_last", "random", torch.float32)
     checks["gradcheck-fast-float64"] = _check_gradcheck
     checks["second-order-raises"] = _check_second_order_raises
     checks["env-var-forces-triton"] = _check_env_var_forces_triton
