@@ -74,9 +74,10 @@ def _bundled_op(entry: Mapping[str, Any], key: str, lookup: OpLookup,
         op, base = lookup(str(entry["op"]))
     except UnknownOpError as exc:
         raise fail(join(key, "op"), str(exc)) from None
+    imports = imports_of(entry, key)  # checked whether a reference uses them or not
     if "reference" in entry:
         op = replace(op, reference=pending(entry["reference"], join(key, "reference"), folder,
-                                           imports_of(entry, key)))
+                                           imports))
     return Start(op, base)
 
 
