@@ -117,6 +117,14 @@ def test_no_fake_kernel_is_a_warning_and_strict_fails_it(cops: Any) -> None:
     assert opcheck_rows(strict)["faketensor"].status == "fail" and not strict.passed
 
 
+def test_an_op_that_raises_on_the_case_is_one_error_row_not_five_causes(cops: Any) -> None:
+    r = gradlab.check(torch.ops.gradlab_cops.raises, example(),
+                      reference=cops.scale_sin_reference, checks=["opcheck"])
+    rows = [row for row in r.rows if row.check == "opcheck"]
+    assert [(row.variant, row.status) for row in rows] == [("base", "error")], table(rows)
+    assert "takes 1-D inputs only" in rows[0].note
+
+
 def test_a_plain_callable_gets_no_opcheck_rows() -> None:
     r = gradlab.check(lambda x, w: x * w.sin(), example(), reference=lambda x, w: x * w.sin(),
                       variants=False)

@@ -64,13 +64,18 @@ def variant_name(util: str) -> str:
     return util.removeprefix("test_")
 
 
+def named_cause(exc: BaseException) -> str | None:
+    """The hint of CAUSES whose words `exc` (or its cause) says, else None."""
+    text = f"{exc} {exc.__cause__ or ''}"
+    return next((hint for words, hint in CAUSES if words in text), None)
+
+
 def cause(util: str, exc: BaseException, fake_hint: str | None) -> str:
     """The hint of `util` failing with `exc`; `fake_hint`: the faketensor row's, when it
     failed (an AOT failure naming nothing else is put down to it)."""
-    text = f"{exc} {exc.__cause__ or ''}"
-    for words, hint in CAUSES:
-        if words in text:
-            return hint
+    named = named_cause(exc)
+    if named is not None:
+        return named
     if util.startswith("test_aot_dispatch") and fake_hint is not None:
         return fake_hint
     return UTIL_HINTS[util]
@@ -104,10 +109,26 @@ def run_util(op: LibraryOp, inputs: Inputs, util: str,
     return outcome if isinstance(outcome, BaseException) else None
 
 
+def plain_error(op: LibraryOp, inputs: Inputs) -> Exception | None:
+    """What the op raises called plainly on (a copy of) the case's values, or None."""
+    case = inputs.clone()
+    try:
+        op(*case.args, **case.kwargs)
+    except Exception as exc:
+        return exc
+    return None
+
+
 def opcheck_rows(ctx: CaseContext, inputs: Inputs) -> None:
-    """The opcheck rows of a torch.library op's case (none for any other callable)."""
+    """The opcheck rows of a torch.library op's case (none for any other callable).  An op
+    that raises on the case for a reason none of CAUSES names gets one error row instead: every
+    utility would fail with that crash, each under a cause it does not have."""
     op = ctx.op.function
     if not isinstance(op, LibraryOp):
+        return
+    crash = plain_error(op, inputs)
+    if crash is not None and named_cause(crash) is None:
+        ctx.crash_row("base", "opcheck", crash)
         return
     if not has("library_opcheck"):
         for util in UTILS:

@@ -89,3 +89,15 @@ if f"{NS}::{NAMES[0]}" not in OPDEFS:
 #: name -> the custom_op function (a torch._library.custom_ops.CustomOpDef)
 OPS: dict[str, Any] = {name: OPDEFS[f"{NS}::{name}"] for name in NAMES}
 scale_sin = OPS["scale_sin"]  # a spec may name the custom_op function itself: module:attr
+
+
+def _define_raising() -> None:
+    @torch.library.custom_op(f"{NS}::raises", mutates_args=())
+    def raises(x: Tensor, w: Tensor) -> Tensor:
+        raise ValueError("this kernel takes 1-D inputs only")  # a crash, not an opcheck cause
+
+    raises.register_fake(_fake)
+
+
+if f"{NS}::raises" not in OPDEFS:
+    _define_raising()
