@@ -207,12 +207,9 @@ BAD_SPECS = {
 @pytest.mark.parametrize("text", list(BAD_SPECS), ids=range(len(BAD_SPECS)))
 def test_a_bad_op_spec_is_one_line_naming_the_key(text: str, tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    spec = CUSTOM / f"bad_{abs(hash(text))}.yaml"  # beside the ops' module: its folder imports
+    spec = tmp_path / "bad.yaml"  # gl_custom_ops imports from sys.path (see above)
     spec.write_text(text)
-    try:
-        code, out, err = run_cli(["check", str(spec), "--report-dir", str(tmp_path)], capsys)
-    finally:
-        spec.unlink()
+    code, out, err = run_cli(["check", str(spec), "--report-dir", str(tmp_path)], capsys)
     assert code == 2, out + err
     (line,) = err.strip().splitlines()
     assert BAD_SPECS[text] in line, line
@@ -231,6 +228,18 @@ def test_a_library_op_pickles_by_name_and_finds_the_op_again(cops: Any) -> None:
     assert library_op(torch.ops.gradlab_cops.scale_sin.default).qualname == (  # type: ignore[union-attr]
         "gradlab_cops::scale_sin.default")
     assert library_op(torch.sin) is None and library_op(lambda x: x) is None
+
+
+def test_the_ops_module_imported_again_under_another_name_registers_nothing_twice(
+        cops: Any) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gl_custom_ops_again",
+                                                  CUSTOM / "gl_custom_ops.py")
+    assert spec is not None and spec.loader is not None
+    again = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(again)  # torch refuses a second registration: this must not raise
+    assert again.OPS["scale_sin"] is cops.OPS["scale_sin"]
 
 
 def test_qualified_names() -> None:
