@@ -3,8 +3,8 @@ correct op, `scale_sin` (x * sin(w), with a fake kernel and a registered backwar
 copies of it, each wrong in one way; `scale_sin` is the correct twin of every one.
 
 Ops are registered once per process, in torch's global registry: a second import of this
-file (under another module name, say) takes them from there instead of registering them again,
-which torch refuses.  No `from __future__ import annotations`: torch 2.4's custom_op reads the
+file (under another module name, say) takes them from there instead of registering them again
+(torch 2.13 would replace them silently, leaving the op objects taken before stale).  No `from __future__ import annotations`: torch 2.4's custom_op reads the
 annotations as types.
 """
 
