@@ -294,6 +294,21 @@ def test_a_utility_this_torch_lacks_is_a_declared_skip(cops: Any,
     assert "has no test_aot_dispatch_static" in static.note
 
 
+def test_under_the_triton_interpreter_a_triton_ops_fake_rows_are_declared_skips(
+        cops: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # measured with a real triton_op under TRITON_INTERPRET=1: faketensor and both AOT rows
+    # fail whatever the op ("Attempted to set the storage of a tensor on device meta ...")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setattr(LibraryOp, "is_triton", property(lambda self: True))
+    r = gradlab.check(torch.ops.gradlab_cops.scale_sin, example(),
+                      reference=cops.scale_sin_reference, checks=["opcheck"])
+    rows = opcheck_rows(r)
+    assert {v: (row.status, row.reason) for v, row in rows.items()} == {
+        "schema": ("pass", ""), "autograd_registration": ("pass", ""),
+        **dict.fromkeys(OPCHECK_ROWS[2:], ("skip", "triton_interpreted"))}, table(r.rows)
+    assert all(rows[v].declared for v in OPCHECK_ROWS[2:])
+
+
 def test_a_triton_op_is_a_custom_op() -> None:
     """torch.library.triton_op makes a custom_op: recognised as one (running it on the CPU
     needs TRITON_INTERPRET=1, under which its fake and AOT rows are declared skips)."""

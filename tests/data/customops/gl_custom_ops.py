@@ -4,8 +4,8 @@ copies of it, each wrong in one way; `scale_sin` is the correct twin of every on
 
 Ops are registered once per process, in torch's global registry: a second import of this
 file (under another module name, say) takes them from there instead of registering them again
-(torch 2.13 would replace them silently, leaving the op objects taken before stale).  No `from __future__ import annotations`: torch 2.4's custom_op reads the
-annotations as types.
+(torch 2.13 would replace them silently, leaving the op objects taken before stale).  No
+`from __future__ import annotations`: torch 2.4's custom_op reads the annotations as types.
 """
 
 from typing import Any
