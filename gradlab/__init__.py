@@ -52,11 +52,12 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
           strict_tolerances: bool = False, precision_factor: float | None = None) -> Report:
     """Check a custom Function (or any callable) on example args, as `gradcheck` takes them.
 
-    fn: an autograd.Function subclass (its `apply` is called) or a callable.  args: example
-    tensors and plain values; tensors that require grad are differentiated (all floating ones
-    when none does).  reference: the same math in plain autograd.  second_order: True checks
-    it; False declares none (raising or right passes, silently wrong warns); None lets the
-    reference decide (where it has double backward: wrong fails, raising is information).
+    fn: an autograd.Function subclass (its `apply` is called), a callable, or a torch.library
+    op (`torch.ops.mylib.op`, a custom_op function: opcheck's rows too).  args: example tensors
+    and plain values; those that require grad are differentiated (all floating ones when none
+    does).  reference: the same math in plain autograd.  second_order: True checks it; False
+    declares none (raising or right passes, silently wrong warns); None lets the reference
+    decide (where it has double backward: wrong fails, raising is information).
     dtypes default to the examples' dtype; the numerical checks in numerical_dtype.  tolerances:
     dtype -> (atol, rtol) for every comparison in that dtype (the finite-difference checks
     take the larger of it and gradcheck's per component), and "finite_differences" -> (atol,
@@ -69,9 +70,8 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     cost_envelope: limits that stop a runaway check (gradlab.apiguard; off the main thread a
     blocking wait outlasts them).  numerical_dtype: the finite-difference checks' dtype.
     strict_tolerances, precision_factor: the strict table, the low-precision criterion's k (2;
-    gradlab.tolerances).  Ctrl-C returns the rows so far.  Returns a Report: `.passed`
-    (verified: something ran and everything asked for ran and passed), and `.rows` with
-    status, errors, hint and findings per check and variant (words.message(row) says one).
+    gradlab.tolerances).  Ctrl-C returns the rows so far.  Returns a Report: `.passed` (all
+    asked for ran and passed), `.rows` (status, hint, findings; words.message(row) says one).
     """
     from gradlab.apiguard import guarded_run
     from gradlab.checks.run.options import Options, measured_capabilities
@@ -132,8 +132,9 @@ def _example_op(fn: Callable[..., Any], args: Sequence[Any], *,
             fd_tol = Tolerance(atol, rtol)
         else:
             tols[canonical_dtype(k)] = Tolerance(atol, rtol)
-    return OpDef(name=str(name or function_name(fn)), summary="python",
-                 function=as_callable(fn),
+    function = as_callable(fn)  # a torch.library op: named ns::name (gradlab.customops)
+    return OpDef(name=str(name or function_name(function)), summary="python",
+                 function=function,
                  reference=as_callable(reference) if reference is not None else None,
                  cases=(Case("example", tuple(example), dict(kwargs or {}),
                              tuple(tuple(g) for g in size1),

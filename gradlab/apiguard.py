@@ -43,7 +43,8 @@ AUTO = "auto"
 #: The checks the frames of gradlab.checks name (innermost wins): what a limit interrupted.
 CHECK_OF_FRAME = {"jacobian_check": "jacobian", "second_order_row": "second_order",
                   "forward_ad_row": "forward_ad", "autocast_row": "autocast",
-                  "capability_rows": "capabilities", "base_contract": "contract"}
+                  "capability_rows": "capabilities", "base_contract": "contract",
+                  "opcheck_rows": "opcheck"}
 
 
 class CheckLimitError(GradlabError):

@@ -57,9 +57,12 @@ LAYOUTS = ("contiguous", "channels_last", "transposed", "strided")
 #: - capabilities: what else the Function supports, measured (see
 #:   gradlab.checks.numeric.capabilities):
 #:                 torch.compile, torch.func vmap and grad, a deterministic backward,
-#:                 non-contiguous inputs, CUDA.
+#:                 non-contiguous inputs, CUDA;
+#: - opcheck:      for a torch.library op only, torch.library.opcheck's test utilities, a row
+#:                 each: schema and undeclared mutation, the fake kernel against the real one,
+#:                 the autograd registration, AOT dispatch (gradlab.checks.numeric.opcheck).
 CHECKS = ("forward", "gradient", "contract", "jacobian", "second_order", "forward_ad",
-          "autocast", "capabilities")
+          "autocast", "capabilities", "opcheck")
 #: Former check names, still accepted in specs and on the command line.
 CHECK_ALIASES = {"gradcheck": "jacobian", "gradgradcheck": "second_order"}
 

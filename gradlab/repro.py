@@ -87,12 +87,15 @@ class ReproCommand:
         from gradlab.model import CHECKS
 
         checks = list(self.checks)
-        if row.variant == "base":
+        # a numerical item's rows are its base case's, whatever they name (a capability, an
+        # opcheck utility): --variant takes variant families only
+        variant = row.variant if row.check in CASE_CHECKS else "base"
+        if variant == "base":
             mine = set(CASE_CHECKS) if row.check in CASE_CHECKS else set(CHECKS) - set(CASE_CHECKS)
             checks = [c for c in (checks or CHECKS) if c in mine]
         # --show: of what runs, only this row's check is reported (one row)
         words = ["gradlab", "check", *self.what, "--op", row.op, "--case", row.case,
-                 "--variant", row.variant, *(w for c in checks for w in ("--check", c)),
+                 "--variant", variant, *(w for c in checks for w in ("--check", c)),
                  "--show", row.check, "--dtype", row.dtype, "--device", row.device]
         if self.seed:
             words += ["--seed", str(self.seed)]

@@ -74,6 +74,10 @@ def _library_custom_op() -> bool:
     return True
 
 
+def _library_opcheck() -> bool:
+    return hasattr(torch.library, "opcheck")
+
+
 def _compile_traces_functions() -> bool:
     # the higher-order op dynamo traces a custom Function's forward and backward into
     import torch._functorch.autograd_function as functorch_functions
@@ -92,6 +96,7 @@ FEATURES: dict[str, tuple[Feature, Callable[[], bool]]] = {
     "apply_kwargs": (Feature("keyword arguments to a Function's apply", "2.13"), _apply_kwargs),
     "library_custom_op": (Feature("torch.library.custom_op with string annotations", "2.5"),
                           _library_custom_op),
+    "library_opcheck": (Feature("torch.library.opcheck", "2.4"), _library_opcheck),
     "compile_traces_functions": (Feature("torch.compile tracing custom Functions whole "
                                          "(without a graph break)", "2.3"),
                                  _compile_traces_functions),
@@ -109,6 +114,16 @@ def missing_note(name: str) -> str:
     feature = FEATURES[name][0]
     return (f"torch {torch.__version__} lacks {feature.what} "
             f"(torch {feature.since} or newer)")
+
+
+def opcheck_utils() -> tuple[str, ...]:
+    """The test utilities this torch's opcheck has (`test_schema`, ...; empty without opcheck).
+    Read from its table: torch.library names them only in opcheck's docstring."""
+    if not has("library_opcheck"):
+        return ()
+    from torch.testing._internal.optests import generate_tests
+
+    return tuple(getattr(generate_tests, "ALL_TEST_UTILS", {}))
 
 
 class KeywordApply:

@@ -32,6 +32,18 @@ README = ROOT / "README.md"
 #: A placeholder `package.module:Attr` in the docs, and what the test imports instead.
 PLACEHOLDER = re.compile(r"\bmypkg(\.\w+)*:\w+")
 STAND_IN = "user_functions:Square"
+#: A placeholder torch.library op (`mylib::op`) and the module `import:` names for it, and
+#: what the test imports instead (tests/data/customops).
+PLACEHOLDER_OP = re.compile(r"\bmylib::\w+")
+OP_STAND_IN = "gradlab_cops::scale_sin"
+PLACEHOLDER_IMPORT = re.compile(r"(?m)^import: mypkg(\.\w+)*")
+IMPORT_STAND_IN = "import: gl_custom_ops"
+
+
+def stand_ins(block: str) -> str:
+    """A docs/specs.md example with real modules, Functions and ops for its placeholders."""
+    block = PLACEHOLDER_IMPORT.sub(IMPORT_STAND_IN, block)
+    return PLACEHOLDER.sub(STAND_IN, PLACEHOLDER_OP.sub(OP_STAND_IN, block))
 #: README commands that name a file a reader has to write first.
 PLACEHOLDER_FILES = ("my_spec.yaml",)
 #: The quick start's `bash scripts/dev.sh check` runs this, isolated (the longest README
@@ -70,13 +82,15 @@ def yaml_keys(node: Any, parent: str = "") -> set[tuple[str, str]]:
     return found
 
 
-def test_every_yaml_example_in_specs_md_loads(tmp_path: Path) -> None:
+def test_every_yaml_example_in_specs_md_loads(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(DATA / "customops"))  # the op example's stand-in
     blocks = fenced_blocks(SPECS_MD.read_text(encoding="utf-8"), "yaml")
     assert len(blocks) >= 4
     shutil.copy(DATA / "specs_features" / "taps.pt", tmp_path / "taps.pt")
     for n, block in enumerate(blocks):
         path = tmp_path / f"example{n}.yaml"
-        path.write_text(PLACEHOLDER.sub(STAND_IN, block), encoding="utf-8")
+        path.write_text(stand_ins(block), encoding="utf-8")
         assert load_file(path), block
 
 

@@ -88,14 +88,14 @@ def test_checks_and_variants_switches() -> None:
     (t,) = parse_document({"op": "exp", "checks": {"second_order": False},
                            "variants": ["grad_output"]})
     assert t.checks == frozenset({"forward", "gradient", "contract", "jacobian", "forward_ad",
-                                  "autocast", "capabilities"})
+                                  "autocast", "capabilities", "opcheck"})
     assert t.variants == frozenset({"grad_output"})
 
 
 def test_former_check_names_and_numerical_dtype_key_are_accepted() -> None:
     (t,) = parse_document({"op": "exp", "checks": {"gradgradcheck": False}})
     assert t.checks == frozenset({"forward", "gradient", "contract", "jacobian", "forward_ad",
-                                  "autocast", "capabilities"})
+                                  "autocast", "capabilities", "opcheck"})
     (t,) = parse_document({"op": "exp", "checks": ["gradcheck", "gradgradcheck"]})
     assert t.checks == frozenset({"jacobian", "second_order"})
     (t,) = parse_document({"op": "exp", "numerical_dtype": "float32"})

@@ -175,6 +175,29 @@ HINTS: dict[str, str] = {
                    "arithmetic inside a float64 Function?); if by design, set `tolerances:`",
     "value_dependent": "fails on these values whatever their layout (a plain contiguous copy "
                        "fails alike): the error depends on the values, not the memory layout",
+    # torch.library ops, opcheck's utilities (gradlab.checks.numeric.opcheck)
+    "undeclared_mutation": "the op writes into an input its schema does not declare mutable: "
+                           "add it to mutates_args (torch.compile, functionalization and "
+                           "autograd take an undeclared input as untouched), or write into a "
+                           "copy",
+    "undeclared_alias": "an output is an input or a view of one, which a torch.library op's "
+                        "schema may not say: return a copy (.clone())",
+    "schema_violation": "the op breaks its schema (torch's SchemaCheckMode; the note says how)",
+    "fake_mismatch": "the fake (meta) kernel disagrees with the real one in an output's shape, "
+                     "dtype or strides: register_fake must compute the real output's metadata "
+                     "from the inputs' (torch.compile and export trace with it)",
+    "fake_missing": "no fake (meta) kernel: torch.compile, export and FX tracing cannot trace "
+                    "the op; add one with register_fake (torch.library.register_fake)",
+    "autograd_registration": "the op has a backend kernel but none at an autograd key: its "
+                             "outputs require grad without a formula; use register_autograd "
+                             "(torch.library.register_autograd), not an Autograd-key kernel "
+                             "by hand",
+    "autograd_missing": "no autograd formula registered: backward through the op raises; add "
+                        "one with register_autograd",
+    "aot_dispatch": "fails when traced by AOTAutograd with fake tensors, as torch.compile "
+                    "runs it (the note says how): an op that reads data pointers or values in "
+                    "Python, or whose registered autograd formula or fake kernel cannot be "
+                    "traced",
 }
 
 def _subject(f: Finding) -> str:

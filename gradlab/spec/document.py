@@ -26,7 +26,7 @@ from gradlab.model import (
     canonical_check,
 )
 from gradlab.spec.arguments import parse_base, parse_cases
-from gradlab.spec.imports import pending
+from gradlab.spec.imports import Imports, op_ref, parse_imports, pending
 from gradlab.spec.tensors import is_tensor_spec, parse_tensor
 from gradlab.spec.values import (
     aliased,
@@ -46,7 +46,7 @@ from gradlab.spec.values import (
 
 OP_KEYS = {"op", "function", "reference", "name", "second_order", "dtypes", "devices",
            "tolerances", "checks", "variants", "numerical_dtype", "gradcheck_dtype", "args",
-           "kwargs", "cases", "bench", "size1", "requires", "cost_envelope"}
+           "kwargs", "cases", "bench", "size1", "requires", "cost_envelope", "import"}
 DEVICES = ("cpu", "cuda")
 
 class Start(NamedTuple):
@@ -74,18 +74,36 @@ def _bundled_op(entry: Mapping[str, Any], key: str, lookup: OpLookup,
         op, base = lookup(str(entry["op"]))
     except UnknownOpError as exc:
         raise fail(join(key, "op"), str(exc)) from None
+    imports = imports_of(entry, key)  # checked whether a reference uses them or not
     if "reference" in entry:
-        op = replace(op, reference=pending(entry["reference"], join(key, "reference"), folder))
+        op = replace(op, reference=pending(entry["reference"], join(key, "reference"), folder,
+                                           imports))
     return Start(op, base)
 
 
+def imports_of(entry: Mapping[str, Any], key: str) -> Imports:
+    """The modules a spec's `import:` names, imported before its function and reference (the
+    module that registers a torch.library op, say)."""
+    return parse_imports(entry["import"], join(key, "import")) if "import" in entry else ()
+
+
+def default_name(ref: str) -> str:
+    """An op's name when the spec gives none: a torch.library op's `namespace::name`, else
+    the attribute's name."""
+    found = op_ref(ref)
+    return found[1] if found is not None else ref.rpartition(":")[2]
+
+
 def _user_op(entry: Mapping[str, Any], key: str, folder: Path | None) -> OpDef:
-    """`function: package.module:Attr`: a new op, named after Attr unless `name` says otherwise
+    """`function: package.module:Attr` (or a torch.library op, `namespace::name`, with the
+    modules `import:` names): a new op, named after Attr (the op's `namespace::name`) unless
+    `name` says otherwise
     (its callables imported once the whole spec is valid: gradlab.spec.files.import_callables)."""
-    fn = pending(entry["function"], join(key, "function"), folder)
-    ref = (pending(entry["reference"], join(key, "reference"), folder)
+    imports = imports_of(entry, key)
+    fn = pending(entry["function"], join(key, "function"), folder, imports)
+    ref = (pending(entry["reference"], join(key, "reference"), folder, imports)
            if "reference" in entry else None)
-    name = str(entry.get("name", str(entry["function"]).rpartition(":")[2]))
+    name = str(entry.get("name", default_name(fn.ref)))
     if "args" not in entry and "cases" not in entry:
         raise fail(key or "(top level)", "a user function needs args or cases")
     return OpDef(name=name, summary=str(entry["function"]), function=fn, reference=ref,

@@ -58,7 +58,7 @@ def parse_spec(doc: Any, source: str, lookup: OpLookup, max_memory: int | None =
 def _sourced(op: OpDef, source: str) -> OpDef:
     """`op` with its Pending callables naming the file they came from."""
     def named(fn: Any) -> Any:
-        return Pending(fn.ref, fn.key, fn.folder, source) if isinstance(fn, Pending) else fn
+        return fn.at(source) if isinstance(fn, Pending) else fn
 
     return replace(op, function=named(op.function), reference=named(op.reference))
 

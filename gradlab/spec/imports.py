@@ -16,8 +16,17 @@ from importlib.machinery import PathFinder
 from pathlib import Path
 from typing import Any
 
+from gradlab.customops import (
+    MODULE_NAME,
+    LibraryOp,
+    OpNotFound,
+    is_qualname,
+    library_op,
+    lookup,
+    registered_names,
+)
 from gradlab.errors import LoadError, SpecError, one_line, shown, unknown_name
-from gradlab.spec.values import fail
+from gradlab.spec.values import fail, join
 
 
 def put_first(folder: str | Path) -> None:
@@ -55,17 +64,22 @@ def _import(module_name: str, folder: Path | None) -> Any:
     return importlib.import_module(module_name)
 
 
-def load_object(ref: str, key: str, folder: Path | None = None) -> Any:
-    """Import `package.module:attr` (attr may be dotted); `folder`: the spec file's."""
-    if not isinstance(ref, str) or ":" not in ref:
-        raise fail(key, f"expected 'package.module:attr', got {shown(ref)}")
-    module_name, _, attr = ref.partition(":")
+def import_at(module_name: str, key: str, folder: Path | None = None) -> Any:
+    """Import `module_name` (see _import); an error names `key`."""
     try:
-        obj: Any = _import(module_name, folder)
+        return _import(module_name, folder)
     except (Exception, SystemExit) as exc:
         # a module that calls sys.exit() on import is a bad reference, not the end of gradlab
         raise fail(key, f"cannot import {shown(module_name)}: {type(exc).__name__}: "
                         f"{one_line(str(exc), 200)}") from None
+
+
+def load_object(ref: str, key: str, folder: Path | None = None) -> Any:
+    """Import `package.module:attr` (attr may be dotted); `folder`: the spec file's."""
+    if not isinstance(ref, str) or ":" not in ref:
+        raise fail(key, f"expected {EXPECTED}, got {shown(ref)}")
+    module_name, _, attr = ref.partition(":")
+    obj: Any = import_at(module_name, key, folder)
     for part in attr.split("."):
         if not hasattr(obj, part):
             raise fail(key, f"module {shown(module_name)} has no attribute {shown(attr)} "
@@ -81,14 +95,19 @@ def public_names(obj: Any) -> list[str]:
     return sorted(names, key=lambda n: not callable(getattr(obj, n, None)))
 
 
-def as_callable(obj: Any) -> Callable[..., Any]:
-    """An autograd.Function subclass becomes its `apply`; any other callable stays."""
+def as_callable(obj: Any, modules: Iterable[str] = ()) -> Callable[..., Any]:
+    """An autograd.Function subclass becomes its `apply`, a torch.library op a
+    gradlab.customops.LibraryOp (`modules`: those that register it); any other callable
+    stays."""
     import torch
 
     if inspect.isclass(obj) and issubclass(obj, torch.autograd.Function):
         from gradlab.torchcompat import function_apply  # keywords on a torch before 2.13
 
         return function_apply(obj)
+    op = library_op(obj, modules)
+    if op is not None:
+        return op
     if not callable(obj):
         raise LoadError(f"{shown(obj)} is not callable")
     return obj  # type: ignore[no-any-return]
@@ -114,20 +133,73 @@ def load_callable(ref: Any, key: str, folder: Path | None = None) -> Callable[..
     return as_callable(load_object(ref, key, folder))
 
 
+#: What a spec's `function:` and `reference:` take, in words.
+EXPECTED = "'package.module:attr' or a torch.library op 'namespace::name'"
+#: (module name, its key path) of each module a spec's `import:` names.
+Imports = tuple[tuple[str, str], ...]
+
+
+def op_ref(ref: str) -> tuple[str, str] | None:
+    """(module, qualified name) when `ref` names a torch.library op: `mylib::op` ('' for the
+    module) or `package.module:mylib::op`; None for a `package.module:attr`."""
+    module, _, rest = ref.partition(":")
+    if "::" not in ref or ":" not in rest:
+        return None
+    return ("", ref) if rest.startswith(":") else (module, rest)
+
+
+def load_op(ref: str, key: str, folder: Path | None, imported: list[str]) -> LibraryOp:
+    """The torch.library op `ref` names (op_ref), its module imported first; `imported`: the
+    modules `import:` named, already imported (a LibraryOp imports them all again in a
+    worker)."""
+    found = op_ref(ref)
+    assert found is not None
+    module, qualname = found
+    if module:
+        import_at(module, key, folder)
+        imported = [*imported, module]
+    try:
+        op = lookup(qualname)
+    except OpNotFound:
+        after = (f" after importing {', '.join(imported)}" if imported else
+                 "; name the module that registers it with `import: package.module`")
+        ns = qualname.partition("::")[0]
+        known = registered_names(ns)
+        raise fail(key, f"no torch.library op {shown(qualname)} is registered{after}" + (
+            " " + unknown_name("", qualname, known, f"ops in {ns}") if known else "")) from None
+    return LibraryOp(qualname, imported, op)
+
+
 class Pending:
-    """A spec's `package.module:attr`, its form checked but not imported yet: a whole spec is
-    validated before any user module (and the torch it imports) is, so that a spec error comes
-    at once (gradlab.spec.files.import_callables imports them; calling one first is a bug)."""
+    """A spec's `package.module:attr` or torch.library op `namespace::name` (with the modules
+    its `import:` names), its form checked but not imported yet: a whole spec is validated
+    before any user module (and the torch it imports) is, so that a spec error comes at once
+    (gradlab.spec.files.import_callables imports them; calling one first is a bug)."""
 
-    __slots__ = ("folder", "key", "ref", "source")
+    __slots__ = ("folder", "imports", "key", "ref", "source")
 
-    def __init__(self, ref: str, key: str, folder: Path | None, source: str | None = None):
+    def __init__(self, ref: str, key: str, folder: Path | None, source: str | None = None,
+                 imports: Imports = ()):
         self.ref, self.key, self.folder, self.source = ref, key, folder, source
+        self.imports = imports
+
+    def at(self, source: str) -> Pending:
+        """The same reference, its errors naming the spec file `source`."""
+        return Pending(self.ref, self.key, self.folder, source, self.imports)
+
+    def _load(self) -> Callable[..., Any]:
+        for module, key in self.imports:  # in order: the op's registration, then the rest
+            import_at(module, key, self.folder)
+        modules = [m for m, _ in self.imports]
+        if op_ref(self.ref) is not None:
+            return load_op(self.ref, self.key, self.folder, modules)
+        obj = load_object(self.ref, self.key, self.folder)
+        return as_callable(obj, [*modules, self.ref.partition(":")[0]])
 
     def load(self) -> Callable[..., Any]:
         """The callable, imported; an error names the spec file (source) and key."""
         try:
-            return load_callable(self.ref, self.key, self.folder)
+            return self._load()
         except SpecError as exc:
             raise (exc.at(source=self.source) if self.source else exc) from None
         except LoadError as exc:  # not callable
@@ -140,8 +212,28 @@ class Pending:
         return f"Pending({self.ref!r})"
 
 
-def pending(ref: Any, key: str, folder: Path | None = None) -> Pending:
-    """`package.module:attr` checked in form (no import): see Pending."""
+def pending(ref: Any, key: str, folder: Path | None = None, imports: Imports = ()) -> Pending:
+    """`package.module:attr` or `[package.module:]namespace::name` checked in form (no
+    import): see Pending; `imports`: the modules to import first (`import:`)."""
     if not isinstance(ref, str) or ":" not in ref:
-        raise fail(key, f"expected 'package.module:attr', got {shown(ref)}")
-    return Pending(ref, key, folder)
+        raise fail(key, f"expected {EXPECTED}, got {shown(ref)}")
+    found = op_ref(ref)
+    if found is not None and not (is_qualname(found[1]) and (
+            not found[0] or MODULE_NAME.fullmatch(found[0]))):
+        raise fail(key, f"expected {EXPECTED} (with an optional '.overload'), or "
+                        f"'package.module:namespace::name', got {shown(ref)}")
+    return Pending(ref, key, folder, imports=imports)
+
+
+def parse_imports(value: Any, key: str) -> Imports:
+    """A spec's `import:`: one module name or a list of them, each with its key path."""
+    names = value if isinstance(value, list) else [value]
+    if not names:
+        raise fail(key, "expected a module name (package.module) or a list of them, got []")
+    found = []
+    for i, name in enumerate(names):
+        where = join(key, i) if isinstance(value, list) else key
+        if not isinstance(name, str) or not MODULE_NAME.fullmatch(name):
+            raise fail(where, f"expected a module name (package.module), got {shown(name)}")
+        found.append((name, where))
+    return tuple(found)

@@ -31,4 +31,6 @@ CODES: dict[str, tuple[str, ...]] = {
                      "compile_missing", "vmap_missing", "func_grad_missing",
                      "deterministic_missing", "noncontiguous_missing", "cuda_missing"),
     "batched_grad": ("batched_grad_wrong", "batched_grad_missing"),
+    "opcheck": ("undeclared_mutation", "undeclared_alias", "schema_violation", "fake_mismatch",
+                "fake_missing", "autograd_registration", "autograd_missing", "aot_dispatch"),
 }

@@ -129,6 +129,11 @@ RULES: tuple[Rule, ...] = (
          "an input kept on ctx instead of save_for_backward (found by aliasing, not shown "
          "by an in-place update)",
          why="a hazard: wrong only if the input is updated in place before backward"),
+    Rule("opcheck", "fake_missing", WARN,
+         "a torch.library op has no fake (meta) kernel (opcheck's faketensor and AOT dispatch "
+         "rows)",
+         why="eager use is right; torch.compile, export and FX tracing cannot trace it "
+             "(opcheck fails it: --strict does too)"),
     Rule("contract", "output_not_differentiable", WARN,
          "an output does not require grad where the reference's does",
          why="a loss through it gets no gradient"),

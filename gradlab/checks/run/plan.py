@@ -13,7 +13,7 @@ from gradlab.model import CHECKS, Case, Target
 Item = tuple[str, Target, Case, str, str]
 #: The checks a "numerical" item makes: once per case and device, whatever the dtypes.
 PER_CASE_CHECKS = frozenset({"jacobian", "second_order", "forward_ad", "autocast",
-                             "capabilities"})
+                             "capabilities", "opcheck"})
 
 
 def enabled_checks(target: Target, options: Options) -> frozenset[str]:

@@ -32,6 +32,7 @@ from gradlab.checks.numeric.execute import as_dtypes_of, rng_judged, rng_replaye
 from gradlab.checks.numeric.forward_ad import forward_ad_row
 from gradlab.checks.numeric.jacobian import build_backward
 from gradlab.checks.numeric.numerical import jacobian_check
+from gradlab.checks.numeric.opcheck import opcheck_rows
 from gradlab.checks.numeric.second_order import blame_precision, second_order_row
 from gradlab.checks.run.options import Options
 from gradlab.checks.run.plan import Item, enabled_checks
@@ -106,7 +107,8 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
 def numerical_rows(target: Target, case: Case, device: str, options: Options,
                    seed: int) -> list[CheckRow]:
     """The rows made once per case and device: jacobian and second_order in the numerical
-    dtype (float64), autocast (float32 inputs), capabilities (the numerical dtype)."""
+    dtype (float64), autocast (float32 inputs), capabilities and opcheck (the numerical
+    dtype)."""
     checks = enabled_checks(target, options)
     ctx = CaseContext(target, case, target.numerical_dtype, device, options)
     gen = torch.Generator().manual_seed(seed + 7)
@@ -115,6 +117,8 @@ def numerical_rows(target: Target, case: Case, device: str, options: Options,
     except Exception as exc:
         ctx.row("base", "jacobian", ERROR, reason="inputs_failed", note=first_line(exc))
         return ctx.rows
+    if "opcheck" in checks:  # a torch.library op's; before: it needs no differentiable input
+        guarded_check(ctx, "opcheck", lambda: opcheck_rows(ctx, inputs.clone()))
     if not inputs.diff_index:
         return ctx.rows
     first_ok = True
