@@ -91,6 +91,16 @@ HINTS: dict[str, str] = {
     "tail_tile": "wrong only in the last partial tile along a dim (a launch grid of n // BLOCK "
                  "instead of cdiv(n, BLOCK), or a loop that drops the remainder?)",
     "index_range": "wrong only in one range of one dim (an index or group offset?)",
+    "sign_region": "wrong only for one sign of an input (a branch on the sign whose other "
+                   "side's derivative is wrong, abs or a leaky slope?)",
+    "zero_region": "wrong only where an input is 0 (the derivative's value at 0: a convention "
+                   "at a kink, a 0/0?)",
+    "value_range": "wrong only in one range of an input's values (a clamp or a branch "
+                   "threshold?)",
+    "magnitude_band": "wrong only in one band of an input's magnitudes (a threshold on |x|, an "
+                      "approximation's range, overflow?)",
+    "near_ties": "wrong only where an input's values (nearly) tie (how tied values share the "
+                 "gradient: a max, sort or median?)",
     "ctx_output": "an output is kept on ctx instead of save_for_backward: a reference cycle "
                   "that keeps every activation alive until the cyclic garbage collector runs "
                   "(memory grows step by step)",
@@ -255,8 +265,24 @@ def _fact(f: Finding) -> str:
     return ""
 
 
+#: A value region's condition on input i, in words (regions.py's kinds).
+REGION_WORDS = {"zero": "input {i} == 0", "negative": "input {i} < 0",
+                "positive": "input {i} > 0", "ties": "input {i}'s values (nearly) tie",
+                "range": "input {i}", "band": "|input {i}|"}
+
+
 def pattern_words(p: Pattern) -> str:
     """Where a pattern's wrong elements lie, in words."""
+    if p.kind in REGION_WORDS:
+        where = REGION_WORDS[p.kind].format(i=p.input)
+        if p.kind in ("range", "band"):  # a fitted region: an open end is its values' extreme
+            where = (f"{where} >= {p.lo:.3g}" if p.hi is None else
+                     f"{where} <= {p.hi:.3g}" if p.lo is None else
+                     f"{where} is in [{p.lo:.3g}, {p.hi:.3g}]")
+        return (f"wrong only where {where}: {p.wrong_share or 0:.0%} of the wrong elements, "
+                f"{p.right_share or 0:.0%} of the right ones")
+    if p.kind == "edges":
+        return f"all wrong elements within {p.stop} of both ends of dim {p.dims[0]}"
     if p.kind == "border":
         return (f"all wrong elements within {p.stop} of the borders of dims {p.dims[0]} and "
                 f"{p.dims[1]}")

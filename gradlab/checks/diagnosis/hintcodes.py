@@ -15,7 +15,7 @@ from gradlab.checks.diagnosis.hints import LEVEL_HINTS, ONLY_HINT, PATTERN_HINTS
 #: written in its module (tests/test_hint_codes.py; capabilities' `*_missing` are f-strings).
 CODES: dict[str, tuple[str, ...]] = {
     "hints": ("non_finite", "zero", "constant_factor", "sign", *LEVEL_HINTS,
-              *PATTERN_HINTS.values(), "transposed", "swapped", *ONLY_HINT.values(),
+              *dict.fromkeys(PATTERN_HINTS.values()), "transposed", "swapped", *ONLY_HINT.values(),
               "value_dependent", "rng_replay", "second_order_only", "autocast_only",
               "also_without_autocast", "wrong_count", "non_tensor_grad",
               "wrong_shape", "inplace_saved", "crash"),
