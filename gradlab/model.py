@@ -59,7 +59,10 @@ LAYOUTS = ("contiguous", "channels_last", "transposed", "strided")
 #:                 torch.compile, torch.func vmap and grad, a deterministic backward,
 #:                 non-contiguous inputs, CUDA.
 CHECKS = ("forward", "gradient", "contract", "jacobian", "second_order", "forward_ad",
-          "autocast", "capabilities")
+          "autocast", "capabilities", "explore")
+#: Checks that run only when asked for by an option of their own (explore: `--explore`,
+#: gradlab.check(explore=)); `checks:` and `--check` still narrow them.
+OPT_IN_CHECKS = ("explore",)
 #: Former check names, still accepted in specs and on the command line.
 CHECK_ALIASES = {"gradcheck": "jacobian", "gradgradcheck": "second_order"}
 

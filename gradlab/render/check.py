@@ -259,10 +259,19 @@ def reference_line(report: Report) -> str:
     return no_reference_words(report.rows)
 
 
+def explored_lines(report: Report) -> list[str]:
+    """What `--explore` searched, one line per passing op and case (a failing one says it in
+    its finding)."""
+    return [f"{r.op}/{r.case}: {message(r).removeprefix('explored: ')}" for r in report.rows
+            if r.check == "explore" and r.status == PASS and r.findings]
+
+
 def render_verdict(report: Report, console: Console, *, empty_ok: bool = False) -> None:
-    """The line about a missing reference (if any), then the one-line verdict, PASSED in green
-    or FAILED in red."""
+    """What --explore searched (if asked), the line about a missing reference (if any), then
+    the one-line verdict, PASSED in green or FAILED in red."""
     passed = exit_code(report, empty_ok=empty_ok) == ExitCode.OK
+    for line in explored_lines(report):
+        console.print(Text(line, style="dim"), soft_wrap=True)
     said = reference_line(report)
     if said:
         console.print(Text(said, style="yellow"))

@@ -91,6 +91,11 @@ HINTS: dict[str, str] = {
     "tail_tile": "wrong only in the last partial tile along a dim (a launch grid of n // BLOCK "
                  "instead of cdiv(n, BLOCK), or a loop that drops the remainder?)",
     "index_range": "wrong only in one range of one dim (an index or group offset?)",
+    "explored_wrong": "wrong on an input the explore search found (shrunk to the smallest that "
+                      "fails; the spec case to paste follows)",
+    "explored_raises": "backward raises on an input the explore search found, where forward "
+                       "and the reference ran (shrunk to the smallest that does; the spec case "
+                       "to paste follows)",
     "sign_region": "wrong only for one sign of an input (a branch on the sign whose other "
                    "side's derivative is wrong, abs or a leaky slope?)",
     "zero_region": "wrong only where an input is 0 (the derivative's value at 0: a convention "
@@ -243,8 +248,29 @@ def _ratio_range(f: Finding) -> str:
     return f" (per-element ratio {s.ratio_lo:.3g}..{s.ratio_hi:.3g}: no constant factor)"
 
 
+def explored_words(facts: dict, case: dict | None) -> str:
+    """What the explore search tried, and the shrunk failing input as a spec case (one flow
+    item to paste under a spec's `cases:`)."""
+    sizes = "; ".join(f"{n} -> {', '.join(map(str, ms))}" for n, ms in facts["sizes"].items())
+    said = (f"explored {facts['tried']} inputs in {facts['seconds']:.1f} s: sizes {sizes or '-'}"
+            f"; values {', '.join(facts['values']) or '-'}")
+    if facts.get("refused"):
+        said += f"; {facts['refused']} refused by forward (not failures)"
+    if facts["unjudgeable"]:
+        said += f"; {facts['unjudgeable']} not judgeable (the reference raises, is not finite " \
+                "or ill-conditioned there)"
+    if case is not None:
+        sets = ", ".join(f"{i}: {{{', '.join(f'{k}: {v}' for k, v in kv.items())}}}"
+                         for i, kv in case["set"].items())
+        said += f"; smallest failing input, as a spec case: - {{name: {case['name']}, set: " \
+                f"{{{sets}}}}}"
+    return said
+
+
 def _fact(f: Finding) -> str:
     """The finding's own facts: what came against what was expected."""
+    if f.subject == "explored" and isinstance(f.got, dict):
+        return explored_words(f.got, f.want if isinstance(f.want, dict) else None)
     if f.hint == "wrong_count":
         return f"backward returned {f.got} values for {f.want} forward inputs"
     if f.subject == "outputs":
