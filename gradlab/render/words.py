@@ -264,6 +264,22 @@ def explored_words(facts: dict, case: dict | None) -> str:
                          for i, kv in case["set"].items())
         said += f"; smallest failing input, as a spec case: - {{name: {case['name']}, set: " \
                 f"{{{sets}}}}}"
+        if any(0 in kv.get("shape", [1]) for kv in case["set"].values()):
+            said += " (an empty shape, which a spec cannot hold: gradlab.check with tensors of " \
+                    "these shapes reproduces it)"
+    return said
+
+
+def explored_summary(facts: dict) -> str:
+    """explored_words' first clause, short: what the search covered."""
+    kinds = [k for k in facts["values"] if k != "drawn"]
+    sizes = sorted({m for ms in facts["sizes"].values() for m in ms})
+    said = f"explored {facts['tried']} inputs in {facts['seconds']:.1f} s"
+    if sizes:
+        said += f": sizes {sizes[0]}..{sizes[-1]} on {len(facts['sizes'])} axes"
+    said += f"; values {', '.join(kinds)}" if kinds else "; no value axes"
+    if facts["unjudgeable"]:
+        said += f"; {facts['unjudgeable']} not judgeable"
     return said
 
 

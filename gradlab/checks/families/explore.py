@@ -33,7 +33,7 @@ from torch import Tensor
 from gradlab.cases import Inputs, copy_like, materialize
 from gradlab.checks.diagnosis import diagnose as dg
 from gradlab.checks.diagnosis import policy
-from gradlab.checks.families.domain import ILL_CONDITIONED, NUDGE, moved
+from gradlab.checks.families.domain import ILL_CONDITIONED, NUDGE
 from gradlab.checks.families.inputspace import (
     LARGE,
     SEED,
@@ -44,6 +44,7 @@ from gradlab.checks.families.inputspace import (
     combinations,
     one_at_a_time,
     resized,
+    shared_dims,
     with_values,
 )
 from gradlab.checks.numeric.context import CaseContext
@@ -139,21 +140,46 @@ def _ill_conditioned(ref: Callable[..., Any], inputs: Inputs, want: Run,
         for i, noise in noises.items():
             t = nudged.args[i].detach()
             if t.numel():
-                step = sign * NUDGE * noise * (t.abs() + t.abs().mean())
+                # an all-zero tensor moves by NUDGE itself (its mean magnitude is no scale)
+                scale = float(t.abs().mean()) or 1.0
+                step = sign * NUDGE * noise * (t.abs() + scale)
                 nudged.args[i] = copy_like(t + step, requires_grad=True)
         again = run_once(ref, nudged, want.grad_outs64 or None, gen)
-        if again.error is not None or moved(want, again) > ILL_CONDITIONED:
+        if again.error is not None or _moved(want, again) > ILL_CONDITIONED:
             return True
     return False
 
 
+def _moved(a: Run, b: Run) -> float:
+    """The largest change from run a to run b in outputs and gradients, relative to the larger
+    of the two's magnitudes (an all-zero gradient that turns nonzero moved by 1: relu at 0);
+    inf where b is not finite where a is, or the shapes differ."""
+    va = [t.detach() for t in [*a.outs, *a.grads] if isinstance(t, Tensor)]
+    vb = [t.detach() for t in [*b.outs, *b.grads] if isinstance(t, Tensor)]
+    if len(va) != len(vb):
+        return float("inf")
+    worst = 0.0
+    for x, y in zip(va, vb, strict=True):
+        if x.shape != y.shape:
+            return float("inf")
+        keep = torch.isfinite(x)
+        x, y = x[keep], y[keep]
+        if not bool(torch.isfinite(y).all()):
+            return float("inf")
+        scale = max(float(x.abs().max()), float(y.abs().max())) if x.numel() else 0.0
+        if scale > 0:
+            worst = max(worst, float((x - y).abs().max()) / scale)
+    return worst
+
+
 def search(judge_point: Callable[[Point], Outcome], base: Point, budget: float,
-           clock: Callable[[], float] = time.perf_counter) -> Search:
+           clock: Callable[[], float] = time.perf_counter,
+           shared: Sequence[tuple[int, int, int]] = ()) -> Search:
     """Points one axis at a time, then seeded combinations, until `budget` seconds pass or
     one fails; a failure is then shrunk (shrink) within what is left of the budget."""
     s = Search(sizes_seen={n: set() for n, _ in base.sizes}, kinds_seen=set())
     start = clock()
-    points = _chain(one_at_a_time(base), combinations(base, random.Random(SEED)))
+    points = _chain(one_at_a_time(base, shared), combinations(base, random.Random(SEED), shared))
     for p in points:
         if clock() - start > budget:
             break
@@ -209,8 +235,13 @@ def _smaller(p: Point) -> Iterator[Point]:
             values = list(p.values)
             values[k] = (i, "drawn")
             yield replace(p, values=tuple(values))
+    for k in range(len(p.dims)):  # a dim moved on its own back with its size axis
+        yield replace(p, dims=p.dims[:k] + p.dims[k + 1:])
+    for k, (i, d, m) in enumerate(p.dims):
+        for smaller in range(m):
+            yield replace(p, dims=(*p.dims[:k], (i, d, smaller), *p.dims[k + 1:]))
     for k, (n, m) in enumerate(p.sizes):
-        for smaller in range(0 if n in p.emptiable else 1, m):
+        for smaller in range(m):
             sizes = list(p.sizes)
             sizes[k] = (n, smaller)
             yield replace(p, sizes=tuple(sizes))
@@ -247,7 +278,7 @@ def explore_row(ctx: CaseContext, budget: float) -> None:
         return
     tol = op.tolerance("float64")
     s = search(lambda p: judge(op.function, op.reference, case, p, ctx.device, tol),
-               base_point(case), budget)
+               base_point(case), budget, shared=shared_dims(case))
     facts = {"tried": s.tried, "unjudgeable": s.unjudgeable, "refused": s.refused,
              "seconds": round(s.seconds, 2),
              "sizes": {n: sorted(m) for n, m in (s.sizes_seen or {}).items()},

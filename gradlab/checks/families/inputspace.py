@@ -17,7 +17,7 @@ from gradlab.checks.families.sizes import grown_within
 from gradlab.model import Case, TensorArg
 
 #: The value kinds of a floating differentiable input (VALUES[kind] makes them from a draw).
-VALUE_KINDS = ("drawn", "positive", "negative", "zeros", "ties", "tiny", "large")
+VALUE_KINDS = ("drawn", "positive", "negative", "zeros", "zero", "ties", "tiny", "large")
 #: The most elements one explored tensor may have: the search is for conditions, not sizes, and
 #: a point must cost milliseconds (a dense float64 tensor of 4096 elements is 32 KB).
 MAX_ELEMENTS = 4096
@@ -32,18 +32,17 @@ MOVE = 0.4
 
 @dataclass(frozen=True)
 class Point:
-    """One explored input: each size axis' size ({case size: size}) and each value axis' kind."""
+    """One explored input: each size axis' size ((case size, size): every dim of that size),
+    single dims moved on their own ((argument, dim, size): a square image made non-square),
+    and each value axis' kind."""
 
     sizes: tuple[tuple[int, int], ...]
     values: tuple[tuple[int, str], ...]
-    #: the size axes that may be empty (leading_sizes).
-    emptiable: frozenset[int] = frozenset()
-
-    def size_values(self, n: int) -> list[int]:
-        return size_values(n, n in self.emptiable)
+    dims: tuple[tuple[int, int, int], ...] = ()
 
     def moved_axes(self) -> int:
-        return sum(a != b for a, b in self.sizes) + sum(k != "drawn" for _, k in self.values)
+        return (sum(a != b for a, b in self.sizes) + len(self.dims)
+                + sum(k != "drawn" for _, k in self.values))
 
 
 def size_axes(case: Case) -> list[int]:
@@ -52,21 +51,21 @@ def size_axes(case: Case) -> list[int]:
     return sorted({n for s in shapes for n in s if n > 0}, reverse=True)
 
 
-def leading_sizes(case: Case) -> set[int]:
-    """The sizes found only as the tensors' first dims: the batch-like ones a caller can empty
-    (an empty batch, no indices, no points).  An empty channel or kernel dim is a degenerate
-    layer that torch's own ops answer inconsistently (F.conv2d with 0 in-channels returns 0
-    out-channels), so a size shared with any other dim is never emptied."""
-    shapes = [tuple(a.shape) for a in case.args if isinstance(a, (TensorArg, Tensor))]
-    first = {s[0] for s in shapes if s}
-    later = {n for s in shapes for n in s[1:]}
-    return first - later
+def shared_dims(case: Case) -> list[tuple[int, int, int]]:
+    """(argument, dim, size) of every dim whose size another dim shares: each also moves on its
+    own (where the sizes must agree the reference refuses it, a point not judgeable)."""
+    dims = [(i, d, n) for i, a in enumerate(case.args) if isinstance(a, (TensorArg, Tensor))
+            for d, n in enumerate(tuple(a.shape)) if n > 0]
+    count: dict[int, int] = {}
+    for _, _, n in dims:
+        count[n] = count.get(n, 0) + 1
+    return [t for t in dims if count[t[2]] > 1]
 
 
-def size_values(n: int, leading: bool = True) -> list[int]:
-    """The sizes axis n takes: empty (a leading axis only), one, two, odd sizes around n and
-    past a tile."""
-    return sorted({0 if leading else 1, 1, 2, 3, max(n - 1, 1), n + 1, 2 * n + 1, 17, 33} - {n})
+def size_values(n: int) -> list[int]:
+    """The sizes axis n takes: empty, one, two, odd sizes around n and past a tile."""
+    return sorted({0, 1, 2, 3, max(n - 1, 1), n + 1, 2 * n + 1, 17, 33} - {n})
+
 
 
 def value_axes(case: Case) -> list[int]:
@@ -84,16 +83,20 @@ def value_axes(case: Case) -> list[int]:
 
 def base_point(case: Case) -> Point:
     return Point(tuple((n, n) for n in size_axes(case)),
-                 tuple((i, "drawn") for i in value_axes(case)), frozenset(leading_sizes(case)))
+                 tuple((i, "drawn") for i in value_axes(case)))
 
 
-def one_at_a_time(base: Point) -> Iterator[Point]:
-    """Each axis alone at each of its values, the rest as the case has them."""
+def one_at_a_time(base: Point, shared: Sequence[tuple[int, int, int]] = ()) -> Iterator[Point]:
+    """Each axis alone at each of its values, the rest as the case has them: the size axes,
+    each shared dim on its own (one more, empty), the value axes."""
     for k, (n, _) in enumerate(base.sizes):
-        for m in base.size_values(n):
+        for m in size_values(n):
             sizes = list(base.sizes)
             sizes[k] = (n, m)
             yield replace(base, sizes=tuple(sizes))
+    for i, d, n in shared:
+        for m in (n + 1, 0):
+            yield replace(base, dims=((i, d, m),))
     for k, (i, _) in enumerate(base.values):
         for kind in VALUE_KINDS[1:]:
             values = list(base.values)
@@ -101,30 +104,37 @@ def one_at_a_time(base: Point) -> Iterator[Point]:
             yield replace(base, values=tuple(values))
 
 
-def combinations(base: Point, rng: random.Random) -> Iterator[Point]:
-    """Seeded random points, each moving about MOVE of the axes."""
+def combinations(base: Point, rng: random.Random,
+                 shared: Sequence[tuple[int, int, int]] = ()) -> Iterator[Point]:
+    """Seeded random points, each moving about MOVE of the axes (and, one time in three, one
+    shared dim on its own)."""
     while True:
-        sizes = tuple((n, rng.choice(base.size_values(n)) if rng.random() < MOVE else n)
+        sizes = tuple((n, rng.choice(size_values(n)) if rng.random() < MOVE else n)
                       for n, _ in base.sizes)
         values = tuple((i, rng.choice(VALUE_KINDS) if rng.random() < MOVE else "drawn")
                        for i, _ in base.values)
-        yield Point(sizes, values, base.emptiable)
+        dims: tuple[tuple[int, int, int], ...] = ()
+        if shared and rng.random() < 1 / 3:
+            i, d, n = rng.choice(list(shared))
+            dims = ((i, d, rng.choice((n + 1, 2 * n + 1, 1, 0))),)
+        yield Point(sizes, values, dims)
 
 
 def resized(case: Case, point: Point) -> Case | None:
     """`case` at the point's sizes (every dim of a size axis in every argument), or None when a
     tensor would pass MAX_ELEMENTS."""
     size = dict(point.sizes)
+    own = {(i, d): m for i, d, m in point.dims}
     args: list[Any] = []
-    for a in case.args:
+    for i, a in enumerate(case.args):
+        if isinstance(a, (TensorArg, Tensor)):
+            shape = tuple(own.get((i, d), size.get(n, n)) for d, n in enumerate(a.shape))
         if isinstance(a, TensorArg):
-            shape = tuple(size.get(n, n) for n in a.shape)
             if _numel(shape) > MAX_ELEMENTS or (a.values is not None and shape != a.shape):
                 return None
             a = replace(a, shape=shape, strides=None,
                         layout="contiguous" if a.layout == "strided" else a.layout)
         elif isinstance(a, Tensor):
-            shape = tuple(size.get(n, n) for n in a.shape)
             if _numel(shape) > MAX_ELEMENTS:
                 return None
             a = _reshaped(a, shape)
@@ -169,6 +179,8 @@ def with_values(inputs: Inputs, point: Point) -> Inputs:
             x = -x.abs()
         elif kind == "zeros":
             x.view(-1)[torch.rand(x.numel(), generator=gen) < 0.25] = 0
+        elif kind == "zero":  # every element: a zero rotation, an all-zero mask
+            x = torch.zeros_like(x)
         elif kind == "ties":
             flat = x.reshape(-1)
             flat[1::2] = flat[0::2][: flat[1::2].numel()]
