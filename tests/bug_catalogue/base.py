@@ -85,6 +85,16 @@ def last_writer(idx: Tensor, n: int) -> Tensor:
     return w
 
 
+def vjp(fn: Callable[..., Tensor], xs: Sequence[Tensor], g: Tensor) -> tuple[Tensor, ...]:
+    """The gradients of fn(*xs) for grad_output g, by autograd, inside a backward: built
+    into the graph when backward itself is being differentiated (create_graph), so that
+    a twin written this way is right in double backward too."""
+    create = torch.is_grad_enabled()
+    ins = [x if create and x.requires_grad else x.detach().requires_grad_() for x in xs]
+    with torch.enable_grad():
+        return torch.autograd.grad(fn(*ins), ins, g, create_graph=create)
+
+
 def needs(ctx: Any, i: int) -> bool:
     """ctx.needs_input_grad[i], spelt short."""
     return bool(ctx.needs_input_grad[i])
