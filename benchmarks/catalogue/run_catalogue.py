@@ -140,10 +140,12 @@ def write(results: dict[str, Any], command: str) -> None:
     with (HERE / "catalogue.csv").open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["id", "project", "ref", "url", "mechanism", "trigger", "smallest",
-                    "inputs", *KEYS])
+                    "smallest_args", "grad_output", "order", "inputs", *KEYS])
         for e, r in rows:
+            small = shapes_of(e.smallest_inputs()) if e.smallest_inputs else "(own demo)"
             w.writerow([e.id, e.project, e.ref, e.url, e.mechanism, e.trigger, e.smallest,
-                        shapes_of(e.inputs()), *(verdict(r, k) for k in KEYS)])
+                        small, e.grad_kind or "", e.order, shapes_of(e.inputs()),
+                        *(verdict(r, k) for k in KEYS)])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,6 +37,16 @@ class Entry:
     inputs: Callable[[], list[Any]]   # fresh example arguments, as the author would pass
     reference: Callable[..., Any] | None = None   # plain autograd, same signature
     check_kwargs: dict[str, Any] = field(default_factory=dict)  # only where a user must say it
+    # How demo.demonstrate shows the bug without gradlab: the smallest failing input (the
+    # one `smallest` describes), the grad_output's layout ("expanded" as .sum() gives,
+    # "transposed", "narrow" as cat gives), the order of derivatives, and whether the
+    # arguments are non-leaf copies ("mul") or outputs an upstream op saved ("exp"); or a
+    # demo of its own (returns None when the Function behaves, else what went wrong).
+    smallest_inputs: Callable[[], list[Any]] | None = None
+    grad_kind: str | None = None
+    order: int = 1
+    nonleaf: str | None = None
+    demo: Callable[[Any], str | None] | None = None
 
     def fn(self, which: str) -> Callable[..., Any]:
         """The callable for `which` ("buggy" or "twin"): a Function's apply, or itself."""
@@ -51,6 +61,11 @@ def rand(*shape: int, seed: int = 0, low: float = -1.0, high: float = 1.0,
     gen = torch.Generator().manual_seed(seed)
     v = (low + (high - low) * torch.rand(shape, generator=gen, dtype=F64)).to(dtype)
     return v.requires_grad_(grad)
+
+
+def vals(*v: float, grad: bool = True, dtype: torch.dtype = F64) -> Tensor:
+    """A 1-D tensor of exactly these values (a smallest failing input), requiring grad."""
+    return torch.tensor(v, dtype=dtype).requires_grad_(grad)
 
 
 def raw_contiguous(t: Tensor) -> Tensor:

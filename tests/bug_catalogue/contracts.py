@@ -140,32 +140,57 @@ class TwiceGradFixed(TwiceGradInPlace):
     inplace = False
 
 
+def reused_after_call(ref: Any, inputs: Any) -> Any:
+    """A demo: the in-place Function's first input is a layer's output that the model
+    reads again after the call (x ** 2). Without mark_dirty autograd keeps x's old history
+    for those later reads: the gradient through them misses the Function's effect."""
+    def demo(fn: type[Function]) -> str | None:
+        leaves = [t.detach().clone().requires_grad_() for t in inputs()]
+        x = leaves[0] * 1.0
+        out = fn.apply(x, *leaves[1:])
+        got = torch.autograd.grad(out.sum() + (x ** 2).sum(), leaves)
+        want_out = ref(*leaves)
+        want = torch.autograd.grad(want_out.sum() + (want_out ** 2).sum(), leaves)
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            if not torch.allclose(g, w, rtol=1e-7, atol=1e-7):
+                return f"gradient {i}: differs once the input is read again after the call"
+        return None
+    return demo
+
+
 PT = "https://github.com/pytorch/pytorch"
 LIGER = "https://github.com/linkedin/Liger-Kernel"
 ENTRIES = (
     Entry("pt30454-inplace-no-mark-dirty", "pytorch/pytorch", "issue 30454",
           f"{PT}/issues/30454", "inplace_input",
-          "a non-leaf input (a layer's output): modified in place without mark_dirty",
-          "x [1] = layer output", DoubleInPlace, DoubleInPlaceFixed, lambda: [rand(3, 4)],
-          lambda x: 2 * x),
+          "a non-leaf input read again after the call: without mark_dirty autograd keeps "
+          "its old history (the report, torch 1.3: backward never ran)",
+          "x [1] non-leaf, read again", DoubleInPlace, DoubleInPlaceFixed, lambda: [rand(3, 4)],
+          lambda x: 2 * x,
+          demo=reused_after_call(lambda x: 2 * x, lambda: [rand(1)])),
     Entry("pt5871-slice-add-no-mark-dirty", "pytorch/pytorch", "issue 5871",
           f"{PT}/issues/5871", "inplace_input",
-          "a non-leaf `a` (a + 1): a[1:2] += b without mark_dirty, b's gradient is None",
-          "a [2] non-leaf, b [1]", SliceAddInPlace, SliceAddInPlaceFixed,
-          lambda: [rand(3, 2), rand(1, 2, seed=1)], slice_add_ref),
+          "a non-leaf a read again after a[1:2] += b without mark_dirty: the reads miss "
+          "b's effect (the report, torch 0.3: b's gradient was None)",
+          "a [2] non-leaf, read again; b [1]", SliceAddInPlace, SliceAddInPlaceFixed,
+          lambda: [rand(3, 2), rand(1, 2, seed=1)], slice_add_ref,
+          demo=reused_after_call(slice_add_ref, lambda: [rand(2), rand(1, seed=1)])),
     Entry("liger1251-ce-writes-logits", "linkedin/Liger-Kernel", "PR 1251",
           f"{LIGER}/pull/1251", "inplace_input",
           "logits that an upstream op saved (a softmax's output): the kernel overwrites them",
           "x [1,2] = softmax output, target [1]", CrossEntropyInPlace, CrossEntropyOutOfPlace,
-          lambda: [rand(3, 5), torch.tensor([1, 0, 4])], F.cross_entropy),
+          lambda: [rand(3, 5), torch.tensor([1, 0, 4])], F.cross_entropy,
+          smallest_inputs=lambda: [rand(1, 2), torch.tensor([1])], nonleaf="exp"),
     Entry("liger254-swiglu-bwd-writes-inputs", "linkedin/Liger-Kernel", "issue 254",
           f"{LIGER}/issues/254", "inplace_saved",
           "inputs that another op saved (an exp's output): backward overwrites them",
           "a [1], b [1] = the same exp output", SwiGLUInPlaceBackward, SwiGLUOutOfPlace,
-          lambda: [rand(3, 4), rand(3, 4, seed=1)], lambda a, b: F.silu(a) * b),
+          lambda: [rand(3, 4), rand(3, 4, seed=1)], lambda a, b: F.silu(a) * b,
+          smallest_inputs=lambda: [rand(1), rand(1, seed=1)], nonleaf="exp"),
     Entry("pt81417-bwd-mutates-grad-output", "pytorch/pytorch", "issue 81417",
           f"{PT}/issues/81417", "inplace_grad_output",
           "a grad_output the caller reuses (several outputs' grads, a hook): it is doubled",
           "x [1]; grad_output reused after backward", TwiceGradInPlace, TwiceGradFixed,
-          lambda: [rand(3, 4)], lambda x: 2 * x),
+          lambda: [rand(3, 4)], lambda x: 2 * x,
+          smallest_inputs=lambda: [rand(1)]),
 )

@@ -158,8 +158,8 @@ class CumProdFixed(CumProd):
 
 
 class AddColumn(Function):
-    """a + b[:, None]; BROKEN: b's gradient flattens g with .view(n, -1) (no elements: the
-    -1 is ambiguous and raises)."""
+    """a + b[:, None]; BROKEN: a shortcut skips the reduction of an empty gradient and
+    returns it at a's shape [n, 0] for b's [n] (autograd refuses the shape)."""
 
     sum_dim = False
 
@@ -169,7 +169,7 @@ class AddColumn(Function):
 
     @classmethod
     def backward(cls, ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
-        gb = g.sum(1) if cls.sum_dim else g.view(g.shape[0], -1).sum(1)
+        gb = g.sum(1) if cls.sum_dim or g.numel() else g   # "nothing to reduce"
         return g, gb
 
 
@@ -221,37 +221,52 @@ class SquareKernelFixed(SquareKernel):
     guard = True
 
 
+def pdist_ref(x: Tensor) -> Tensor:
+    """F.pdist in plain ops (F.pdist's own backward crashes on zero rows: issue 197099)."""
+    i, j = torch.triu_indices(x.shape[0], x.shape[0], 1)
+    return (x[i] - x[j]).norm(dim=-1)
+
+
 PT = "https://github.com/pytorch/pytorch"
 ENTRIES = (
     Entry("pt78868-pool-empty-output", "pytorch/pytorch", "issue 78868", f"{PT}/issues/78868",
           "empty_tensor", "an output size of 0: backward divides by it",
           "x [1,1], bins 0", BlockMean, BlockMeanFixed, lambda: [rand(2, 6), 3],
-          block_mean_ref),
+          block_mean_ref,
+          smallest_inputs=lambda: [rand(1, 1), 0]),
     Entry("pt78152-gelu-empty", "pytorch/pytorch", "issue 78152", f"{PT}/issues/78152",
           "empty_tensor", "an input with no elements: backward launches a grid of 0 blocks",
-          "x [0]", GeluKernel, GeluKernelFixed, lambda: [rand(3, 4)], F.gelu),
+          "x [0]", GeluKernel, GeluKernelFixed, lambda: [rand(3, 4)], F.gelu,
+          smallest_inputs=lambda: [rand(0)]),
     Entry("pt197099-pdist-zero-rows", "pytorch/pytorch", "issue 197099",
           f"{PT}/issues/197099", "empty_tensor",
           "an input with zero rows: backward divides by the row count",
-          "x [0,1]", Pdist, PdistFixed, lambda: [rand(4, 3)], F.pdist),
+          "x [0,1]", Pdist, PdistFixed, lambda: [rand(4, 3)], pdist_ref,
+          smallest_inputs=lambda: [rand(0, 1)]),
     Entry("pt45201-repeat-zero", "pytorch/pytorch", "issue 45201", f"{PT}/issues/45201",
           "empty_tensor", "repeat(0): backward chunks the gradient into 0 pieces",
           "x [1], reps 0", TileChunks, TileChunksFixed, lambda: [rand(4), 3],
-          lambda x, reps: x.repeat(reps)),
+          lambda x, reps: x.repeat(reps),
+          smallest_inputs=lambda: [rand(1), 0]),
     Entry("pt31782-cumprod-empty", "pytorch/pytorch", "issue 31782", f"{PT}/issues/31782",
           "empty_tensor", "a zero-length dim: backward reads its last element",
-          "x [1,0]", CumProd, CumProdFixed, lambda: [rand(2, 4)], lambda x: x.cumprod(-1)),
+          "x [1,0]", CumProd, CumProdFixed, lambda: [rand(2, 4)], lambda x: x.cumprod(-1),
+          smallest_inputs=lambda: [rand(1, 0)]),
     Entry("pt15223-unsqueeze-empty", "pytorch/pytorch", "issue 15223", f"{PT}/issues/15223",
-          "empty_tensor", "a [4, 0] operand broadcast against b[:, None]: the reduction raises",
-          "a [1,0], b [1]", AddColumn, AddColumnFixed, lambda: [rand(4, 3), rand(4, seed=1)],
-          lambda a, b: a + b[:, None]),
+          "empty_tensor",
+          "an [n, 0] operand (n > 1) broadcast against b[:, None]: b's gradient comes back [n, 0]",
+          "a [2,0], b [2]", AddColumn, AddColumnFixed, lambda: [rand(4, 3), rand(4, seed=1)],
+          lambda a, b: a + b[:, None],
+          smallest_inputs=lambda: [rand(2, 0), rand(2, seed=1)]),
     Entry("oneflow8371-repeat-interleave-zero", "Oneflow-Inc/oneflow", "issue 8371",
           "https://github.com/Oneflow-Inc/oneflow/issues/8371", "empty_tensor",
           "repeat_interleave with 0 repeats: an empty output whose backward fails",
           "x [1,1], reps 0", RepeatRows, RepeatRowsFixed, lambda: [rand(2, 3), 2],
-          lambda x, reps: x.repeat_interleave(reps, 0)),
+          lambda x, reps: x.repeat_interleave(reps, 0),
+          smallest_inputs=lambda: [rand(1, 1), 0]),
     Entry("slang3696-zero-size-kernel", "shader-slang/slang", "issue 3696",
           "https://github.com/shader-slang/slang/issues/3696", "empty_tensor",
           "a 0-size tensor through a kernel's backward launch", "x [0]",
-          SquareKernel, SquareKernelFixed, lambda: [rand(3, 4)], lambda x: x * x),
+          SquareKernel, SquareKernelFixed, lambda: [rand(3, 4)], lambda x: x * x,
+          smallest_inputs=lambda: [rand(0)]),
 )

@@ -179,31 +179,48 @@ class MSESumFixed(MSESum):
     grad_fn = MSEGradFixed
 
 
+def raw_grad_output_shape(fn: type[MSESum]) -> str | None:
+    """The shape double backward returns for grad_output (a scalar's): the values are
+    right either way, since autograd sums a larger gradient down to the scalar."""
+    x, y = rand(2), rand(2, seed=1)
+    (gx,) = torch.autograd.grad(fn.apply(x, y), x, create_graph=True)
+    raw = gx.grad_fn.apply(torch.ones_like(gx))  # the hand-written double backward, unsummed
+    if raw[0].shape != torch.Size([]):
+        return f"grad_output's gradient has shape {list(raw[0].shape)}, grad_output's is []"
+    return None
+
+
 PT = "https://github.com/pytorch/pytorch"
 SO = "second order (double backward, e.g. a gradient penalty)"
 ENTRIES = (
     Entry("pt76185-ctx-intermediate", "pytorch/pytorch", "issue 76185", f"{PT}/issues/76185",
           "ctx_intermediate", f"{SO}: an intermediate kept on ctx is a constant there",
           "x [1]", ExpSquaredCtx, ExpSquaredFixed, lambda: [rand(5)],
-          lambda x: (2 * x).exp()),
+          lambda x: (2 * x).exp(),
+          smallest_inputs=lambda: [rand(1)], order=2),
     Entry("pt58509-ctx-intermediate", "pytorch/pytorch", "issue 58509", f"{PT}/issues/58509",
           "ctx_intermediate", f"{SO}: an intermediate kept on ctx is a constant there",
           "x [1]", SinOfSquareCtx, SinOfSquareFixed, lambda: [rand(5)],
-          lambda x: (x * x).sin()),
+          lambda x: (x * x).sin(),
+          smallest_inputs=lambda: [rand(1)], order=2),
     Entry("pt59477-bce-sum-double-backward", "pytorch/pytorch", "issue 59477",
           f"{PT}/issues/59477", "second_order_formula",
           f"{SO} of binary_cross_entropy with reduction='sum'",
           "x [2] in (0, 1), t [2]", BCESum, BCESumFixed,
           lambda: [rand(2, 3, low=0.1, high=0.9), rand(2, 3, seed=1, low=0.0, high=1.0)],
-          bce_sum_ref),
+          bce_sum_ref,
+          smallest_inputs=lambda: [rand(2, low=0.1, high=0.9), rand(2, seed=1, low=0.0, high=1.0)],
+          order=2),
     Entry("pt65466-kldiv-target-grad", "pytorch/pytorch", "issue 65466", f"{PT}/issues/65466",
           "second_order_formula", f"{SO} with the target requiring grad",
           "inp [1], tgt [1] > 0, both requiring grad", KLDiv, KLDivFixed,
           lambda: [rand(4), rand(4, seed=1, low=0.1, high=1.0)],
-          lambda inp, tgt: (tgt * (tgt.log() - inp)).sum()),
+          lambda inp, tgt: (tgt * (tgt.log() - inp)).sum(),
+          smallest_inputs=lambda: [rand(1), rand(1, seed=1, low=0.1, high=1.0)], order=2),
     Entry("pt78355-double-backward-shape", "pytorch/pytorch", "issue 78355",
           f"{PT}/issues/78355", "summed_shape",
           f"{SO}: grad_output's gradient returned at the input's shape, not the scalar's",
           "x [2], y [2]", MSESum, MSESumFixed, lambda: [rand(3, 2), rand(3, 2, seed=1)],
-          lambda x, y: ((x - y) ** 2).sum()),
+          lambda x, y: ((x - y) ** 2).sum(),
+          demo=raw_grad_output_shape),
 )

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd import Function
 
-from .base import Entry, rand, vjp
+from .base import Entry, rand, vals, vjp
 
 GROUPS = 2
 EPS = 1e-5
@@ -259,33 +259,41 @@ ENTRIES = (
           "https://github.com/linkedin/Liger-Kernel/issues/1375", "rank",
           "a 4-D [N, C, H, W] input (the tests used 3-D [N, C, L])",
           "x [1,2,2,2], w [2], b [2]", GroupNorm, GroupNormFixed,
-          lambda: [rand(2, 4, 3), rand(4, seed=1), rand(4, seed=2)], group_norm_ref),
+          lambda: [rand(2, 4, 3), rand(4, seed=1), rand(4, seed=2)], group_norm_ref,
+          smallest_inputs=lambda: [rand(1, 2, 2, 2), rand(2, seed=1), rand(2, seed=2)]),
     Entry("pt36820-pool-grid-swapped", "pytorch/pytorch", "PR 36820", f"{PT}/pull/36820",
           "non_square", "a non-square output (out_h != out_w): the grid's extents are swapped",
           "x [1,1,2,4] (output [1,1,1,2])", AvgPoolSwappedGrid, AvgPoolGridFixed,
-          lambda: [rand(1, 2, 4, 4)], lambda x: F.avg_pool2d(x, 2)),
+          lambda: [rand(1, 2, 4, 4)], lambda x: F.avg_pool2d(x, 2),
+          smallest_inputs=lambda: [rand(1, 1, 2, 4)]),
     Entry("mamba537-block-tail-carry", "state-spaces/mamba", "PR 537",
           "https://github.com/state-spaces/mamba/pull/537", "tail_tile",
           "a length that is no multiple of the block: the partial block's carry is dropped",
           f"x [1,{SCAN_BLOCK + 1}]", BlockCumsum, BlockCumsumFixed, lambda: [rand(2, 8)],
-          lambda x: x.cumsum(-1)),
+          lambda x: x.cumsum(-1),
+          smallest_inputs=lambda: [rand(1, SCAN_BLOCK + 1)]),
     Entry("accelscan15-inter-block-carry", "proger/accelerated-scan", "PR 15",
           "https://github.com/proger/accelerated-scan/pull/15", "block_carry",
           "a sequence longer than one block (the tests' small decays f hid the error)",
           f"f [1,{SCAN_BLOCK + 2}], x [1,{SCAN_BLOCK + 2}]", LinearRecurrence,
           LinearRecurrenceFixed,
-          lambda: [rand(2, 8, low=0.0, high=0.05), rand(2, 8, seed=1)], recurrence_ref),
+          lambda: [rand(2, 8, low=0.0, high=0.05), rand(2, 8, seed=1)], recurrence_ref,
+          smallest_inputs=lambda: [rand(1, SCAN_BLOCK + 2, low=0.0, high=1.0),
+                                   rand(1, SCAN_BLOCK + 2, seed=1)]),
     Entry("triton9838-layernorm-pad-var", "triton-lang/triton", "issue 9838",
           "https://github.com/triton-lang/triton/issues/9838", "tail_tile",
           "a feature size that is no power of two: padding enters the variance",
           "x [1,3]", LayerNormPadded, LayerNormPaddedFixed, lambda: [rand(2, 8)],
-          layer_norm_ref),
+          layer_norm_ref,
+          smallest_inputs=lambda: [rand(1, 3)]),
     Entry("mmcv565-dcn-batch-step", "open-mmlab/mmcv", "PR 565",
           "https://github.com/open-mmlab/mmcv/pull/565", "batch_handling",
           "a batch larger than im2col_step: only the first step's weight gradient is kept",
           f"x [{BATCH_STEP + 1},1], w [1,1]", BatchStepLinear, BatchStepLinearFixed,
-          lambda: [rand(2, 3), rand(3, 2, seed=1)], lambda x, w: x @ w),
+          lambda: [rand(2, 3), rand(3, 2, seed=1)], lambda x, w: x @ w,
+          smallest_inputs=lambda: [rand(BATCH_STEP + 1, 1), rand(1, 1, seed=1)]),
     Entry("pt82644-prod-zero-shape", "pytorch/pytorch", "issue 82644", f"{PT}/issues/82644",
           "special_value", "a one-element input equal to 0: the gradient comes back 0-d",
-          "x [1] = [0]", ProdDim, ProdDimFixed, lambda: [rand(3, 2)], lambda x: x.prod(0)),
+          "x [1] = [0]", ProdDim, ProdDimFixed, lambda: [rand(3, 2)], lambda x: x.prod(0),
+          smallest_inputs=lambda: [vals(0.0)]),
 )

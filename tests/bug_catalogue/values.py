@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd import Function
 
-from .base import Entry, rand
+from .base import Entry, rand, vals
 
 H = 0.35   # kornia's distance_transform step
 GAMMA = 0.5  # the focal loss exponent of kornia's report (0 < gamma < 1)
@@ -155,7 +155,7 @@ class RsqrtFixed(RsqrtBackward):
 
 class AmaxCount(Function):
     """x.amax() with the gradient split among tied maxima; BROKEN: the tie count is summed
-    in the gradient's dtype (float16 overflows past 65504 ties: the gradient is 0)."""
+    in the gradient's dtype (float16 rounds 65520 ties to inf: the gradient is 0)."""
 
     count_fp32 = False
 
@@ -218,37 +218,46 @@ ENTRIES = (
     Entry("kornia4183-log-zero-nan", "kornia/kornia", "issue 4183", f"{KO}/4183",
           "special_value", "an exact zero (a sparse binary mask): the gradient is inf/NaN",
           "x [1] = [0]", NegLog, NegLogFixed, lambda: [rand(3, 4, low=0.1, high=1.0)],
-          neglog_ref),
+          neglog_ref,
+          smallest_inputs=lambda: [vals(0.0)]),
     Entry("kornia918-focal-saturated-nan", "kornia/kornia", "issue 918", f"{KO}/918",
           "magnitude", "logits large enough that the sigmoid rounds to 1 (|x| ~ 40 and up)",
           "x [1] = [100], t [1]", BinaryFocal, BinaryFocalFixed,
           lambda: [rand(2, 4), rand(2, 4, seed=1, low=0.0, high=1.0, grad=False)],
-          BinaryFocal.loss),
+          BinaryFocal.loss,
+          smallest_inputs=lambda: [vals(100.0), vals(1.0, grad=False)]),
     Entry("kornia367-where-division-nan", "kornia/kornia", "issue 367", f"{KO}/367",
           "special_value", "an exact zero: torch.where's untaken 1/z branch has a NaN gradient",
           "z [1] = [0]", safe_inverse, safe_inverse_fixed, lambda: [rand(5)],
-          safe_inverse_fixed),
+          safe_inverse_fixed,
+          smallest_inputs=lambda: [vals(0.0)]),
     Entry("kornia3275-se3-log-zero", "kornia/kornia", "issue 3275", f"{KO}/3275",
           "special_value", "a zero rotation vector (the identity): sin(r)/r's gradient is NaN",
-          "w [1,3] = 0", SincNorm, SincNormFixed, lambda: [rand(4, 3)], SincNorm.value),
+          "w [1,3] = 0", SincNorm, SincNormFixed, lambda: [rand(4, 3)], SincNorm.value,
+          smallest_inputs=lambda: [vals(0.0, 0.0, 0.0)[None]]),
     Entry("ttmetal53973-rsqrt-bw-zero", "tenstorrent/tt-metal", "issue 53973",
           "https://github.com/tenstorrent/tt-metal/issues/53973", "special_value",
           "an exact zero input with a positive grad: +inf written where -inf belongs",
           "x [1] = [0], grad_output 1", RsqrtBackward, RsqrtFixed,
-          lambda: [rand(3, 4, low=0.5, high=2.0)], torch.rsqrt),
+          lambda: [rand(3, 4, low=0.5, high=2.0)], torch.rsqrt,
+          smallest_inputs=lambda: [vals(0.0)]),
     Entry("tinygrad12296-half-tie-count", "tinygrad/tinygrad", "PR 15363",
           "https://github.com/tinygrad/tinygrad/pull/15363", "low_precision",
-          "float16 with more than 65504 tied maxima: the count overflows, the gradient is 0",
-          "x [65505] float16, all equal", AmaxCount, AmaxCountFixed, lambda: [rand(3, 4)],
-          torch.amax),
+          "float16 with 65520 or more tied maxima: the count rounds to inf, the gradient to 0",
+          "x [65520] float16, all equal", AmaxCount, AmaxCountFixed, lambda: [rand(3, 4)],
+          lambda x: x.float().amax().to(x.dtype),
+          smallest_inputs=lambda: [torch.ones(65520, dtype=torch.float16, requires_grad=True)]),
     Entry("keops214-half-no-grad", "getkeops/keops", "issue 214",
           "https://github.com/getkeops/keops/issues/214", "low_precision",
           "float16 inputs: the output does not require grad (the graph is cut)",
           "x [1,1] float16, s [1,1] float16", kernel_half_detached, kernel_fixed,
-          lambda: [rand(4, 2), rand(1, 1, seed=1, low=0.5, high=1.5)], kernel_fixed),
+          lambda: [rand(4, 2), rand(1, 1, seed=1, low=0.5, high=1.5)], kernel_fixed,
+          smallest_inputs=lambda: [rand(1, 1, dtype=torch.float16),
+                                   rand(1, 1, seed=1, low=0.5, high=1.5, dtype=torch.float16)]),
     Entry("mxnet1265-elu-negative", "apache/mxnet", "PR 1265",
           "https://github.com/apache/mxnet/pull/1265", "sign_region",
           "negative inputs: backward uses the output where output + alpha belongs",
           "x [1] = [-1], alpha 1.0", Elu, EluFixed, lambda: [rand(3, 4), 1.0],
-          lambda x, alpha: F.elu(x, alpha)),
+          lambda x, alpha: F.elu(x, alpha),
+          smallest_inputs=lambda: [vals(-1.0), 1.0]),
 )
