@@ -35,6 +35,8 @@ from bug_catalogue import ENTRIES, Entry  # noqa: E402
 from bug_catalogue.base import shapes_of  # noqa: E402
 from bug_catalogue.measure import measure  # noqa: E402
 
+SHAPE_ONLY = (" Here gradlab did run double backward: the values are right (autograd sums the "
+              "returned shape down to grad_output's), so only the raw return shows the bug.")
 KEYS = ("gradlab_buggy", "gradlab_twin", "gradcheck_buggy", "gradcheck_twin")
 
 
@@ -42,7 +44,7 @@ def record(entry: Entry) -> dict[str, Any]:
     """The measured verdicts of one entry as JSON-ready data."""
     m = measure(entry)
     return {k: {"red": m[k].red, "detail": m[k].detail, "hints": m[k].hints,
-                "warns": m[k].warns} for k in KEYS}
+                "warns": m[k].warns, "variants": m[k].variants} for k in KEYS}
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -76,6 +78,34 @@ def summary(rows: list[tuple[Entry, dict[str, Any]]]) -> list[str]:
         f"| gradlab, defaults | {pct(t['gradlab_buggy'], n)} | {t['gradlab_twin']} |",
         f"| gradcheck + gradgradcheck, defaults | {pct(t['gradcheck_buggy'], n)} | "
         f"{t['gradcheck_twin']} |", ""]
+
+
+def method(rows: list[tuple[Entry, dict[str, Any]]]) -> list[str]:
+    alarms = [e.id for e, r in rows if r["gradcheck_twin"]["red"]]
+    notes = [f"- `{e.id}`: {e.note}." for e, _ in rows if e.note]
+    return [
+        "## How it was built and measured", "",
+        "- Reports were collected from public GitHub trackers (issues, pull requests) by "
+        "searching for wrong gradients, custom Function backward, double backward, layouts, "
+        "empty tensors, repeated indices, in-place writes, half precision and the like, by a "
+        "helper who used gradlab only through its documented API. Each entry links its report.",
+        "- Each is reproduced in tests/bug_catalogue/ as a minimal broken Function written "
+        "from the report's description (no code copied) beside its correct twin and a "
+        "plain-autograd reference. Mechanisms are counted as classes, not packages.",
+        "- Example inputs are what the Function's author would plausibly pass to a check: "
+        "small float64 tensors, contiguous, floating inputs requiring grad (targets and labels "
+        "not), distinct index values, non-empty shapes. The report's trigger is not built in.",
+        "- `smallest` is the smallest failing input the report implies; tests/test_catalogue.py "
+        "shows every bug on it without gradlab (demo.py: the broken Function disagrees with the "
+        "reference under the report's condition, the twin agrees) for all entries.",
+        "- gradlab: `gradlab.check(fn, inputs, reference=ref)` at its defaults; caught = a "
+        "fail or error row. gradcheck + gradgradcheck: both at their defaults on the same "
+        "Function and inputs; caught = either raises (a crash inside the Function counts).",
+        f"- gradcheck's false alarms on twins ({', '.join(f'`{a}`' for a in alarms) or 'none'}):"
+        " a twin that declares its in-place write with ctx.mark_dirty raises when gradcheck "
+        "passes it leaf inputs (`a leaf Variable that requires grad has been used in an "
+        "in-place operation`); gradlab feeds such a Function non-leaf inputs.", "",
+        "Where a reproduction models the report's mechanism loosely:", "", *notes, ""]
 
 
 def by_mechanism(rows: list[tuple[Entry, dict[str, Any]]]) -> list[str]:
@@ -114,16 +144,23 @@ def per_entry(rows: list[tuple[Entry, dict[str, Any]]]) -> list[str]:
 
 def missed(rows: list[tuple[Entry, dict[str, Any]]]) -> list[str]:
     out = ["## What gradlab misses, and why", "",
-           "Each entry gradlab passes at the defaults, with the condition that triggers it and "
-           "what gradlab's report shows on the example inputs (its warn rows, if any). No row "
-           "fails because no check or variant at the defaults produces the trigger.", ""]
+           "Each entry gradlab passes at the defaults: the condition that triggers it, the "
+           "smallest failing input, and what gradlab's report shows on the example inputs "
+           "(its warn rows) with the variants it ran. The demo (tests/bug_catalogue/demo.py) "
+           "shows each bug on its smallest input; none of the variants gradlab ran produces "
+           "that input or call (an empty tensor, an exact zero where the example values "
+           "avoid 0, a rank, batch or aspect ratio the example lacks, float16), except where "
+           "an entry says otherwise below.", ""]
     for e, r in rows:
         if r["gradlab_buggy"]["red"]:
             continue
         warns = r["gradlab_buggy"]["warns"]
         said = f"warn rows: {', '.join(warns)}" if warns else "every row passed"
+        ran = r["gradlab_buggy"].get("variants", [])
         out.append(f"- `{e.id}` (`{e.mechanism}`): trigger: {e.trigger}; smallest failing "
-                   f"input: {e.smallest}; gradlab on `{shapes_of(e.inputs())}`: {said}.")
+                   f"input: {e.smallest}; gradlab on `{shapes_of(e.inputs())}` ran "
+                   f"{len(ran)} variants ({', '.join(v for v in ran if v != 'base')}"
+                   f"): {said}.{SHAPE_ONLY if e.mechanism == 'summed_shape' else ''}")
     alarms = [(e, r) for e, r in rows if r["gradlab_twin"]["red"]]
     if alarms:
         out += ["", "False alarms on twins:", ""]
@@ -135,17 +172,18 @@ def write(results: dict[str, Any], command: str) -> None:
     rows = [(e, results[e.id]) for e in ENTRIES if e.id in results]
     lines = ["# Catalogue of real gradient bugs: results", "",
              f"Generated by `{command}` (torch {torch.__version__}); do not edit by hand.", "",
-             *summary(rows), *by_mechanism(rows), *missed(rows), *per_entry(rows)]
+             *summary(rows), *by_mechanism(rows), *missed(rows), *method(rows),
+             *per_entry(rows)]
     (HERE / "RESULTS.md").write_text("\n".join(lines))
     with (HERE / "catalogue.csv").open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["id", "project", "ref", "url", "mechanism", "trigger", "smallest",
-                    "smallest_args", "grad_output", "order", "inputs", *KEYS])
+                    "smallest_args", "grad_output", "order", "inputs", *KEYS, "note"])
         for e, r in rows:
             small = shapes_of(e.smallest_inputs()) if e.smallest_inputs else "(own demo)"
             w.writerow([e.id, e.project, e.ref, e.url, e.mechanism, e.trigger, e.smallest,
                         small, e.grad_kind or "", e.order, shapes_of(e.inputs()),
-                        *(verdict(r, k) for k in KEYS)])
+                        *(verdict(r, k) for k in KEYS), e.note])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -47,6 +47,7 @@ class Entry:
     order: int = 1
     nonleaf: str | None = None
     demo: Callable[[Any], str | None] | None = None
+    note: str = ""   # where the reproduction models the report's mechanism loosely
 
     def fn(self, which: str) -> Callable[..., Any]:
         """The callable for `which` ("buggy" or "twin"): a Function's apply, or itself."""

@@ -393,7 +393,9 @@ ENTRIES = (
           "a batch of more than one matrix: backward uses the single-matrix adjoint",
           "a [2,1,1], b [2,1,1]", BatchedMatmul, BatchedMatmulFixed,
           lambda: [rand(2, 3, 4), rand(2, 4, 2, seed=1)], lambda a, b: a @ b,
-          smallest_inputs=lambda: [rand(2, 1, 1), rand(2, 1, 1, seed=1)]),
+          smallest_inputs=lambda: [rand(2, 1, 1), rand(2, 1, 1, seed=1)],
+          note="the single-matrix adjoint modelled as using the first batch element's "
+               'matrices'),
     Entry("pt995-prod-no-chain", "pytorch/pytorch", "issue 995", f"{PT}/issues/995",
           "no_chain_rule", "-x.prod(): a grad_output other than 1", "x [1]; grad_output -1",
           ProdAll, ProdAllFixed, lambda: [rand(4)], lambda x: x.prod(),

@@ -275,7 +275,7 @@ ENTRIES = (
     Entry("aidotnet894-gather-wrapped", "ooples/AiDotNet.Tensors", "PR 894",
           "https://github.com/ooples/AiDotNet.Tensors/pull/894", "index_adjoint",
           "any gather that is not the identity: backward gathers instead of scatter-adding",
-          "x [2,1], idx [1, 0]", GatherRowsWrapped, GatherRowsFixed,
+          "x [3,1], idx [1, 2, 0]", GatherRowsWrapped, GatherRowsFixed,
           lambda: [rand(4, 3), ix(1, 0, 2)], rows_ref,
           smallest_inputs=lambda: [rand(3, 1), ix(1, 2, 0)]),
     Entry("flaggems359-index-select-dup", "flagos-ai/FlagGems", "PR 359",

@@ -29,6 +29,7 @@ class Outcome:
     detail: str = ""               # the first failing rows (gradlab) or the error (gradcheck)
     hints: list[str] = field(default_factory=list)
     warns: list[str] = field(default_factory=list)
+    variants: list[str] = field(default_factory=list)   # what gradlab ran (its rows' variants)
 
 
 def run_gradlab(entry: Entry, which: str) -> Outcome:
@@ -43,7 +44,8 @@ def run_gradlab(entry: Entry, which: str) -> Outcome:
              if r.status == "warn"]
     detail = "; ".join(f"{r.check}/{r.variant} {r.status} [{r.hint or '-'}]: "
                        f"{message(r)[:160]}" for r in bad[:3])
-    return Outcome(bool(bad), detail, sorted({r.hint for r in bad if r.hint}), warns)
+    ran = sorted({r.variant for r in report.rows})
+    return Outcome(bool(bad), detail, sorted({r.hint for r in bad if r.hint}), warns, ran)
 
 
 def run_gradcheck(entry: Entry, which: str) -> Outcome:

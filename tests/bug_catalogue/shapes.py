@@ -265,13 +265,17 @@ ENTRIES = (
           "non_square", "a non-square output (out_h != out_w): the grid's extents are swapped",
           "x [1,1,2,4] (output [1,1,1,2])", AvgPoolSwappedGrid, AvgPoolGridFixed,
           lambda: [rand(1, 2, 4, 4)], lambda x: F.avg_pool2d(x, 2),
-          smallest_inputs=lambda: [rand(1, 1, 2, 4)]),
+          smallest_inputs=lambda: [rand(1, 1, 2, 4)],
+          note="max_pool3d's CUDA grid modelled as 2-D average pooling with swapped "
+               'extents'),
     Entry("mamba537-block-tail-carry", "state-spaces/mamba", "PR 537",
           "https://github.com/state-spaces/mamba/pull/537", "tail_tile",
           "a length that is no multiple of the block: the partial block's carry is dropped",
           f"x [1,{SCAN_BLOCK + 1}]", BlockCumsum, BlockCumsumFixed, lambda: [rand(2, 8)],
           lambda x: x.cumsum(-1),
-          smallest_inputs=lambda: [rand(1, SCAN_BLOCK + 1)]),
+          smallest_inputs=lambda: [rand(1, SCAN_BLOCK + 1)],
+          note='the PR fixes a pointer overshoot in a Triton scan kernel; modelled as '
+               "a blockwise reverse cumsum that drops the partial block's carry"),
     Entry("accelscan15-inter-block-carry", "proger/accelerated-scan", "PR 15",
           "https://github.com/proger/accelerated-scan/pull/15", "block_carry",
           "a sequence longer than one block (the tests' small decays f hid the error)",
@@ -279,7 +283,9 @@ ENTRIES = (
           LinearRecurrenceFixed,
           lambda: [rand(2, 8, low=0.0, high=0.05), rand(2, 8, seed=1)], recurrence_ref,
           smallest_inputs=lambda: [rand(1, SCAN_BLOCK + 2, low=0.0, high=1.0),
-                                   rand(1, SCAN_BLOCK + 2, seed=1)]),
+                                   rand(1, SCAN_BLOCK + 2, seed=1)],
+          note='the complex scan modelled as a real recurrence; the wrong carry as the '
+               "boundary's single decay factor"),
     Entry("triton9838-layernorm-pad-var", "triton-lang/triton", "issue 9838",
           "https://github.com/triton-lang/triton/issues/9838", "tail_tile",
           "a feature size that is no power of two: padding enters the variance",
@@ -291,9 +297,13 @@ ENTRIES = (
           "a batch larger than im2col_step: only the first step's weight gradient is kept",
           f"x [{BATCH_STEP + 1},1], w [1,1]", BatchStepLinear, BatchStepLinearFixed,
           lambda: [rand(2, 3), rand(3, 2, seed=1)], lambda x, w: x @ w,
-          smallest_inputs=lambda: [rand(BATCH_STEP + 1, 1), rand(1, 1, seed=1)]),
+          smallest_inputs=lambda: [rand(BATCH_STEP + 1, 1), rand(1, 1, seed=1)],
+          note='deformable conv modelled as a batched matmul processed im2col_step '
+               'rows at a time'),
     Entry("pt82644-prod-zero-shape", "pytorch/pytorch", "issue 82644", f"{PT}/issues/82644",
           "special_value", "a one-element input equal to 0: the gradient comes back 0-d",
           "x [1] = [0]", ProdDim, ProdDimFixed, lambda: [rand(3, 2)], lambda x: x.prod(0),
-          smallest_inputs=lambda: [vals(0.0)]),
+          smallest_inputs=lambda: [vals(0.0)],
+          note="torch's prod backward path at zeros modelled as a squeeze of the "
+               'gradient'),
 )
