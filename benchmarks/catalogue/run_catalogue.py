@@ -35,8 +35,15 @@ from bug_catalogue import ENTRIES, Entry  # noqa: E402
 from bug_catalogue.base import shapes_of  # noqa: E402
 from bug_catalogue.measure import measure  # noqa: E402
 
-SHAPE_ONLY = (" Here gradlab did run double backward: the values are right (autograd sums the "
-              "returned shape down to grad_output's), so only the raw return shows the bug.")
+#: where the blanket reason (no variant produced the trigger) does not hold, what does
+MISS_NOTES = {
+    "summed_shape": " Here gradlab did run double backward: the values are right (autograd sums "
+                    "the returned shape down to grad_output's), so only the raw return shows it.",
+    "vmap": " Here gradlab's vmap capability row ran and passed; the gradient of a loss taken "
+            "through vmap of the op, where the graph is lost, is what the demo compares.",
+    "autocast_dtype": " Here gradlab did run under autocast and saw the crash: a warn row "
+                      "(autocast_missing), which its policy does not count as a failure.",
+}
 KEYS = ("gradlab_buggy", "gradlab_twin", "gradcheck_buggy", "gradcheck_twin")
 
 
@@ -160,7 +167,7 @@ def missed(rows: list[tuple[Entry, dict[str, Any]]]) -> list[str]:
         out.append(f"- `{e.id}` (`{e.mechanism}`): trigger: {e.trigger}; smallest failing "
                    f"input: {e.smallest}; gradlab on `{shapes_of(e.inputs())}` ran "
                    f"{len(ran)} variants ({', '.join(v for v in ran if v != 'base')}"
-                   f"): {said}.{SHAPE_ONLY if e.mechanism == 'summed_shape' else ''}")
+                   f"): {said}.{MISS_NOTES.get(e.mechanism, '')}")
     alarms = [(e, r) for e, r in rows if r["gradlab_twin"]["red"]]
     if alarms:
         out += ["", "False alarms on twins:", ""]
