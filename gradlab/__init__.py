@@ -43,13 +43,12 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
           mode: str = "auto",
           seed: int = 0,
           budget: float | None = None,
-          requires: Sequence[str] = (),
-          strict: bool = False,
-          capabilities: str = "default",
+          requires: Sequence[str] = (), strict: bool = False, capabilities: str = "default",
           special: Mapping[int, Sequence[float]] | None = None,
           timeout: float | None = DEFAULT_TIMEOUT_S, max_memory: int | str | None = "auto",
           cost_envelope: float | None = 20.0, numerical_dtype: str = "float64",
-          strict_tolerances: bool = False, precision_factor: float | None = None) -> Report:
+          strict_tolerances: bool = False, precision_factor: float | None = None,
+          explore: float = 0.0) -> Report:
     """Check a custom Function (or any callable) on example args, as `gradcheck` takes them.
 
     fn: an autograd.Function subclass (its `apply` is called), a callable, or a torch.library
@@ -70,8 +69,9 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     cost_envelope: limits that stop a runaway check (gradlab.apiguard; off the main thread a
     blocking wait outlasts them).  numerical_dtype: the finite-difference checks' dtype.
     strict_tolerances, precision_factor: the strict table, the low-precision criterion's k (2;
-    gradlab.tolerances).  Ctrl-C returns the rows so far.  Returns a Report: `.passed` (all
-    asked for ran and passed), `.rows` (status, hint, findings; words.message(row) says one).
+    gradlab.tolerances).  explore: seconds of the input search per case (0: none).  Ctrl-C
+    returns the rows so far.  Returns a Report: `.passed` (all asked for ran and passed),
+    `.rows` (status, hint, findings; words.message(row) says one).
     """
     from gradlab.apiguard import guarded_run
     from gradlab.checks.run.options import Options, measured_capabilities
@@ -84,7 +84,7 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     options = Options(seed=seed, mode=mode, budget=budget, strict=strict,
                       variants=variants if isinstance(variants, bool) else frozenset(variants),
                       checks=frozenset(canonical_check(c) for c in checks) if checks else None,
-                      capabilities=measured_capabilities(capabilities))
+                      capabilities=measured_capabilities(capabilities), explore=explore)
     target = Target(op=_judged(op, strict_tolerances, precision_factor), source="python",
                     requires=frozenset(requires), devices=op.devices,  # the examples'
                     numerical_dtype=canonical_dtype(numerical_dtype))

@@ -62,7 +62,10 @@ LAYOUTS = ("contiguous", "channels_last", "transposed", "strided")
 #:                 each: schema and undeclared mutation, the fake kernel against the real one,
 #:                 the autograd registration, AOT dispatch (gradlab.checks.numeric.opcheck).
 CHECKS = ("forward", "gradient", "contract", "jacobian", "second_order", "forward_ad",
-          "autocast", "capabilities", "opcheck")
+          "autocast", "capabilities", "opcheck", "explore")
+#: Checks that run only when asked for by an option of their own (explore: `--explore`,
+#: gradlab.check(explore=)); `checks:` and `--check` still narrow them.
+OPT_IN_CHECKS = ("explore",)
 #: Former check names, still accepted in specs and on the command line.
 CHECK_ALIASES = {"gradcheck": "jacobian", "gradgradcheck": "second_order"}
 

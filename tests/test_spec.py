@@ -87,15 +87,17 @@ def test_user_function_spec_loads_function_apply() -> None:
 def test_checks_and_variants_switches() -> None:
     (t,) = parse_document({"op": "exp", "checks": {"second_order": False},
                            "variants": ["grad_output"]})
+    # explore is among them, run only when --explore asks (model.OPT_IN_CHECKS)
     assert t.checks == frozenset({"forward", "gradient", "contract", "jacobian", "forward_ad",
-                                  "autocast", "capabilities", "opcheck"})
+                                  "autocast", "capabilities", "opcheck", "explore"})
     assert t.variants == frozenset({"grad_output"})
 
 
 def test_former_check_names_and_numerical_dtype_key_are_accepted() -> None:
     (t,) = parse_document({"op": "exp", "checks": {"gradgradcheck": False}})
+    # explore is among them, run only when --explore asks (model.OPT_IN_CHECKS)
     assert t.checks == frozenset({"forward", "gradient", "contract", "jacobian", "forward_ad",
-                                  "autocast", "capabilities", "opcheck"})
+                                  "autocast", "capabilities", "opcheck", "explore"})
     (t,) = parse_document({"op": "exp", "checks": ["gradcheck", "gradgradcheck"]})
     assert t.checks == frozenset({"jacobian", "second_order"})
     (t,) = parse_document({"op": "exp", "numerical_dtype": "float32"})

@@ -12,7 +12,7 @@ from typing import Any
 import typer
 
 from gradlab.cli import bench, check, ci
-from gradlab.cli.app import app, err
+from gradlab.cli.app import app, err, explore_argv
 from gradlab.errors import ExitCode, GradlabError
 from gradlab.exitnoise import quiet_triton_exit
 
@@ -36,7 +36,8 @@ def main() -> None:
     quiet_triton_exit()  # no nanobind leak report after a run that imported Triton
     try:
         # standalone_mode=False: click returns typer.Exit's code instead of raising it.
-        code = app(standalone_mode=False, default_map=help_defaults())
+        code = app(args=explore_argv(sys.argv[1:]), standalone_mode=False,
+                   default_map=help_defaults())
     except GradlabError as exc:
         err.print(f"gradlab: error: {exc}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(int(exc.exit_code))

@@ -245,3 +245,46 @@ def sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, old)
+
+
+#: Seconds of the explore search per case and device when `--explore` names none.
+DEFAULT_EXPLORE_S = 10.0
+Explore = Annotated[str | None, typer.Option(
+    "--explore", metavar="[BUDGET]",
+    help="also search inputs a caller can produce (sizes incl. empty and size-1, signs, "
+         f"zeros, ties, tiny/large values) for BUDGET seconds per case (default "
+         f"{DEFAULT_EXPLORE_S:g}); a failure is shrunk and printed as a spec case")]
+
+
+def explore_argv(argv: list[str]) -> list[str]:
+    """argv with the default budget after a `--explore` given without one (click has no option
+    whose value may be left out: the next word is taken only when it is a number)."""
+    out: list[str] = []
+    for k, word in enumerate(argv):
+        out.append(word)
+        if word == "--explore" and not _number(argv[k + 1] if k + 1 < len(argv) else ""):
+            out.append(f"{DEFAULT_EXPLORE_S:g}")
+    return out
+
+
+def _number(word: str) -> bool:
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return True
+
+
+def explore_budget(value: str | None) -> float:
+    """--explore's seconds (0: not asked), exit 2 naming the option for anything else."""
+    import math
+
+    if value is None:
+        return 0.0
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise fail(f"--explore: expected a positive number of seconds, got {value!r}")
+    return seconds

@@ -16,6 +16,7 @@ import typer
 from gradlab.cli.app import (
     DEFAULT_REPORT_DIR,
     DEFAULT_TIMEOUT_S,
+    Explore,
     FailFast,
     ImportPaths,
     Junit,
@@ -32,6 +33,7 @@ from gradlab.cli.app import (
     Wide,
     app,
     err,
+    explore_budget,
     fail,
     full_table,
     import_targets,
@@ -211,7 +213,7 @@ def check(
     wide: Wide = False, max_memory: MaxMemory = None, path: ImportPaths = None,
     match: Match = None, shard: Shard = None, fail_fast: FailFast = False, quiet: Quiet = False,
     junit: Junit = None, summary_md: SummaryMd = None, plots: Plots = False, op: OpNames = None,
-    show: ShowChecks = None, table: TableMode = "compact",
+    show: ShowChecks = None, table: TableMode = "compact", explore: Explore = None,
 ) -> None:
     """Check gradients: reference comparison, contract, variants, Jacobians, second order,
     autocast; measure capabilities (torch.compile, torch.func, determinism, ...)."""
@@ -221,7 +223,7 @@ def check(
     options = replace(_check_options(what, dtype, device, report_dir, seed, variants, variant,
                                      only, mode, budget, strict, skip_unavailable, isolate,
                                      timeout, path, capabilities),
-                      error_maps=plots, fail_fast=fail_fast)
+                      error_maps=plots, fail_fast=fail_fast, explore=explore_budget(explore))
     targets = _load(what, max_memory, path, op, case)
     targets = pick_targets(targets, match, shard, plots)
     require_devices(targets, options.devices, skip_unavailable)

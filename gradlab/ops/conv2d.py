@@ -43,6 +43,10 @@ class Conv2dFunction(torch.autograd.Function):
         if bias is not None and ctx.needs_input_grad[2]:
             # No .squeeze(): with one output channel it would turn the [1] gradient into a 0-d one.
             grad_b = grad_out.sum((0, 2, 3))
+            if grad_b.shape != bias.shape:
+                # no input channels: F.conv2d returns no output channels either, so no output
+                # depends on the bias (found by --explore; autograd's own conv gives zeros)
+                grad_b = torch.zeros_like(bias)
         return grad_x, grad_w, grad_b, None, None, None, None
 
 

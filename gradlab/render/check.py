@@ -19,7 +19,7 @@ from gradlab.render.capabilities import capability_table
 from gradlab.render.environment import tf32_line
 from gradlab.render.findings import FailureGroup, failing_cases, finding_parts
 from gradlab.render.tables import Column, fit
-from gradlab.render.words import message
+from gradlab.render.words import explored_summary, message
 from gradlab.results import ERROR, FAIL, PASS, SKIP, WARN, CheckRow, Report, exit_code
 from gradlab.results.capabilities import capability_matrix
 from gradlab.results.status import SEVERITY
@@ -259,10 +259,20 @@ def reference_line(report: Report) -> str:
     return no_reference_words(report.rows)
 
 
+def explored_lines(report: Report) -> list[str]:
+    """What `--explore` searched, one line per passing op and case (a failing one says it in
+    its finding)."""
+    return [f"{r.op}/{r.case}: {explored_summary(r.findings[0].got)}" for r in report.rows
+            if r.check == "explore" and r.status == PASS and r.findings
+            and isinstance(r.findings[0].got, dict)]
+
+
 def render_verdict(report: Report, console: Console, *, empty_ok: bool = False) -> None:
-    """The line about a missing reference (if any), then the one-line verdict, PASSED in green
-    or FAILED in red."""
+    """What --explore searched (if asked), the line about a missing reference (if any), then
+    the one-line verdict, PASSED in green or FAILED in red."""
     passed = exit_code(report, empty_ok=empty_ok) == ExitCode.OK
+    for line in explored_lines(report):
+        console.print(Text(line, style="dim"), soft_wrap=True)
     said = reference_line(report)
     if said:
         console.print(Text(said, style="yellow"))

@@ -91,6 +91,21 @@ HINTS: dict[str, str] = {
     "tail_tile": "wrong only in the last partial tile along a dim (a launch grid of n // BLOCK "
                  "instead of cdiv(n, BLOCK), or a loop that drops the remainder?)",
     "index_range": "wrong only in one range of one dim (an index or group offset?)",
+    "explored_wrong": "wrong on an input the explore search found (shrunk to the smallest that "
+                      "fails; the spec case to paste follows)",
+    "explored_raises": "backward raises on an input the explore search found, where forward "
+                       "and the reference ran (shrunk to the smallest that does; the spec case "
+                       "to paste follows)",
+    "sign_region": "wrong only for one sign of an input (a branch on the sign whose other "
+                   "side's derivative is wrong, abs or a leaky slope?)",
+    "zero_region": "wrong only where an input is 0 (the derivative's value at 0: a convention "
+                   "at a kink, a 0/0?)",
+    "value_range": "wrong only in one range of an input's values (a clamp or a branch "
+                   "threshold?)",
+    "magnitude_band": "wrong only in one band of an input's magnitudes (a threshold on |x|, an "
+                      "approximation's range, overflow?)",
+    "near_ties": "wrong only where an input's values (nearly) tie (how tied values share the "
+                 "gradient: a max, sort or median?)",
     "ctx_output": "an output is kept on ctx instead of save_for_backward: a reference cycle "
                   "that keeps every activation alive until the cyclic garbage collector runs "
                   "(memory grows step by step)",
@@ -256,8 +271,45 @@ def _ratio_range(f: Finding) -> str:
     return f" (per-element ratio {s.ratio_lo:.3g}..{s.ratio_hi:.3g}: no constant factor)"
 
 
+def explored_words(facts: dict, case: dict | None) -> str:
+    """What the explore search tried, and the shrunk failing input as a spec case (one flow
+    item to paste under a spec's `cases:`)."""
+    sizes = "; ".join(f"{n} -> {', '.join(map(str, ms))}" for n, ms in facts["sizes"].items())
+    said = (f"explored {facts['tried']} inputs in {facts['seconds']:.1f} s: sizes {sizes or '-'}"
+            f"; values {', '.join(facts['values']) or '-'}")
+    if facts.get("refused"):
+        said += f"; {facts['refused']} refused by forward (not failures)"
+    if facts["unjudgeable"]:
+        said += f"; {facts['unjudgeable']} not judgeable (the reference raises, is not finite " \
+                "or ill-conditioned there)"
+    if case is not None:
+        sets = ", ".join(f"{i}: {{{', '.join(f'{k}: {v}' for k, v in kv.items())}}}"
+                         for i, kv in case["set"].items())
+        said += f"; smallest failing input, as a spec case: - {{name: {case['name']}, set: " \
+                f"{{{sets}}}}}"
+        if any(0 in kv.get("shape", [1]) for kv in case["set"].values()):
+            said += " (an empty shape, which a spec cannot hold: gradlab.check with tensors of " \
+                    "these shapes reproduces it)"
+    return said
+
+
+def explored_summary(facts: dict) -> str:
+    """explored_words' first clause, short: what the search covered."""
+    kinds = [k for k in facts["values"] if k != "drawn"]
+    sizes = sorted({m for ms in facts["sizes"].values() for m in ms})
+    said = f"explored {facts['tried']} inputs in {facts['seconds']:.1f} s"
+    if sizes:
+        said += f": sizes {sizes[0]}..{sizes[-1]} on {len(facts['sizes'])} axes"
+    said += f"; values {', '.join(kinds)}" if kinds else "; no value axes"
+    if facts["unjudgeable"]:
+        said += f"; {facts['unjudgeable']} not judgeable"
+    return said
+
+
 def _fact(f: Finding) -> str:
     """The finding's own facts: what came against what was expected."""
+    if f.subject == "explored" and isinstance(f.got, dict):
+        return explored_words(f.got, f.want if isinstance(f.want, dict) else None)
     if f.hint == "wrong_count":
         return f"backward returned {f.got} values for {f.want} forward inputs"
     if f.subject == "outputs":
@@ -278,8 +330,24 @@ def _fact(f: Finding) -> str:
     return ""
 
 
+#: A value region's condition on input i, in words (regions.py's kinds).
+REGION_WORDS = {"zero": "input {i} == 0", "negative": "input {i} < 0",
+                "positive": "input {i} > 0", "ties": "input {i}'s values (nearly) tie",
+                "range": "input {i}", "band": "|input {i}|"}
+
+
 def pattern_words(p: Pattern) -> str:
     """Where a pattern's wrong elements lie, in words."""
+    if p.kind in REGION_WORDS:
+        where = REGION_WORDS[p.kind].format(i=p.input)
+        if p.kind in ("range", "band"):  # a fitted region: an open end is its values' extreme
+            where = (f"{where} >= {p.lo:.3g}" if p.hi is None else
+                     f"{where} <= {p.hi:.3g}" if p.lo is None else
+                     f"{where} is in [{p.lo:.3g}, {p.hi:.3g}]")
+        return (f"wrong only where {where}: {p.wrong_share or 0:.0%} of the wrong elements, "
+                f"{p.right_share or 0:.0%} of the right ones")
+    if p.kind == "edges":
+        return f"all wrong elements within {p.stop} of both ends of dim {p.dims[0]}"
     if p.kind == "border":
         return (f"all wrong elements within {p.stop} of the borders of dims {p.dims[0]} and "
                 f"{p.dims[1]}")

@@ -89,18 +89,20 @@ class ProbeStats:
 
 @dataclass(frozen=True)
 class Pattern:
-    """Where the wrong elements lie, when they form a pattern (gradlab.checks.diagnosis.patterns).
-
-    kind "border": within `stop` elements of the borders of `dims`; "tail": indices
-    [start, stop) of dim dims[0], the last partial tile of a `tile`-sized tiling; "slice":
-    indices [start, stop) of dim dims[0] only.
-    """
+    """Where the wrong elements lie: by position (checks.diagnosis.patterns: border, edges,
+    tail, slice of `dims`), or by input `input`'s values (regions: zero, negative, positive,
+    ties, range/band [lo, hi]), with the shares of the wrong and right elements in it."""
 
     kind: str
     dims: tuple[int, ...]
     start: int
     stop: int
     tile: int = 0
+    input: int | None = None
+    lo: float | None = None
+    hi: float | None = None
+    wrong_share: float | None = None
+    right_share: float | None = None
 
 
 @dataclass

@@ -15,7 +15,7 @@ from gradlab.checks.diagnosis.hints import LEVEL_HINTS, ONLY_HINT, PATTERN_HINTS
 #: written in its module (tests/test_hint_codes.py; capabilities' `*_missing` are f-strings).
 CODES: dict[str, tuple[str, ...]] = {
     "hints": ("non_finite", "zero", "constant_factor", "sign", *LEVEL_HINTS,
-              *PATTERN_HINTS.values(), "transposed", "swapped", *ONLY_HINT.values(),
+              *dict.fromkeys(PATTERN_HINTS.values()), "transposed", "swapped", *ONLY_HINT.values(),
               "value_dependent", "rng_replay", "second_order_only", "autocast_only",
               "also_without_autocast", "wrong_count", "non_tensor_grad",
               "wrong_shape", "inplace_saved", "crash"),
@@ -27,6 +27,7 @@ CODES: dict[str, tuple[str, ...]] = {
     "rawbackward": ("summed_shape", "wrong_dtype", "wrong_device", "ctx_output", "ctx_input"),
     "second_order": ("second_order_claimed", "second_order_missing"),
     "verdicts": ("expanded_refused",), "isolate": ("timeout", "worker_died"),
+    "explore": ("explored_wrong", "explored_raises"),
     "capabilities": ("compile_wrong", "vmap_wrong", "func_grad_wrong", "cuda_wrong",
                      "compile_missing", "vmap_missing", "func_grad_missing",
                      "deterministic_missing", "noncontiguous_missing", "cuda_missing"),

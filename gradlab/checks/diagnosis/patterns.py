@@ -1,6 +1,7 @@
 """Where the wrong elements of a tensor lie, when they form a pattern that names a cause.
 
-- a band along the borders of the last two dims: padding or boundary handling;
+- a band along the borders of the last two dims, or at both ends of one dim (a 1-d signal's
+  edges, one spatial dim's padding): padding or boundary handling;
 - the last partial tile along a dim (indices from a multiple of 8 on): a launch grid of
   `n // BLOCK` instead of `cdiv(n, BLOCK)`, or a loop that drops the remainder;
 - one contiguous range of one dim (a channel group on dim 1): an index or group offset.
@@ -47,6 +48,22 @@ def border(mask: Tensor) -> Pattern | None:
     return Pattern("border", dims=(mask.dim() - 2, mask.dim() - 1), start=0, stop=k)
 
 
+def edges(mask: Tensor) -> Pattern | None:
+    """All wrong elements within k of both ends of one dim (k small), some at each end: the
+    border of one spatial dim (a 1-d signal's padding, a filter's boundary extension)."""
+    for dim in reversed(range(mask.dim())):
+        n = mask.shape[dim]
+        if n < 5:
+            continue
+        hit = mask.movedim(dim, 0).reshape(n, -1).any(1)
+        idx = torch.nonzero(hit).flatten()
+        dist = torch.minimum(idx, n - 1 - idx)
+        k = int(dist.max()) + 1
+        if k <= max(1, int(BORDER_FRACTION * n)) and int(idx[0]) < k and int(idx[-1]) >= n - k:
+            return Pattern("edges", dims=(dim,), start=0, stop=k)
+    return None
+
+
 def _range(mask: Tensor, dim: int) -> tuple[int, int]:
     """[first, last + 1) of the indices along `dim` holding a wrong element."""
     hit = mask.movedim(dim, 0).reshape(mask.shape[dim], -1).any(1)
@@ -85,7 +102,7 @@ def find_pattern(mask: Tensor) -> Pattern | None:
     fill enough of it and are not there by chance (hints.pattern_holds)."""
     if mask.numel() < MIN_ELEMENTS or not bool(mask.any()) or bool(mask.all()):
         return None
-    p = border(mask) or tail_or_slice(mask)
+    p = border(mask) or edges(mask) or tail_or_slice(mask)
     if p is None:
         return None
     return p if pattern_holds(int(mask.sum()), region_size(p, mask.shape), mask.numel()) else None
@@ -94,6 +111,8 @@ def find_pattern(mask: Tensor) -> Pattern | None:
 def region_size(p: Pattern, shape: torch.Size) -> int:
     """How many elements of a tensor of `shape` the pattern's region holds."""
     total = math.prod(shape)
+    if p.kind == "edges":
+        return total // shape[p.dims[0]] * min(2 * p.stop, shape[p.dims[0]])
     if p.kind != "border":
         return total // shape[p.dims[0]] * (p.stop - p.start)
     h, w = shape[p.dims[0]], shape[p.dims[1]]

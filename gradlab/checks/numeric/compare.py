@@ -16,6 +16,7 @@ from gradlab.checks.diagnosis import diagnose as dg
 from gradlab.checks.diagnosis import hints, policy
 from gradlab.checks.diagnosis.errormap import error_map
 from gradlab.checks.diagnosis.patterns import find_pattern
+from gradlab.checks.diagnosis.regions import value_region
 from gradlab.checks.numeric import jacobian as jac
 from gradlab.checks.numeric.context import CaseContext
 from gradlab.checks.numeric.execute import Run
@@ -52,7 +53,7 @@ def compare_runs(ctx: CaseContext, variant: str, got: Run, want: Run, inputs: In
             lows = [r.outs if r else None for r in low] if low else None
             rows.append(compare_outputs(ctx, variant, got.outputs_as_returned, want.outs, tol,
                                         owns(ctx, lows, want.outs, design),
-                                        lambda: (f32() or (None, None))[0]))
+                                        lambda: (f32() or (None, None))[0], inputs.args))
     if "gradient" not in checks or not inputs.diff_index:
         return rows
     if got.error is not None:
@@ -174,8 +175,10 @@ def compared_aside(ctx: CaseContext, dtype: str, got: Run, want: Run, inputs: In
 
 def compare_outputs(ctx: CaseContext, variant: str, got: list[Tensor], want: list[Tensor],
                     tol: Tolerance, own: list[Own | None] | None = None,
-                    f32: Callable[[], list[Own | None] | None] = lambda: None) -> CheckRow:
-    """The forward row: every output against the reference's."""
+                    f32: Callable[[], list[Own | None] | None] = lambda: None,
+                    args: Sequence[Any] = ()) -> CheckRow:
+    """The forward row: every output against the reference's (args: the inputs, whose values
+    may name where a wrong output lies)."""
     if len(got) != len(want):
         return ctx.row(variant, "forward", policy.wrong("forward"), hint="forward",
                        findings=[Finding("outputs", -1, "forward", got=len(got),
@@ -197,7 +200,7 @@ def compare_outputs(ctx: CaseContext, variant: str, got: list[Tensor], want: lis
             hint = "non_finite" if d.stats.nonfinite else "forward"
             finding = with_own(Finding("output", k, hint, shape=tuple(g.shape), stats=d.stats,
                                        worst=dg.output_elements(d, k, g.shape),
-                                       pattern=pattern_of(d, g.shape)), ok)
+                                       pattern=pattern_of(d, g.shape, args)), ok)
             if hint == "forward":  # the row says forward; the finding says the error's level
                 with_level(finding, g, w, d, tol, ctx.dtype)
             return ctx.row(variant, "forward", policy.wrong("forward"), max_abs_err=d.stats.max_abs,
@@ -205,9 +208,13 @@ def compare_outputs(ctx: CaseContext, variant: str, got: list[Tensor], want: lis
     return ctx.row(variant, "forward", PASS, max_abs_err=worst[0], max_rel_err=worst[1])
 
 
-def pattern_of(d: dg.Diff, shape: Sequence[int]) -> Pattern | None:
-    """The pattern of a comparison's wrong elements, laid out as the tensor."""
-    return find_pattern(d.mask.reshape(tuple(shape))) if d.mask is not None else None
+def pattern_of(d: dg.Diff, shape: Sequence[int], args: Sequence[Any] = ()) -> Pattern | None:
+    """The pattern of a comparison's wrong elements, laid out as the tensor: by position, else
+    by the values of one of `args` (a case's inputs) laid out the same way."""
+    if d.mask is None:
+        return None
+    mask = d.mask.reshape(tuple(shape))
+    return find_pattern(mask) or value_region(mask, args)
 
 
 def with_level(f: Finding, g: Tensor, w: Tensor, d: dg.Diff, tol: Tolerance,
@@ -235,7 +242,8 @@ def grad_finding(i: int, g: Tensor, w: Tensor, d: dg.Diff, want: Run, inputs: In
     factor = hints.factor_hint(d)
     level = "" if factor else hints.level_hint(d, dtype)
     f = Finding("input", i, factor, shape=tuple(g.shape), stats=d.stats,
-                worst=dg.input_elements(d, i, g.shape), pattern=pattern_of(d, g.shape))
+                worst=dg.input_elements(d, i, g.shape),
+                pattern=pattern_of(d, g.shape, inputs.args))
     pair = functools.cache(lambda: dg.transposed_dims(g, w, tol))
     other = functools.cache(lambda: swapped_with(i, g, want, inputs, tol))
     f.hint = hints.gradient_hint(factor, level, f.pattern, lambda: pair() is not None,

@@ -89,3 +89,5 @@ class Options:
     #: the information capabilities measured (see gradlab.checks.numeric.capabilities); a spec's
     #: `requires` adds its own.
     capabilities: frozenset[str] = DEFAULT_MEASURED
+    #: seconds of the explore search per case and device (0: not run; `--explore [BUDGET]`).
+    explore: float = 0.0

@@ -7,18 +7,19 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from gradlab.checks.run.options import Options
-from gradlab.model import CHECKS, Case, Target
+from gradlab.model import CHECKS, OPT_IN_CHECKS, Case, Target
 
 #: One work item: ("case" | "numerical", target, case, dtype, device).
 Item = tuple[str, Target, Case, str, str]
 #: The checks a "numerical" item makes: once per case and device, whatever the dtypes.
 PER_CASE_CHECKS = frozenset({"jacobian", "second_order", "forward_ad", "autocast",
-                             "capabilities", "opcheck"})
+                             "capabilities", "opcheck", "explore"})
 
 
 def enabled_checks(target: Target, options: Options) -> frozenset[str]:
-    """The checks that run for `target`: all, narrowed by the spec and by the options."""
-    checks = frozenset(CHECKS)
+    """The checks that run for `target`: all (the opt-in ones when their option asks), narrowed
+    by the spec and by the options."""
+    checks = frozenset(CHECKS) - (frozenset() if options.explore else frozenset(OPT_IN_CHECKS))
     for chosen in (target.checks, options.checks):
         if chosen is not None:
             checks &= chosen

@@ -16,6 +16,7 @@ from gradlab import ops, tf32
 from gradlab.cases import NonLeafInputs, case_seed, materialize
 from gradlab.checks.diagnosis import policy
 from gradlab.checks.diagnosis.hints import crash_hint
+from gradlab.checks.families.explore import explore_row
 from gradlab.checks.families.variants import Baseline, variant_rows
 from gradlab.checks.numeric import lowprec
 from gradlab.checks.numeric.autocast import autocast_row
@@ -155,6 +156,8 @@ def numerical_rows(target: Target, case: Case, device: str, options: Options,
     if "capabilities" in checks:
         guarded_check(ctx, "capabilities", lambda: capability_rows(
             ctx, pristine.clone(), gen, base=base_of(bw), state=state))
+    if "explore" in checks and options.explore > 0:
+        guarded_check(ctx, "explore", lambda: explore_row(ctx, options.explore))
     return ctx.rows
 
 

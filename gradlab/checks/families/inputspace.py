@@ -1,0 +1,193 @@
+"""The inputs `--explore` searches: the axes a case gives (each distinct size of its tensor
+arguments, each floating differentiable input's kind of values), points in that space, and a
+point made into a case and its inputs (gradlab.checks.families.explore runs them)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from gradlab.cases import Inputs, copy_like
+from gradlab.checks.families.sizes import grown_within
+from gradlab.model import Case, TensorArg
+
+#: The value kinds of a floating differentiable input (VALUES[kind] makes them from a draw).
+VALUE_KINDS = ("drawn", "positive", "negative", "zeros", "zero", "ties", "tiny", "large")
+#: The most elements one explored tensor may have: the search is for conditions, not sizes, and
+#: a point must cost milliseconds (a dense float64 tensor of 4096 elements is 32 KB).
+MAX_ELEMENTS = 4096
+#: The scale of "tiny" and "large" inputs: where cancellations (1/x - 1/sin x) and overflows
+#: (exp(x) at 1000 in float64 is inf) show in float64, the search's dtype.
+TINY, LARGE = 1e-6, 1e3
+#: Seed of the search (a run is reproducible) and of each point's values.
+SEED = 2024
+#: The share of axes a random combination moves away from the case's own value.
+MOVE = 0.4
+
+
+@dataclass(frozen=True)
+class Point:
+    """One explored input: each size axis' size ((case size, size): every dim of that size),
+    single dims moved on their own ((argument, dim, size): a square image made non-square),
+    and each value axis' kind."""
+
+    sizes: tuple[tuple[int, int], ...]
+    values: tuple[tuple[int, str], ...]
+    dims: tuple[tuple[int, int, int], ...] = ()
+
+    def moved_axes(self) -> int:
+        return (sum(a != b for a, b in self.sizes) + len(self.dims)
+                + sum(k != "drawn" for _, k in self.values))
+
+
+def size_axes(case: Case) -> list[int]:
+    """The case's distinct tensor sizes above 0, largest first (each one axis)."""
+    shapes = [tuple(a.shape) for a in case.args if isinstance(a, (TensorArg, Tensor))]
+    return sorted({n for s in shapes for n in s if n > 0}, reverse=True)
+
+
+def shared_dims(case: Case) -> list[tuple[int, int, int]]:
+    """(argument, dim, size) of every dim whose size another dim shares: each also moves on its
+    own (where the sizes must agree the reference refuses it, a point not judgeable)."""
+    dims = [(i, d, n) for i, a in enumerate(case.args) if isinstance(a, (TensorArg, Tensor))
+            for d, n in enumerate(tuple(a.shape)) if n > 0]
+    count: dict[int, int] = {}
+    for _, _, n in dims:
+        count[n] = count.get(n, 0) + 1
+    return [t for t in dims if count[t[2]] > 1]
+
+
+def size_values(n: int) -> list[int]:
+    """The sizes axis n takes: empty, one, two, odd sizes around n and past a tile."""
+    return sorted({0, 1, 2, 3, max(n - 1, 1), n + 1, 2 * n + 1, 17, 33} - {n})
+
+
+
+def value_axes(case: Case) -> list[int]:
+    """Positions of the floating arguments that require grad (the ones with value kinds)."""
+    out = []
+    for i, a in enumerate(case.args):
+        if isinstance(a, TensorArg):
+            floating = a.dtype is None or a.dtype.startswith(("float", "bfloat"))
+            if floating and a.requires_grad and a.values is None:
+                out.append(i)
+        elif isinstance(a, Tensor) and a.is_floating_point() and a.requires_grad:
+            out.append(i)
+    return out
+
+
+def base_point(case: Case) -> Point:
+    return Point(tuple((n, n) for n in size_axes(case)),
+                 tuple((i, "drawn") for i in value_axes(case)))
+
+
+def one_at_a_time(base: Point, shared: Sequence[tuple[int, int, int]] = ()) -> Iterator[Point]:
+    """Each axis alone at each of its values, the rest as the case has them: the size axes,
+    each shared dim on its own (one more, empty), the value axes."""
+    for k, (n, _) in enumerate(base.sizes):
+        for m in size_values(n):
+            sizes = list(base.sizes)
+            sizes[k] = (n, m)
+            yield replace(base, sizes=tuple(sizes))
+    for i, d, n in shared:
+        for m in (n + 1, 0):
+            yield replace(base, dims=((i, d, m),))
+    for k, (i, _) in enumerate(base.values):
+        for kind in VALUE_KINDS[1:]:
+            values = list(base.values)
+            values[k] = (i, kind)
+            yield replace(base, values=tuple(values))
+
+
+def combinations(base: Point, rng: random.Random,
+                 shared: Sequence[tuple[int, int, int]] = ()) -> Iterator[Point]:
+    """Seeded random points, each moving about MOVE of the axes (and, one time in three, one
+    shared dim on its own)."""
+    while True:
+        sizes = tuple((n, rng.choice(size_values(n)) if rng.random() < MOVE else n)
+                      for n, _ in base.sizes)
+        values = tuple((i, rng.choice(VALUE_KINDS) if rng.random() < MOVE else "drawn")
+                       for i, _ in base.values)
+        dims: tuple[tuple[int, int, int], ...] = ()
+        if shared and rng.random() < 1 / 3:
+            i, d, n = rng.choice(list(shared))
+            dims = ((i, d, rng.choice((n + 1, 2 * n + 1, 1, 0))),)
+        yield Point(sizes, values, dims)
+
+
+def resized(case: Case, point: Point) -> Case | None:
+    """`case` at the point's sizes (every dim of a size axis in every argument), or None when a
+    tensor would pass MAX_ELEMENTS."""
+    size = dict(point.sizes)
+    own = {(i, d): m for i, d, m in point.dims}
+    args: list[Any] = []
+    for i, a in enumerate(case.args):
+        if isinstance(a, (TensorArg, Tensor)):
+            shape = tuple(own.get((i, d), size.get(n, n)) for d, n in enumerate(a.shape))
+        if isinstance(a, TensorArg):
+            if _numel(shape) > MAX_ELEMENTS or (a.values is not None and shape != a.shape):
+                return None
+            a = replace(a, shape=shape, strides=None,
+                        layout="contiguous" if a.layout == "strided" else a.layout)
+        elif isinstance(a, Tensor):
+            if _numel(shape) > MAX_ELEMENTS:
+                return None
+            a = _reshaped(a, shape)
+        args.append(a)
+    return replace(case, args=tuple(args))
+
+
+def _numel(shape: Sequence[int]) -> int:
+    out = 1
+    for n in shape:
+        out *= n
+    return out
+
+
+def _reshaped(a: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """An API example tensor at `shape`: its leading block, grown within its value range."""
+    if tuple(a.shape) == shape:
+        return a
+    lead = a.detach()[tuple(slice(0, min(n, m)) for n, m in zip(a.shape, shape, strict=True))]
+    if not (a.is_floating_point() or a.is_complex()):
+        if tuple(lead.shape) != shape:  # an integer tensor cannot be grown without its meaning
+            raise ValueError("integer example tensor")
+        return lead.clone()
+    t = lead.clone() if tuple(lead.shape) == shape or lead.numel() == 0 else grown_within(
+        lead, shape)
+    if t.numel() == 0 and tuple(t.shape) != shape:
+        t = torch.zeros(shape, dtype=a.dtype)
+    return t.requires_grad_(a.requires_grad)
+
+
+def with_values(inputs: Inputs, point: Point) -> Inputs:
+    """The inputs with each value axis' kind applied (seeded)."""
+    gen = torch.Generator().manual_seed(SEED)
+    for i, kind in point.values:
+        t = inputs.args[i]
+        if kind == "drawn" or not isinstance(t, Tensor) or t.numel() == 0:
+            continue
+        x = t.detach().clone()
+        if kind == "positive":
+            x = x.abs()
+        elif kind == "negative":
+            x = -x.abs()
+        elif kind == "zeros":
+            x.view(-1)[torch.rand(x.numel(), generator=gen) < 0.25] = 0
+        elif kind == "zero":  # every element: a zero rotation, an all-zero mask
+            x = torch.zeros_like(x)
+        elif kind == "ties":
+            flat = x.reshape(-1)
+            flat[1::2] = flat[0::2][: flat[1::2].numel()]
+            x = flat.reshape(x.shape)
+        else:
+            x = x * (TINY if kind == "tiny" else LARGE)
+        inputs.args[i] = copy_like(x, requires_grad=True)
+    return inputs
+
+

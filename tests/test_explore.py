@@ -1,0 +1,219 @@
+"""`--explore` (issue 39, part 2): a seeded, budgeted search over the inputs a caller can produce
+(sizes, empty batches, signs, zeros, ties, tiny and large values) that shrinks a failure to its
+smallest input and prints it as a spec case; each broken Function beside a correct twin, and
+the conditions the search cannot judge (the reference's domain, a kink) never fail."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from typer.testing import CliRunner
+
+import gradlab
+from gradlab.checks.families import explore as ex
+from gradlab.cli import app
+from gradlab.cli.app import DEFAULT_EXPLORE_S, explore_argv
+from gradlab.render.words import message
+from gradlab.results import CheckRow, Report
+
+BUDGET = 3.0
+
+
+def explore_row(report: Report) -> CheckRow:
+    (row,) = [r for r in report.rows if r.check == "explore"]
+    return row
+
+
+def checked(fn: type[torch.autograd.Function], ref, *shapes: tuple[int, ...],
+            low: float = -1.0) -> Report:
+    gen = torch.Generator().manual_seed(0)
+    args = [(torch.rand(s, generator=gen, dtype=torch.float64) * (1 - low) + low)
+            .requires_grad_() for s in shapes]
+    return gradlab.check(fn, args, reference=ref, explore=BUDGET, checks=["forward", "gradient",
+                                                                           "explore"])
+
+
+def column_sum(alone_wrong: bool = False, empty_crash: bool = False
+               ) -> type[torch.autograd.Function]:
+    """x.sum(0); alone_wrong: the gradient doubled for a batch of one; empty_crash: backward
+    reads the first row's gradient (an IndexError for an empty batch)."""
+
+    class ColumnSum(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.n = x.shape[0]
+            return x.sum(0)
+
+        @staticmethod
+        def backward(ctx, g):
+            scale = 2.0 if alone_wrong and ctx.n == 1 else 1.0
+            out = g.expand(ctx.n, *g.shape) * scale
+            if empty_crash:
+                _ = out[0]  # the first row, assumed to exist
+            return out
+
+    return ColumnSum
+
+
+def test_a_bug_at_a_batch_of_one_is_found_and_shrunk_to_a_spec_case() -> None:
+    twin = explore_row(checked(column_sum(), lambda x: x.sum(0), (8, 5)))
+    assert twin.status == "pass", message(twin)
+    assert "explored" in message(twin) and "inputs in" in message(twin)
+    row = explore_row(checked(column_sum(alone_wrong=True), lambda x: x.sum(0), (8, 5)))
+    assert row.status == "fail" and row.hint == "explored_wrong", message(row)
+    case = row.findings[0].want
+    # shrunk to the smallest failing input: a batch of one (and the other dim as small)
+    assert case["set"][0]["shape"] == [1, 1]
+    assert "- {name: explored, set: {0: {shape: [1, 1]}}}" in message(row)
+
+
+def test_a_backward_that_crashes_on_an_empty_batch_fails_as_raising() -> None:
+    row = explore_row(checked(column_sum(empty_crash=True), lambda x: x.sum(0), (6, 4)))
+    assert row.status == "fail" and row.hint == "explored_raises", message(row)
+    assert row.findings[0].want["set"][0]["shape"][0] == 0
+    assert "IndexError" in row.note
+
+
+def tile16(drop_tail: bool) -> type[torch.autograd.Function]:
+    """2 * x; drop_tail: backward computes one 16-wide block per row (elements past 16 get
+    no gradient: a launch of one block where cdiv(n, 16) are needed)."""
+
+    class Tiled(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return 2 * x
+
+        @staticmethod
+        def backward(ctx, g):
+            out = 2 * g
+            if drop_tail:
+                out = out.clone()
+                out[..., 16:] = 0
+            return out
+
+    return Tiled
+
+
+def test_a_bug_past_the_case_sizes_is_found_and_shrunk_within_twice_the_smallest() -> None:
+    ref = lambda x: 2 * x  # noqa: E731
+    twin = explore_row(checked(tile16(False), ref, (3, 8)))
+    assert twin.status == "pass", message(twin)
+    row = explore_row(checked(tile16(True), ref, (3, 8)))
+    assert row.status == "fail", message(row)
+    shape = row.findings[0].want["set"][0]["shape"]
+    # the smallest failing input is [1, 17]: within 2x in every dim
+    assert shape[1] >= 17 and shape[1] <= 34 and shape[0] <= 2, shape
+
+
+class Sqrt(torch.autograd.Function):
+    """sqrt with its right derivative: the reference's domain is x >= 0."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = x.sqrt()
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g / (2 * y)
+
+
+class ReluOneAtZero(torch.autograd.Function):
+    """relu whose derivative at 0 is 1 (torch's is 0): a convention at a kink, not a bug."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clamp(min=0)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * (x >= 0)
+
+
+def test_what_the_reference_cannot_judge_never_fails() -> None:
+    # negative values leave sqrt's domain, tiny ones make it ill-conditioned: not judgeable
+    row = explore_row(checked(Sqrt, torch.sqrt, (5, 4), low=0.1))
+    assert row.status == "pass", message(row)
+    assert "not judgeable" in message(row)
+    # planted zeros sit on relu's kink: the derivative there is a convention
+    row = explore_row(checked(ReluOneAtZero, torch.relu, (5, 4)))
+    assert row.status == "pass", message(row)
+
+
+def test_without_a_reference_explore_is_a_declared_skip() -> None:
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    row = explore_row(gradlab.check(column_sum(), [x], explore=1.0,
+                                    checks=["gradient", "explore"]))
+    assert row.status == "skip" and row.declared and row.reason == "explore_no_reference"
+
+
+def test_explore_is_opt_in() -> None:
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    r = gradlab.check(column_sum(), [x], reference=lambda x: x.sum(0), variants=False)
+    assert not [row for row in r.rows if row.check == "explore"]
+
+
+def test_the_search_is_budgeted_and_seeded() -> None:
+    clock = iter(range(10**6))  # a fake clock: one second per reading
+    calls: list[ex.Point] = []
+
+    def judge(p: ex.Point) -> ex.Outcome:
+        calls.append(p)
+        return ex.Outcome("pass")
+
+    base = ex.Point(((8, 8), (3, 3)), ((0, "drawn"),))
+    s = ex.search(judge, base, budget=5, clock=lambda: float(next(clock)))
+    assert s.tried == len(calls) <= 6 and s.failure is None
+    # one factor at a time first: the first points move exactly one axis
+    assert all(p.moved_axes() == 1 for p in calls)
+    again: list[ex.Point] = []
+    clock = iter(range(10**6))
+    ex.search(lambda p: again.append(p) or ex.Outcome("pass"), base, budget=5,
+              clock=lambda: float(next(clock)))
+    assert again == calls
+
+
+def test_cli_explore_budget_and_bad_value(tmp_path: Path) -> None:
+    runner = CliRunner()
+    bad = runner.invoke(app, ["check", "exp", "--explore", "abc", "--report-dir",
+                              str(tmp_path)])
+    assert bad.exit_code == 2
+    assert "--explore: expected a positive number of seconds, got 'abc'" in bad.output
+
+
+def test_explore_without_a_budget_takes_the_default() -> None:
+    assert explore_argv(["check", "x.yaml", "--explore"]) == ["check", "x.yaml", "--explore",
+                                                               f"{DEFAULT_EXPLORE_S:g}"]
+    assert explore_argv(["check", "--explore", "--dtype", "double"])[1:3] == [
+        "--explore", f"{DEFAULT_EXPLORE_S:g}"]
+    assert explore_argv(["check", "--explore", "2.5", "x"]) == ["check", "--explore", "2.5", "x"]
+    assert explore_argv(["check", "--explore", "specs/"])[2] == f"{DEFAULT_EXPLORE_S:g}"
+
+
+def test_cli_explore_says_what_it_explored(tmp_path: Path) -> None:
+    r = CliRunner().invoke(app, ["check", "mulconstant", "--explore", "1", "--check",
+                                 "explore", "--dtype", "double", "--no-isolate",
+                                 "--report-dir", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    assert "mulconstant/" in r.output and "explored" in r.output and " inputs in " in r.output
+
+
+def test_the_bundled_conv2d_without_input_channels_matches_autograd() -> None:
+    """What --explore found in a bundled op: with 0 input channels F.conv2d returns 0 output
+    channels, and the bias gradient came back [0] for a [4] bias (backward raised)."""
+    from gradlab.ops.conv2d import Conv2dFunction, conv2d_reference
+
+    def grads(fn) -> list[torch.Tensor]:
+        x = torch.randn(2, 0, 6, 6, dtype=torch.float64, requires_grad=True)
+        w = torch.randn(4, 0, 3, 3, dtype=torch.float64, requires_grad=True)
+        b = torch.randn(4, dtype=torch.float64, requires_grad=True)
+        fn(x, w, b, 1, 1, 1, 1).sum().backward()
+        return [t.grad for t in (x, w, b)]
+
+    for got, want in zip(grads(Conv2dFunction.apply), grads(conv2d_reference), strict=True):
+        torch.testing.assert_close(got, want)
