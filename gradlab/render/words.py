@@ -96,6 +96,9 @@ HINTS: dict[str, str] = {
     "explored_raises": "backward raises on an input the explore search found, where forward "
                        "and the reference ran (shrunk to the smallest that does; the spec case "
                        "to paste follows)",
+    "explored_empty": "wrong or raising only on an input with an empty tensor (an empty batch, "
+                      "no points) where the reference runs: shrunk to the smallest; a likely "
+                      "bug if callers can pass one",
     "sign_region": "wrong only for one sign of an input (a branch on the sign whose other "
                    "side's derivative is wrong, abs or a leaky slope?)",
     "zero_region": "wrong only where an input is 0 (the derivative's value at 0: a convention "

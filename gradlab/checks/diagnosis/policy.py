@@ -121,6 +121,11 @@ RULES: tuple[Rule, ...] = (
          "input whose contiguous copy it refuses too) that the reference accepts",
          why="a domain narrower than the reference's (a Cholesky solve of a singular "
              "matrix): raising is safe, and may be a bug"),
+    Rule("explore", "explored_empty", WARN,
+         "under `--explore`, a wrong result or a backward that raises only on an input with "
+         "an empty tensor, where the reference runs",
+         why="a crash on an empty batch is likely a bug, yet whether a caller passes one is "
+             "not certain"),
     Rule("contract", "summed_shape", WARN,
          "backward returns a gradient at a shape autograd sums down to the input's (the "
          "output's broadcast shape for a [1, 1] parameter)",

@@ -137,6 +137,8 @@ def resized(case: Case, point: Point) -> Case | None:
         elif isinstance(a, Tensor):
             if _numel(shape) > MAX_ELEMENTS:
                 return None
+            if not (a.is_floating_point() or a.is_complex()) and tuple(a.shape) != shape:
+                return None  # an index tensor's values mean positions: it cannot be resized
             a = _reshaped(a, shape)
         args.append(a)
     return replace(case, args=tuple(args))
@@ -155,9 +157,7 @@ def _reshaped(a: Tensor, shape: tuple[int, ...]) -> Tensor:
         return a
     lead = a.detach()[tuple(slice(0, min(n, m)) for n, m in zip(a.shape, shape, strict=True))]
     if not (a.is_floating_point() or a.is_complex()):
-        if tuple(lead.shape) != shape:  # an integer tensor cannot be grown without its meaning
-            raise ValueError("integer example tensor")
-        return lead.clone()
+        return lead.clone()  # resized() keeps integer tensors at their own shape
     t = lead.clone() if tuple(lead.shape) == shape or lead.numel() == 0 else grown_within(
         lead, shape)
     if t.numel() == 0 and tuple(t.shape) != shape:
