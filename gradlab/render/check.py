@@ -17,9 +17,10 @@ from rich.text import Text
 from gradlab.errors import ExitCode
 from gradlab.render.capabilities import capability_table
 from gradlab.render.environment import tf32_line
+from gradlab.render.explored import explored_summary
 from gradlab.render.findings import FailureGroup, failing_cases, finding_parts
 from gradlab.render.tables import Column, fit
-from gradlab.render.words import explored_summary, message
+from gradlab.render.words import message
 from gradlab.results import ERROR, FAIL, PASS, SKIP, WARN, CheckRow, Report, exit_code
 from gradlab.results.capabilities import capability_matrix
 from gradlab.results.status import SEVERITY
