@@ -301,6 +301,24 @@ def test_second_order_false_once_differentiable_passes() -> None:
     assert row.status == "pass"
 
 
+def test_second_order_true_on_a_once_differentiable_function_says_so() -> None:
+    # declared second order, backward once_differentiable: the fix is the declaration (or a
+    # differentiable backward), never "add @once_differentiable", which it already has
+    r = gradlab.check(SquareOnce, [rand(3, 4)], reference=square_ref, second_order=True,
+                      variants=False)
+    (row,) = [row for row in r.rows if row.check == "second_order"]
+    assert (row.status, row.hint) == ("fail", "once_differentiable"), table(r.rows)
+    assert "second_order: false" in message(row)
+    assert "decorate backward" not in message(row)
+    # its twin with a differentiable backward passes, and a wrong double backward is still
+    # second_order_only (its fix is once_differentiable)
+    assert gradlab.check(Square, [rand(3, 4)], reference=square_ref, second_order=True).passed
+    r = gradlab.check(SquareKept, [rand(3, 4)], reference=square_ref, second_order=True,
+                      variants=False)
+    (row,) = [row for row in r.rows if row.check == "second_order"]
+    assert (row.status, row.hint) == ("fail", "second_order_only"), table(r.rows)
+
+
 @pytest.mark.parametrize("strict", [False, True])
 def test_second_order_unknown_once_differentiable_is_information_where_the_reference_can(
         strict: bool) -> None:
