@@ -419,3 +419,16 @@ def test_an_expanded_input_refused_for_its_values_is_not_a_layout_finding() -> N
     assert not [x for x in r.rows if x.hint == "expanded_refused"], table(r.rows)
     assert not gradlab.check(DistinctRowsOnly, [rand(3, 4)], reference=lambda x: x * 2,
                              strict=True).passed
+
+
+def test_arguments_neither_the_function_nor_the_reference_accepts_are_the_callers() -> None:
+    # both raise alike on the case's own inputs: one error row saying the arguments are wrong
+    # (the run stops there), not the Function's crash on every check
+    r = gradlab.check(Square, [rand(3, 4)], reference=lambda x: x @ x, variants=False)
+    # the reference alone raising is its failure on this case, as before
+    assert {x.reason for x in r.rows if x.status == "error"} == {"reference_failed"}, \
+        table(r.rows)
+    r = gradlab.check(torch.mm, [rand(2, 3), rand(4, 5)], reference=torch.mm)
+    assert [(x.check, x.status, x.reason) for x in r.rows] == [
+        ("forward", "error", "spec_inputs")], table(r.rows)
+    assert "arguments are wrong" in message(r.rows[0]) and not r.passed
