@@ -98,13 +98,14 @@ def load_targets(what: list[str], cases: list[str] | None, max_memory: int | Non
     gradlab.spec.import_callables."""
     from dataclasses import replace
 
-    from gradlab.spec import add_import_paths, import_callables, resolve
+    from gradlab.spec import add_import_paths, import_callables, look_up_callables, resolve
 
     for folder in paths or ():
         if not folder.is_dir():
             raise GradlabError(f"--path: {folder}: no such folder")
     add_import_paths(paths or ())
     targets = [t for w in what for t in resolve(w, max_memory, imports=False)]
+    look_up_callables(targets)  # a misspelt module or attribute before torch or a worker
     if imports:
         targets = import_callables(targets)
     if cases:
