@@ -207,8 +207,9 @@ def render_bench(report: BenchReport, console: Console, wide: bool = False) -> N
     for said in (distortion_line(report.env), conclusive_words(report.rows)):
         if said:
             console.print(Text(said, style="yellow"))
-    # the summary is never wrapped: a log reader greps it whole
-    console.print(Text(summary, style="bold red" if report.errors else "bold"), soft_wrap=True)
+    # off a terminal (a log) the summary is never wrapped: a log reader greps it whole
+    console.print(Text(summary, style="bold red" if report.errors else "bold"),
+                  soft_wrap=not console.is_terminal)
 
 
 def _change(c: CompareRow) -> Text:
