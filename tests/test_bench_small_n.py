@@ -47,7 +47,8 @@ def _row(impl: str, n: int, **kw: object) -> BenchRow:
 
 
 def test_a_speedup_from_three_samples_says_n_not_an_interval() -> None:
-    few = _row("custom", 3, speedup=1.25, significant=False)
+    few = _row("custom", 3, speedup=1.25, significant=False,
+               note="n=3: too few samples for a confidence interval")
     # too few to tell: no faster or slower on the row, as the summary says
     assert speedup_words(few) == "ratio 1.25, n=3: too few to tell"
     assert interval(few) == "(n=3: too few samples for an interval)"
@@ -58,6 +59,7 @@ def test_a_speedup_from_three_samples_says_n_not_an_interval() -> None:
     render_bench(report, console)
     text = console.export_text()
     assert "ratio 1.25, n=3: too few to tell" in text and "faster [" not in text
+    assert "note:" not in text  # the row's words say it: no note line repeating it
     assert "[" not in text.split("ratio 1.25")[1].split("\n")[0]
     assert "0 no significant difference, 1 with too few samples to tell" in text
 

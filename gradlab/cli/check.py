@@ -61,6 +61,10 @@ from gradlab.cli.ci import (
     write_extras,
 )
 from gradlab.errors import GradlabError
+from gradlab.model import CHECKS
+
+#: --check's help, from the model's list of checks so that it cannot drift from it.
+CHECK_HELP = f"only these checks: {', '.join(CHECKS)}"
 
 
 def _check_options(what: list[str], dtype: list[str] | None, device: list[str] | None,
@@ -182,10 +186,7 @@ def check(
                                            help="layout / grad_output / requires_grad / size-1 "
                                                 "variants")] = True,
     variant: Annotated[list[str] | None, typer.Option("--variant", help=VARIANT_HELP)] = None,
-    only: Annotated[list[str] | None, typer.Option("--check", help="only these checks: forward, "
-                                                   "gradient, contract, jacobian, "
-                                                   "second_order, autocast, "
-                                                   "capabilities")] = None,
+    only: Annotated[list[str] | None, typer.Option("--check", help=CHECK_HELP)] = None,
     capabilities: Capabilities = "default",
     mode: Annotated[str, typer.Option("--mode", help="numerical Jacobians: auto, dense or "
                                       "fast (random probes)")] = "auto",

@@ -186,7 +186,9 @@ def render_bench(report: BenchReport, console: Console, wide: bool = False) -> N
     console.print(bench_table(report, width=None if wide else console.width))
     console.print(Text(BENCH_LEGEND, style="dim"))
     for r in report.rows:
-        if r.status == ERROR or (r.note and r.note != "no significant difference"):
+        # the row's own words already say a lack of interval ("n=3: too few to tell")
+        said = r.note in ("no significant difference",) or r.note.startswith(f"n={r.n}: too few")
+        if r.status == ERROR or (r.note and not said):
             line = Text("ERROR " if r.status == ERROR else "note: ",
                         style=_STATUS_STYLE[ERROR] if r.status == ERROR else "yellow")
             line.append(f"{r.op} / {r.case} / {r.dtype} / {r.device} / {r.impl} / {r.phase}: ",
