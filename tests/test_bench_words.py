@@ -112,3 +112,8 @@ def test_a_row_says_faster_or_slower_only_where_its_summary_counts_it() -> None:
     assert "no difference [0.95, 1.1]" in text and "faster [" not in text, text
     # the columns a reader cannot guess are said under the table
     assert "saved: bytes autograd keeps for backward" in " ".join(text.split())
+    # a column the width dropped is not explained
+    narrow = Console(width=70, record=True, color_system=None)
+    render_bench(BenchReport(rows=[spans, excludes, row("reference")]), narrow)
+    header = next(ln for ln in narrow.export_text().splitlines() if " impl " in ln)
+    assert " saved" not in header and "saved:" not in narrow.export_text()

@@ -93,11 +93,12 @@ def speedup_words(r: BenchRow) -> str:
     return f"{ratio_words(r.speedup)} {ratio_interval(r.speedup, r.speedup_low, r.speedup_high)}"
 
 
-#: Under the table: what the columns a reader cannot guess mean.
-BENCH_LEGEND = ("speedup: the reference's median time over the custom's, faster or slower only "
-                "where its 95% interval excludes 1; saved: bytes autograd keeps for backward "
-                "after one forward (saved tensors, each storage once; a plain ctx attribute "
-                "is not seen)")
+#: Under the table: what the columns a reader cannot guess mean, each said when it is shown.
+BENCH_LEGEND = {
+    "speedup [95% CI]": "speedup: the reference's median time over the custom's, faster or "
+                        "slower only where its 95% interval excludes 1",
+    "saved": "saved: bytes autograd keeps for backward after one forward (saved tensors, each "
+             "storage once; a plain ctx attribute is not seen)"}
 
 
 def distortion_line(env: Mapping[str, Any]) -> str:
@@ -183,8 +184,12 @@ def render_bench(report: BenchReport, console: Console, wide: bool = False) -> N
     """Print the table, the errors and notes, and a one-line summary (after a warning when a
     debug mode distorted the timings, and how long a conclusive run would take when samples
     were too few)."""
-    console.print(bench_table(report, width=None if wide else console.width))
-    console.print(Text(BENCH_LEGEND, style="dim"))
+    table = bench_table(report, width=None if wide else console.width)
+    console.print(table)
+    shown = {str(c.header) for c in table.columns}
+    legend = "; ".join(said for header, said in BENCH_LEGEND.items() if header in shown)
+    if legend:
+        console.print(Text(legend, style="dim"))
     for r in report.rows:
         # the row's own words already say a lack of interval ("n=3: too few to tell")
         said = r.note in ("no significant difference",) or r.note.startswith(f"n={r.n}: too few")
