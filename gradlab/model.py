@@ -195,6 +195,9 @@ class Case:
     #: the special variant's values per tensor arg position (the API's; a spec's are on
     #: TensorArg.special)
     special: Mapping[int, tuple[float, ...]] = field(default_factory=dict)
+    #: the spec's key path its arguments come from ('cases[0].args', 'args'; '' for the API's):
+    #: what a spec error about them names (not part of what the case is).
+    key: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)

@@ -496,6 +496,11 @@ def test_cli_bench_crashing_function_exits_1_and_still_writes(tmp_path: Path,
     result = runner.invoke(app, ["bench", "spec.yaml", "--min-time", "0.001", "--min-samples",
                                  "3", "--report-dir", "out"])
     assert result.exit_code == 1, result.output
+    # the op without bench: cases is timed at its check shapes, and that is said, once
+    said = [ln for ln in result.output.splitlines() if "no bench: cases" in ln]
+    assert said == ["gradlab: Crash: no bench: cases in spec.yaml: ops[0]; timing its check "
+                    "cases (small shapes: mostly call overhead). Add bench: cases at real "
+                    "sizes"], result.output
     frame = pd.read_csv(next((tmp_path / "out").glob("bench-*.csv")))
     crash = frame[(frame["op"] == "Crash") & (frame["impl"] == CUSTOM)]
     assert len(crash) == 4 and set(crash["status"]) == {ERROR}

@@ -47,8 +47,10 @@ def _row(impl: str, n: int, **kw: object) -> BenchRow:
 
 
 def test_a_speedup_from_three_samples_says_n_not_an_interval() -> None:
-    few = _row("custom", 3, speedup=1.25, significant=False)
-    assert speedup_words(few) == "1.25x faster n=3"
+    few = _row("custom", 3, speedup=1.25, significant=False,
+               note="n=3: too few samples for a confidence interval")
+    # too few to tell: no faster or slower on the row, as the summary says
+    assert speedup_words(few) == "ratio 1.25, n=3: too few to tell"
     assert interval(few) == "(n=3: too few samples for an interval)"
     many = _row("custom", 12, speedup=1.25, speedup_low=1.1, speedup_high=1.4, significant=True)
     assert speedup_words(many) == "1.25x faster [1.10, 1.40]"
@@ -56,8 +58,9 @@ def test_a_speedup_from_three_samples_says_n_not_an_interval() -> None:
     console = Console(width=200, record=True, color_system=None)
     render_bench(report, console)
     text = console.export_text()
-    assert "1.25x faster n=3" in text
-    assert "[" not in text.split("1.25x faster")[1].split("\n")[0]
+    assert "ratio 1.25, n=3: too few to tell" in text and "faster [" not in text
+    assert "note:" not in text  # the row's words say it: no note line repeating it
+    assert "[" not in text.split("ratio 1.25")[1].split("\n")[0]
     assert "0 no significant difference, 1 with too few samples to tell" in text
 
 

@@ -61,7 +61,8 @@ def test_the_terminal_says_the_mode_and_how_long_a_conclusion_takes() -> None:
     console = Console(width=200, record=True, color_system=None)
     render_bench(report, console)
     text = console.export_text()
-    assert "3,600x slower n=3" in text and "0.00" not in text
+    # too few samples: the ratio without a direction (the summary counts it as too few)
+    assert "ratio 1/3,600, n=3: too few to tell" in text and "0.00" not in text
     assert "warning: timings distorted by TRITON_INTERPRET=1" in text
     # 3 samples of 0.33 s: 10 for an interval take 3.3 s, and a fifth more
     assert ("too few samples to tell: 3 in 990 ms; about 4 s of sampling per case for a "
@@ -88,3 +89,31 @@ def test_the_report_files_record_the_mode(tmp_path: Path, monkeypatch: pytest.Mo
         "TRITON_INTERPRET=1")
     (csv,) = (tmp_path / "r").glob("bench-*.csv")
     assert str(pd.read_csv(csv)["timing_distortions"].iloc[0]).startswith("TRITON_INTERPRET=1")
+
+
+def test_a_row_says_faster_or_slower_only_where_its_summary_counts_it() -> None:
+    from rich.console import Console
+
+    from gradlab.render.bench import render_bench, speedup_words
+    from gradlab.results.bench import BenchReport, BenchRow
+
+    def row(impl: str, **kw: object) -> BenchRow:
+        return BenchRow("op", "case", "float32", "cpu", impl, "forward", median_s=1.0, n=12,
+                        samples_s=[1.0] * 12, **kw)  # type: ignore[arg-type]
+
+    spans = row("custom", speedup=1.05, speedup_low=0.95, speedup_high=1.1, significant=False)
+    excludes = row("custom", speedup=0.8, speedup_low=0.75, speedup_high=0.85, significant=True)
+    assert speedup_words(spans) == "no difference [0.95, 1.1]"
+    assert speedup_words(excludes) == "1.25x slower [1.18, 1.33]"
+    console = Console(width=100, record=True, color_system=None)
+    render_bench(BenchReport(rows=[spans, excludes, row("reference")]), console)
+    text = console.export_text()
+    assert "0 faster, 1 slower, 1 no significant difference" in text
+    assert "no difference [0.95, 1.1]" in text and "faster [" not in text, text
+    # the columns a reader cannot guess are said under the table
+    assert "saved: bytes autograd keeps for backward" in " ".join(text.split())
+    # a column the width dropped is not explained
+    narrow = Console(width=70, record=True, color_system=None)
+    render_bench(BenchReport(rows=[spans, excludes, row("reference")]), narrow)
+    header = next(ln for ln in narrow.export_text().splitlines() if " impl " in ln)
+    assert " saved" not in header and "saved:" not in narrow.export_text()

@@ -301,6 +301,24 @@ def test_second_order_false_once_differentiable_passes() -> None:
     assert row.status == "pass"
 
 
+def test_second_order_true_on_a_once_differentiable_function_says_so() -> None:
+    # declared second order, backward once_differentiable: the fix is the declaration (or a
+    # differentiable backward), never "add @once_differentiable", which it already has
+    r = gradlab.check(SquareOnce, [rand(3, 4)], reference=square_ref, second_order=True,
+                      variants=False)
+    (row,) = [row for row in r.rows if row.check == "second_order"]
+    assert (row.status, row.hint) == ("fail", "once_differentiable"), table(r.rows)
+    assert "second_order: false" in message(row)
+    assert "decorate backward" not in message(row)
+    # its twin with a differentiable backward passes, and a wrong double backward is still
+    # second_order_only (its fix is once_differentiable)
+    assert gradlab.check(Square, [rand(3, 4)], reference=square_ref, second_order=True).passed
+    r = gradlab.check(SquareKept, [rand(3, 4)], reference=square_ref, second_order=True,
+                      variants=False)
+    (row,) = [row for row in r.rows if row.check == "second_order"]
+    assert (row.status, row.hint) == ("fail", "second_order_only"), table(r.rows)
+
+
 @pytest.mark.parametrize("strict", [False, True])
 def test_second_order_unknown_once_differentiable_is_information_where_the_reference_can(
         strict: bool) -> None:
@@ -401,3 +419,16 @@ def test_an_expanded_input_refused_for_its_values_is_not_a_layout_finding() -> N
     assert not [x for x in r.rows if x.hint == "expanded_refused"], table(r.rows)
     assert not gradlab.check(DistinctRowsOnly, [rand(3, 4)], reference=lambda x: x * 2,
                              strict=True).passed
+
+
+def test_arguments_neither_the_function_nor_the_reference_accepts_are_the_callers() -> None:
+    # both raise alike on the case's own inputs: one error row saying the arguments are wrong
+    # (the run stops there), not the Function's crash on every check
+    r = gradlab.check(Square, [rand(3, 4)], reference=lambda x: x @ x, variants=False)
+    # the reference alone raising is its failure on this case, as before
+    assert {x.reason for x in r.rows if x.status == "error"} == {"reference_failed"}, \
+        table(r.rows)
+    r = gradlab.check(torch.mm, [rand(2, 3), rand(4, 5)], reference=torch.mm)
+    assert [(x.check, x.status, x.reason) for x in r.rows] == [
+        ("forward", "error", "spec_inputs")], table(r.rows)
+    assert "arguments are wrong" in message(r.rows[0]) and not r.passed

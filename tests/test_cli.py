@@ -1,5 +1,6 @@
 """The CLI: exit codes 0/1/2, the table, the CSV, one-line errors without tracebacks."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -33,8 +34,17 @@ def test_check_conv2d_double_passes_and_writes_csv(tmp_path: Path) -> None:
     (csv,) = tmp_path.glob("check-*.csv")
     frame = pd.read_csv(csv)
     assert list(frame.columns[: len(COLUMNS)]) == list(COLUMNS)
+    # the environment once per report: a one-row CSV beside it (and the JSON), not a column
+    # repeated on every row
+    (env,) = tmp_path.glob("env-check-*.csv")
+    assert env.name == f"env-{csv.name}"
+    env_frame = pd.read_csv(env)
+    assert len(env_frame) == 1
     for col in ("torch_version", "device_name", "seed", "gradlab_version"):
-        assert col in frame.columns
+        assert col in env_frame.columns and col not in frame.columns
+    (js,) = tmp_path.glob("check-*.json")
+    assert json.loads(js.read_text())["env"]["seed"] == env_frame["seed"][0] == 0
+    assert f"report: {csv}, {js.name}, {env.name}" in result.output
     assert set(frame[frame["check"] != "autocast"]["dtype"]) == {"float64"}
     assert set(frame["check"]) >= {"forward", "gradient", "jacobian", "second_order"}
 
@@ -152,3 +162,14 @@ def test_gradlab_repro_reruns_a_case_from_its_saved_inputs(tmp_path: Path,
     bad.write_bytes(b"junk")
     result = runner.invoke(app, ["repro", str(bad)])
     assert result.exit_code == 2 and "not a gradlab repro file" in result.output
+
+
+def test_check_help_names_every_check() -> None:
+    from gradlab.model import CHECKS
+
+    result = runner.invoke(app, ["check", "--help"])
+    assert result.exit_code == 0, result.output
+    # the help wraps at the console's width: compare with the whitespace folded
+    said = " ".join(result.output.split()).split("only these checks: ", 1)[1]
+    assert said.startswith(", ".join(CHECKS) + " "), said
+    assert "forward_ad" in CHECKS

@@ -181,7 +181,9 @@ def test_sigterm_is_an_interrupt_too(tmp_path: Path) -> None:
 
 
 def test_an_import_time_sys_exit_is_a_one_line_spec_error(tmp_path: Path) -> None:
-    (tmp_path / "exits_on_import.py").write_text("import sys\nsys.exit(3)\n")
+    # f is bound in its source (the lookup without importing finds it): the import says
+    (tmp_path / "exits_on_import.py").write_text("import sys\nsys.exit(3)\ndef f(x):\n"
+                                                 "    return x\n")
     (tmp_path / "s.yaml").write_text("function: exits_on_import:f\nargs: [{shape: [2]}]\n")
     proc = gradlab_cli("check", "s.yaml", "--report-dir", str(tmp_path), cwd=tmp_path)
     out, err = proc.communicate(timeout=120)

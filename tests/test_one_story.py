@@ -196,7 +196,7 @@ def test_every_rendering_counts_the_mixed_report_the_same() -> None:
 
     agrees("junit", from_junit(ET.tostring(check_junit(report).getroot(), encoding="unicode")))
 
-    csv_text, json_text = check_report_texts(report)
+    csv_text, json_text, _ = check_report_texts(report)
     agrees("csv", from_rows(list(csv.DictReader(io.StringIO(csv_text)))))
     payload = json.loads(json_text)
     agrees("json rows", from_rows(payload["rows"]))
@@ -237,7 +237,7 @@ def test_a_bug_in_several_variants_and_checks_is_one_finding_everywhere() -> Non
              for c in root.iter("testcase") if c.find("failure") is not None}
     assert set(texts) == {"small/gradient", "small/jacobian"}
     assert all("(finding 1 of 2)" in t for t in texts.values())
-    _, json_text = check_report_texts(report)
+    _, json_text, _ = check_report_texts(report)
     (bug, crash) = json.loads(json_text)["findings"]
     assert (bug["checks"], bug["variants"], bug["rows"]) == (["gradient", "jacobian"],
                                                             BUG_VARIANTS, 4)

@@ -39,7 +39,8 @@ def report() -> Report:
 
 
 def screen(rep: Report, width: int = 160, full: bool = False) -> str:
-    console = Console(file=io.StringIO(), width=width, color_system=None)
+    # a terminal's screen (off one, the verdict line is never wrapped)
+    console = Console(file=io.StringIO(), width=width, color_system=None, force_terminal=True)
     render_check(rep, console, full=full)
     return console.file.getvalue()  # type: ignore[attr-defined,no-any-return]
 

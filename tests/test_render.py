@@ -31,7 +31,9 @@ def screen(render: Any, width: int) -> list[str]:
 def gradlab_console(width: int) -> Any:
     from rich.console import Console
 
-    return Console(width=width, file=io.StringIO(), color_system=None, legacy_windows=False)
+    # a terminal's screen (off one, the verdict and summary lines are never wrapped)
+    return Console(width=width, file=io.StringIO(), color_system=None, legacy_windows=False,
+                   force_terminal=True)
 
 
 def too_long(lines: list[str], width: int) -> list[str]:
@@ -143,3 +145,33 @@ def test_log_progress_says_an_op_is_done_when_the_next_one_starts() -> None:
     # (the whole count sentence does not fit 100 columns: the counts that are not zero)
     assert console.file.getvalue().splitlines() == [  # type: ignore[attr-defined]
         "checked quick: 1 case, 1 check passed, 3 rows (1.0 s)"]
+
+
+def test_a_line_says_its_absolute_error_at_the_case_own_scale() -> None:
+    # a float32 exp's magnitude variant runs near 3e38: an absolute error of 5e16 there is
+    # relative 2e-22, and said as "max abs err 5e16" it reads as a huge error of the case
+    rows = [CheckRow("exp", "matrix", "float32", "cpu", "base", "forward", "pass",
+                     max_abs_err=3e-7, max_rel_err=8e-8),
+            CheckRow("exp", "matrix", "float32", "cpu", "magnitude", "forward", "pass",
+                     max_abs_err=5.07e16, max_rel_err=1.6e-22),
+            CheckRow("exp", "matrix", "float32", "cpu", "noncontiguous[0]", "forward", "pass",
+                     max_abs_err=4e-7, max_rel_err=9e-8)]
+    (g,) = group_rows(rows)
+    assert (g["max_abs_err"], g["max_rel_err"]) == (4e-7, 9e-8)
+    text = "\n".join(screen(lambda c: render_check(Report(rows=rows), c), 100))
+    assert "5.07e+16" not in text and "4.00e-07" in text, text
+
+
+def test_off_a_terminal_the_verdict_and_summary_lines_are_never_wrapped(
+        broken_report: Report) -> None:
+    from rich.console import Console
+
+    from gradlab.render.check import render_verdict, verdict_line
+
+    log = Console(width=40, file=io.StringIO(), color_system=None, force_terminal=False)
+    render_verdict(broken_report, log)
+    render_bench(BenchReport(rows=bench_rows()), log)
+    lines = log.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    assert verdict_line(broken_report, False) in lines, lines
+    assert any(ln.startswith("12 rows, 0 errors; custom vs reference: ") and
+               ln.endswith("no significant difference") for ln in lines), lines

@@ -60,12 +60,15 @@ def test_concurrent_writers_in_the_same_second_get_distinct_complete_files(
         t.join()
     assert not errors, errors
     files = sorted(p.name for p in tmp_path.iterdir())
-    assert len(files) == 2 * WRITERS, files  # no temp files or probes left behind
-    for marker, (csv, js) in results.items():
+    assert len(files) == 3 * WRITERS, files  # no temp files or probes left behind
+    for marker, (csv, js, env) in results.items():
         assert csv.stem == js.stem and csv.name.startswith("check-20261123-113214-")
         assert list(pd.read_csv(csv)["case"]) == [marker]
+        # the environment once per report: in the JSON and the CSV beside it, not per row
         assert json.loads(js.read_text())["env"] == {"marker": marker}
-    assert len({csv for csv, _ in results.values()}) == WRITERS
+        assert env.name == f"env-{csv.name}" and "marker" not in pd.read_csv(csv).columns
+        assert pd.read_csv(env).to_dict("records") == [{"marker": marker}]
+    assert len({csv for csv, _, _ in results.values()}) == WRITERS
 
 
 def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path: Path) -> None:

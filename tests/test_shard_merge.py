@@ -130,7 +130,7 @@ def test_check_json_reads_back_to_the_same_rows(tmp_path: Path) -> None:
     rows = [CheckRow("op", "c", "float32", "cpu", "base", "gradient", FAIL, hint="transposed",
                      findings=[f]),
             CheckRow("op", "c", "float32", "cpu", "base", "forward", PASS)]
-    _, path = write_check_reports(Report(rows=rows, env={"seed": 0}, stopped=True), tmp_path)
+    _, path, _ = write_check_reports(Report(rows=rows, env={"seed": 0}, stopped=True), tmp_path)
     back = read_check_json(path)
     assert back.rows == rows and back.env == {"seed": 0} and back.stopped
 

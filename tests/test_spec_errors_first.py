@@ -39,6 +39,16 @@ BAD = {
     "file_first.yaml": (USER_OP + "args: [{file: taps.pt, key: db2, const: true}, "
                                   "{shape: [3], dtpye: float32}]\n",
                         "args[1].dtpye: unknown key (did you mean dtype?"),
+    # a misspelt attribute of a module that imports torch: found in its source, not imported
+    "attribute.yaml": ("function: user_functions:Sqaure\nargs: [{shape: [3]}]\n",
+                       "function: module 'user_functions' has no attribute 'Sqaure' (did you "
+                       "mean Square? its names: Square, SquareNoChainRule, square_reference"),
+    # a module on no path, and a package's submodule that is not there
+    "module.yaml": ("function: user_functionz:Square\nargs: [{shape: [3]}]\n",
+                    "function: cannot import 'user_functionz': ModuleNotFoundError: No module "
+                    "named 'user_functionz'"),
+    "submodule.yaml": ("function: gradlab.opz:relu\nargs: [{shape: [3]}]\n",
+                       "No module named 'gradlab.opz'"),
     "second_op.yaml": ("ops:\n  - function: user_functions:Square\n    args: [{shape: [3]}]\n"
                        "  - function: user_functions:Square\n    args: [{shape: [3]}]\n"
                        "    cases: [{name: a, set: {0: {shape: [2], layout: diagonal}}}]\n",
@@ -145,3 +155,32 @@ def test_a_file_tensor_is_still_read_and_checked(tmp_path: Path) -> None:
     spec.write_text(USER_OP + "args: [{file: taps.pt, key: db2, const: true}]\n")
     (target,) = resolve(str(spec))
     assert target.op.cases[0].args[0].values is not None
+
+
+@pytest.mark.parametrize("source", [
+    "globals()['Made'] = len\n",
+    "from os.path import *\nMade = join\n",
+    "def __getattr__(name):\n    return len\n",
+    "def make():\n    global Made\n    Made = len\nmake()\n",
+])
+def test_a_name_bound_at_run_time_is_left_to_the_import(source: str, tmp_path: Path) -> None:
+    # what no parse can follow is not judged without the import: never a false spec error
+    from gradlab.spec.imports import look_up
+
+    (tmp_path / "dyn_mod.py").write_text(source)
+    look_up("dyn_mod:Made", "function", tmp_path)
+
+
+def test_the_names_a_module_binds_are_found_without_running_it(tmp_path: Path) -> None:
+    from gradlab.spec.imports import look_up
+
+    (tmp_path / "stat_mod.py").write_text(
+        "import torch as tt\nfrom math import exp as e\nclass K:\n    inner = 1\n"
+        "def f():\n    local = 1\nif tt:\n    A = B = 1\nelse:\n    (C, D) = 2, 3\n"
+        "try:\n    pass\nexcept ValueError as err:\n    pass\nfor i in []:\n    pass\n"
+        "with open('x') as fh:\n    pass\nsq = [j for j in []]\nraise SystemExit(1)\n")
+    for name in ("tt", "e", "K", "f", "A", "B", "C", "D", "err", "i", "fh", "sq"):
+        look_up(f"stat_mod:{name}", "function", tmp_path)
+    for name in ("inner", "local", "j", "torch"):
+        with pytest.raises(SpecError, match=f"has no attribute '{name}'"):
+            look_up(f"stat_mod:{name}", "function", tmp_path)

@@ -26,6 +26,12 @@ EXPECTED = {
     "cuda_only.yaml": (2, "cuda_only.yaml: devices: cuda is not available"),
     "raising_reference.yaml": (1, "the reference failed on this case"),
     "once_differentiable.yaml": (1, "second_order_missing"),
+    "once_differentiable_claimed.yaml": (1, "likely cause: once_differentiable: the op declares "
+                                            "second_order: true"),
+    "mismatched_args.yaml": (2, "mismatched_args.yaml: cases[1].args: case 'wrong_weight' "
+                                "(float64): the Function and the reference both raise on its "
+                                "inputs: RuntimeError: mat1 and mat2 shapes cannot be "
+                                "multiplied"),
     "nan_bounds.yaml": (2, "nan_bounds.yaml: args[0].low: expected a finite number"),
     "nan_forward.yaml": (1, "non_finite"),
     # autograd sums the [3, 1] gradient into the 0-d input: the contract warns (summed_shape)
@@ -62,6 +68,20 @@ def test_trust_spec(name: str, tmp_path: Path) -> None:
     # words wrap at the console's width: compare with the whitespace folded
     assert line in " ".join(result.output.split()), result.output
     assert "Traceback" not in result.output
+
+
+def test_a_spec_mistake_is_one_line_and_leaves_no_report(tmp_path: Path) -> None:
+    # the Function and the reference raise alike on a case's own inputs: the spec's mistake
+    result = check("mismatched_args.yaml", report_dir=tmp_path)
+    assert result.exit_code == 2, result.output
+    # the progress of the case before it, then the one line; no table, no verdict
+    *_, line = result.output.splitlines()
+    assert line.startswith("gradlab: error: mismatched_args.yaml: cases[1].args: "), line
+    assert "FAILED" not in result.output and "capabilities" not in result.output
+    assert not list(tmp_path.glob("check-*")), list(tmp_path.iterdir())
+    # the case that fits, alone, runs and passes
+    result = check("mismatched_args.yaml", "--case", "fits", report_dir=tmp_path)
+    assert result.exit_code == 0, result.output
 
 
 def test_skip_unavailable_is_declared_and_counted(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from gradlab import guard
-from gradlab.errors import ExitCode, GradlabError, unknown_name
+from gradlab.errors import ExitCode, GradlabError, SpecError, unknown_name
 from gradlab.render.console import make_console
 
 # rich_markup_mode=None: plain click help (the rich panels label every flag `<bool>`)
@@ -98,13 +98,14 @@ def load_targets(what: list[str], cases: list[str] | None, max_memory: int | Non
     gradlab.spec.import_callables."""
     from dataclasses import replace
 
-    from gradlab.spec import add_import_paths, import_callables, resolve
+    from gradlab.spec import add_import_paths, import_callables, look_up_callables, resolve
 
     for folder in paths or ():
         if not folder.is_dir():
             raise GradlabError(f"--path: {folder}: no such folder")
     add_import_paths(paths or ())
     targets = [t for w in what for t in resolve(w, max_memory, imports=False)]
+    look_up_callables(targets)  # a misspelt module or attribute before torch or a worker
     if imports:
         targets = import_callables(targets)
     if cases:
@@ -245,6 +246,51 @@ def sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, old)
+
+
+VARIANT_HELP = ("only the rows of these variants (repeatable): a family (noncontiguous, "
+                "transposed, channels_last, expanded, grad_output, requires_grad, "
+                "undefined_grad, size1, magnitude, ragged, small, special, ties, "
+                "repeated_index), one variant as the report names it ('noncontiguous[0]'), "
+                "or base (the case itself, and the checks made on it only: jacobian, ...)")
+
+Strict = Annotated[bool, typer.Option("--strict", help="a warn row (a likely bug that leaves "
+                                      "every result right) fails the run")]
+SkipUnavailable = Annotated[bool, typer.Option("--skip-unavailable", help="skip (and say so) the "
+                                               "cases on a device this machine lacks, instead "
+                                               "of exit 2")]
+Isolate = Annotated[bool, typer.Option("--isolate/--no-isolate", help="run cases in a worker "
+                                       "process: a segfault, exit or hang fails that case only",
+                                       envvar="GRADLAB_ISOLATE")]
+Timeout = Annotated[float, typer.Option("--timeout", help="seconds one case may run (isolated "
+                                        "runs only; 0: no limit)")]
+ShowChecks = Annotated[list[str] | None, typer.Option(
+    "--show", help="report only these checks' rows (repeatable); what they are judged against "
+                   "still runs (a repro command's one row)")]
+OpNames = Annotated[list[str] | None, typer.Option("--op", help="only these ops (repeatable; "
+                                                "names as the report shows them)")]
+Capabilities = Annotated[str, typer.Option("--capabilities", help="capabilities measured: "
+                                           "default (all but torch.compile) or all (adds "
+                                           "torch.compile: seconds per op)")]
+
+
+def spec_mistake(report: Any, targets: list[Any], written: list[Path]) -> None:
+    """Exit 2 with one line naming the spec file and the case's key when the Function and the
+    reference both raised on a case's own inputs (the run stopped there): the spec's
+    mistake, as bad input as a wrong key, not the Function's crash."""
+    from gradlab.results import SPEC_INPUTS
+
+    row = next((r for r in report.rows if r.reason == SPEC_INPUTS), None)
+    if row is None:
+        return
+    for path in written:  # a partial report written before the mistake came to light
+        path.unlink(missing_ok=True)
+    t = next(t for t in targets if t.op.name == row.op)
+    key = next((c.key for c in t.op.cases if c.name == row.case), "")
+    raise fail(str(SpecError(f"case {row.case!r} ({row.dtype}): the Function and the "
+                             f"reference both raise on its inputs: {row.note}",
+                             source=t.source, key=key or None)))
+
 
 
 #: Seconds of the explore search per case and device when `--explore` names none.

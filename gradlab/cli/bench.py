@@ -88,6 +88,11 @@ def bench(
         targets = load_targets(what, None, parse_max_memory(max_memory), path)
         require_cases(case or [], [c.name for t in targets for c in core.bench_cases(t.op)],
                       "bench case")
+        for t in targets:
+            if not t.op.bench_cases:  # timed anyway, and said: tiny shapes time the overhead
+                err.print(f"gradlab: {t.op.name}: no bench: cases in {t.source}; timing its "
+                          "check cases (small shapes: mostly call overhead). Add bench: cases "
+                          "at real sizes", markup=False, highlight=False, soft_wrap=True)
         total = core.total_steps(targets, options)
         with sigterm_as_interrupt(), progress("benchmarking", total, err) as step:
             report = core.run(targets, options, on_step=step)

@@ -16,19 +16,27 @@ import typer
 from gradlab.cli.app import (
     DEFAULT_REPORT_DIR,
     DEFAULT_TIMEOUT_S,
+    VARIANT_HELP,
+    Capabilities,
     Explore,
     FailFast,
     ImportPaths,
+    Isolate,
     Junit,
     Match,
     MaxMemory,
+    OpNames,
     Plots,
     Quiet,
     ReportDir,
     Seed,
     Shard,
+    ShowChecks,
+    SkipUnavailable,
+    Strict,
     SummaryMd,
     TableMode,
+    Timeout,
     What,
     Wide,
     app,
@@ -44,6 +52,7 @@ from gradlab.cli.app import (
     parse_max_memory,
     require_devices,
     sigterm_as_interrupt,
+    spec_mistake,
 )
 from gradlab.cli.ci import (
     WRITE_ERRORS,
@@ -54,6 +63,10 @@ from gradlab.cli.ci import (
     write_extras,
 )
 from gradlab.errors import GradlabError
+from gradlab.model import CHECKS
+
+#: --check's help, from the model's list of checks so that it cannot drift from it.
+CHECK_HELP = f"only these checks: {', '.join(CHECKS)}"
 
 
 def _check_options(what: list[str], dtype: list[str] | None, device: list[str] | None,
@@ -157,33 +170,9 @@ def _start_workers(jobs: int, device: list[str] | None, isolate: bool,
     return workers
 
 
-VARIANT_HELP = ("only the rows of these variants (repeatable): a family (noncontiguous, "
-                "transposed, channels_last, expanded, grad_output, requires_grad, "
-                "undefined_grad, size1, magnitude, ragged, small, special, ties, "
-                "repeated_index), one variant as the report names it ('noncontiguous[0]'), "
-                "or base (the case itself, and the checks made on it only: jacobian, ...)")
-
-Strict = Annotated[bool, typer.Option("--strict", help="a warn row (a likely bug that leaves "
-                                      "every result right) fails the run")]
-SkipUnavailable = Annotated[bool, typer.Option("--skip-unavailable", help="skip (and say so) the "
-                                               "cases on a device this machine lacks, instead "
-                                               "of exit 2")]
-Isolate = Annotated[bool, typer.Option("--isolate/--no-isolate", help="run cases in a worker "
-                                       "process: a segfault, exit or hang fails that case only",
-                                       envvar="GRADLAB_ISOLATE")]
-Timeout = Annotated[float, typer.Option("--timeout", help="seconds one case may run (isolated "
-                                        "runs only; 0: no limit)")]
 Jobs = Annotated[int, typer.Option("-j", "--jobs", help="worker processes running cases side "
                                    f"by side (isolated runs; 0: {JOBS_AUTO})",
                                    envvar="GRADLAB_JOBS")]
-ShowChecks = Annotated[list[str] | None, typer.Option(
-    "--show", help="report only these checks' rows (repeatable); what they are judged against "
-                   "still runs (a repro command's one row)")]
-OpNames = Annotated[list[str] | None, typer.Option("--op", help="only these ops (repeatable; "
-                                                "names as the report shows them)")]
-Capabilities = Annotated[str, typer.Option("--capabilities", help="capabilities measured: "
-                                           "default (all but torch.compile) or all (adds "
-                                           "torch.compile: seconds per op)")]
 
 
 @app.command()
@@ -199,10 +188,7 @@ def check(
                                            help="layout / grad_output / requires_grad / size-1 "
                                                 "variants")] = True,
     variant: Annotated[list[str] | None, typer.Option("--variant", help=VARIANT_HELP)] = None,
-    only: Annotated[list[str] | None, typer.Option("--check", help="only these checks: forward, "
-                                                   "gradient, contract, jacobian, "
-                                                   "second_order, autocast, "
-                                                   "capabilities")] = None,
+    only: Annotated[list[str] | None, typer.Option("--check", help=CHECK_HELP)] = None,
     capabilities: Capabilities = "default",
     mode: Annotated[str, typer.Option("--mode", help="numerical Jacobians: auto, dense or "
                                       "fast (random probes)")] = "auto",
@@ -237,6 +223,7 @@ def check(
     report = _run_check(targets, options, writer, quiet,
                         frozenset(variant or ()) if variants else frozenset(),
                         _check_names("--show", show))
+    spec_mistake(report, targets, writer.paths)
     _finish_check(report, writer, how)
 
 
@@ -301,18 +288,23 @@ def _check_names(option: str, names: list[str] | None) -> frozenset[str]:
         raise fail(f"{option}: {exc}") from None
 
 
-def _run_check(targets: list[Any], options: Any, writer: Any, quiet: bool = False,
-               chosen: frozenset[str] = frozenset(), shown: frozenset[str] = frozenset()) -> Any:
-    """Run the checks with a progress bar (a terminal) or progress lines (a log), the report
-    rewritten as cases finish; `chosen`: --variant, the variants whose rows are reported;
-    `shown`: --show, the checks whose rows are reported."""
+def _keeper(chosen: frozenset[str], shown: frozenset[str]) -> Callable[[Any], bool] | None:
+    """Which rows a run reports under --variant (`chosen`) and --show (`shown`); None: all."""
     from gradlab.select import variant_picked
 
     def picked(r: Any) -> bool:
         return (not chosen or variant_picked(r.variant, chosen)) and (
             not shown or r.check in shown)
 
-    keep = picked if chosen or shown else None
+    return picked if chosen or shown else None
+
+
+def _run_check(targets: list[Any], options: Any, writer: Any, quiet: bool = False,
+               chosen: frozenset[str] = frozenset(), shown: frozenset[str] = frozenset()) -> Any:
+    """Run the checks with a progress bar (a terminal) or progress lines (a log), the report
+    rewritten as cases finish; `chosen`: --variant, the variants whose rows are reported;
+    `shown`: --show, the checks whose rows are reported."""
+    keep = _keeper(chosen, shown)
     from gradlab.checks.run.driver import plan, run
     from gradlab.checks.run.isolate import picklable
     from gradlab.render.progress import LogProgress, log_width, progress
@@ -323,26 +315,28 @@ def _run_check(targets: list[Any], options: Any, writer: Any, quiet: bool = Fals
             err.print(f"gradlab: running in-process (cannot isolate: {why})", markup=False,
                       highlight=False, soft_wrap=True)
             options = replace(options, isolate=False)
-    from gradlab.results import Report
+    from gradlab.results import SPEC_INPUTS, Report
 
     # its environment record comes from the run (isolated: the first worker's, so that this
     # process need not import torch)
-    partial = Report()
+    partial, wrong = Report(), []  # wrong: a spec's mistake (SPEC_INPUTS), said alone
     log = None if err.is_terminal or quiet else LogProgress(err, width=log_width())
     total = sum(1 for _ in plan(targets, options))
     with sigterm_as_interrupt(), progress("checking", total, err, show=not quiet) as step:
         def write_partial() -> None:
             # a report that cannot be rewritten now is said once, by the final write
             with contextlib.suppress(*WRITE_ERRORS):
-                writer.write(partial)
+                if not wrong:  # a spec error writes no report
+                    writer.write(partial)
 
         def on_rows(rows: list[Any]) -> None:
             if rows:
                 step(f"{rows[0].op}/{rows[0].case}")
+            wrong.extend(r for r in rows if r.reason == SPEC_INPUTS)
             rows = rows if keep is None else [r for r in rows if keep(r)]
             partial.extend(rows)
             write_partial()
-            if log is not None:
+            if log is not None and not wrong:
                 log.rows_done(rows)
 
         def on_wait(label: str, seconds: float) -> None:
@@ -360,7 +354,7 @@ def _run_check(targets: list[Any], options: Any, writer: Any, quiet: bool = Fals
                      on_env=partial.env.update)
     if log is not None:
         log.flush()
-    return report if keep is None else _reported(report, chosen, keep)
+    return report if keep is None or wrong else _reported(report, chosen, keep)
 
 
 def _reported(report: Any, chosen: frozenset[str], keep: Callable[[Any], bool]) -> Any:

@@ -101,8 +101,11 @@ def write_extras(report: Any, paths: list[Path], junit: Path | None, summary_md:
         except WRITE_ERRORS as exc:
             failed.append(output_failed(option, exc))
     if written and not quiet:
-        out.print("\n".join(f"{'report' if k == 0 and paths else 'wrote'}: {p}"
-                            for k, p in enumerate(written)), markup=False, highlight=False)
+        lines = [f"{'report' if k == 0 and paths else 'wrote'}: {p}"
+                 for k, p in enumerate(written)]
+        if paths:  # every file of the report, on its line: CSV, JSON, the environment
+            lines[0] += "".join(f", {p.name}" for p in paths[1:])
+        out.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
     return failed
 
 

@@ -71,14 +71,34 @@ def ratio_interval(speedup: float, low: float, high: float) -> str:
            f"{ratio_number(1 / low) if low <= 1 else f'{1 / low:.3g}'}]"
 
 
+def plain_ratio(v: float) -> str:
+    """A ratio without a direction word, never '0.00': '1.25', '0.95', '1/3,600'."""
+    if not math.isfinite(v) or v <= 0:
+        return f"{v:g}"
+    return f"{v:.3g}" if v >= 0.1 else f"1/{ratio_number(1 / v)}"
+
+
 def speedup_words(r: BenchRow) -> str:
-    """'1.25x faster [1.10, 1.40]'; '1.25x faster n=3' when too few samples were taken for an
-    interval (gradlab.bench.stats.MIN_INTERVAL_SAMPLES); '-' without a speedup."""
+    """'1.25x faster [1.10, 1.40]' where the interval excludes 1; 'no difference [0.95,
+    1.1]' where it spans 1; 'ratio 1.25, n=3: too few to tell' when too few samples were taken
+    for an interval (gradlab.bench.stats.MIN_INTERVAL_SAMPLES); '-' without a speedup.  Only a
+    significant difference says faster or slower, as the summary counts them."""
     if r.speedup is None:
         return "-"
     if r.speedup_low is None or r.speedup_high is None:
-        return f"{ratio_words(r.speedup)} n={r.n}"
+        return f"ratio {plain_ratio(r.speedup)}, n={r.n}: too few to tell"
+    if not r.significant:
+        return (f"no difference [{plain_ratio(r.speedup_low)}, "
+                f"{plain_ratio(r.speedup_high)}]")
     return f"{ratio_words(r.speedup)} {ratio_interval(r.speedup, r.speedup_low, r.speedup_high)}"
+
+
+#: Under the table: what the columns a reader cannot guess mean, each said when it is shown.
+BENCH_LEGEND = {
+    "speedup [95% CI]": "speedup: the reference's median time over the custom's, faster or "
+                        "slower only where its 95% interval excludes 1",
+    "saved": "saved: bytes autograd keeps for backward after one forward (saved tensors, each "
+             "storage once; a plain ctx attribute is not seen)"}
 
 
 def distortion_line(env: Mapping[str, Any]) -> str:
@@ -164,9 +184,16 @@ def render_bench(report: BenchReport, console: Console, wide: bool = False) -> N
     """Print the table, the errors and notes, and a one-line summary (after a warning when a
     debug mode distorted the timings, and how long a conclusive run would take when samples
     were too few)."""
-    console.print(bench_table(report, width=None if wide else console.width))
+    table = bench_table(report, width=None if wide else console.width)
+    console.print(table)
+    shown = {str(c.header) for c in table.columns}
+    legend = "; ".join(said for header, said in BENCH_LEGEND.items() if header in shown)
+    if legend:
+        console.print(Text(legend, style="dim"))
     for r in report.rows:
-        if r.status == ERROR or (r.note and r.note != "no significant difference"):
+        # the row's own words already say a lack of interval ("n=3: too few to tell")
+        said = r.note in ("no significant difference",) or r.note.startswith(f"n={r.n}: too few")
+        if r.status == ERROR or (r.note and not said):
             line = Text("ERROR " if r.status == ERROR else "note: ",
                         style=_STATUS_STYLE[ERROR] if r.status == ERROR else "yellow")
             line.append(f"{r.op} / {r.case} / {r.dtype} / {r.device} / {r.impl} / {r.phase}: ",
@@ -187,7 +214,9 @@ def render_bench(report: BenchReport, console: Console, wide: bool = False) -> N
     for said in (distortion_line(report.env), conclusive_words(report.rows)):
         if said:
             console.print(Text(said, style="yellow"))
-    console.print(Text(summary, style="bold red" if report.errors else "bold"))
+    # off a terminal (a log) the summary is never wrapped: a log reader greps it whole
+    console.print(Text(summary, style="bold red" if report.errors else "bold"),
+                  soft_wrap=not console.is_terminal)
 
 
 def _change(c: CompareRow) -> Text:

@@ -25,6 +25,7 @@ from gradlab.results import ERROR, FAIL, PASS, SKIP, WARN, CheckRow, Report, exi
 from gradlab.results.capabilities import capability_matrix
 from gradlab.results.status import SEVERITY
 from gradlab.results.summary import no_reference_words, summarize
+from gradlab.select import variant_family
 
 _STYLE = {PASS: "green", FAIL: "bold red", ERROR: "bold magenta", SKIP: "yellow",
           WARN: "yellow"}
@@ -42,12 +43,20 @@ def _num(x: float | None) -> str:
     return f"{x:.2e}"
 
 
+#: The variant families whose values are rescaled from the case's (gradlab.checks.families:
+#: magnitude 1e3x and more, small toward 0): their absolute errors are at another scale (a
+#: float32 exp's 5e16 at values near 3e38, relative 2e-22), so a line's `max abs err` is
+#: taken over the other rows; `max rel err` over all.
+RESCALED = frozenset({"magnitude", "small"})
+
+
 def group_rows(rows: Sequence[CheckRow]) -> list[dict[str, Any]]:
     """One line per (op, case, dtype, device, check): the worst status of its variants that
     ran (a declared skip, such as a variant the reference refuses, is counted apart and does
     not decide the line: a line is `skip` only when nothing ran or a skip nobody declared is
     there), the reason of the row that decided it, and the largest errors measured by the rows
-    that were compared (an errored line has none)."""
+    that were compared (an errored line has none; the absolute one at the case's own scale,
+    RESCALED left out)."""
     groups: dict[tuple[str, ...], dict[str, Any]] = {}
     for r in rows:
         key = (r.op, r.case, r.dtype, r.device, r.check)
@@ -72,6 +81,8 @@ def group_rows(rows: Sequence[CheckRow]) -> list[dict[str, Any]]:
             g["status"], g["reason"], g["declared"] = r.status, r.reason, r.declared
         for col in ("max_abs_err", "max_rel_err"):
             v = getattr(r, col)
+            if col == "max_abs_err" and variant_family(r.variant) in RESCALED:
+                continue  # an absolute error at values 1e3x the case's says nothing of it
             if v is not None and not math.isnan(v) and r.status != ERROR:
                 g[col] = v if g[col] is None else max(g[col], v)
     for g in groups.values():
@@ -275,10 +286,12 @@ def render_verdict(report: Report, console: Console, *, empty_ok: bool = False) 
     for line in explored_lines(report):
         console.print(Text(line, style="dim"), soft_wrap=True)
     said = reference_line(report)
+    # off a terminal (a log) never wrapped: a wrapped verdict ('0 \nerrors') greps badly
+    whole = not console.is_terminal
     if said:
-        console.print(Text(said, style="yellow"))
+        console.print(Text(said, style="yellow"), soft_wrap=whole)
     console.print(Text(verdict_line(report, passed), style="bold green" if passed
-                       else "bold red"))
+                       else "bold red"), soft_wrap=whole)
 
 
 def verdict_line(report: Report, passed: bool | None = None) -> str:

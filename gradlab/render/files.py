@@ -40,6 +40,15 @@ MAX_REPORT_BYTES = 256 * 1024 * 1024
 
 #: The files of one report, in the order the writers return them.
 SUFFIXES = (".csv", ".json")
+#: A check report's environment (envinfo, the same for every row) is written once, in the JSON
+#: and in a one-row CSV beside the report's: 'env-check-...csv' (a prefix, not a suffix, so that
+#: a glob for check-*.csv still finds the report alone).
+ENV_PREFIX = "env-"
+
+
+def env_path(csv_path: Path) -> Path:
+    """The environment file of the check report whose CSV is `csv_path`."""
+    return csv_path.with_name(ENV_PREFIX + csv_path.name)
 
 
 def unique_stem(folder: Path, stem: str) -> str:
@@ -75,15 +84,16 @@ def finding_dicts(summary: RunSummary[CheckRow]) -> list[dict[str, Any]]:
             for i, f in enumerate(summary.findings, 1)]
 
 
-def check_report_texts(report: Report) -> tuple[str, str]:
-    """The CSV (table columns, the message, the row's finding number, the environment) and
-    JSON (rows with details, the run's numbers and findings as gradlab.results.summary groups
-    them, and the capability matrix: {op: {capability: state}}) of a check report."""
+def check_report_texts(report: Report) -> tuple[str, str, str]:
+    """The CSV (table columns, the message, the row's finding number), JSON (rows with details,
+    the environment, the run's numbers and findings as gradlab.results.summary groups them,
+    and the capability matrix: {op: {capability: state}}) and environment CSV (one row: see
+    ENV_PREFIX) of a check report."""
     messages = [message(r) for r in report.rows]
     summary = summarize(report.rows)
     numbers = finding_numbers(summary)
     records = [{**{c: rec[c] for c in COLUMNS}, "message": m, "finding": numbers.get(id(r)),
-                **{k: v for k, v in rec.items() if k not in COLUMNS},
+                **{k: v for k, v in rec.items() if k not in COLUMNS and k not in report.env},
                 "interrupted": report.interrupted}
                for rec, m, r in zip(report.records(), messages, report.rows, strict=True)]
     payload = {"format": FORMAT, "env": report.env, "passed": report.passed,
@@ -100,8 +110,9 @@ def check_report_texts(report: Report) -> tuple[str, str]:
     # no indent: json's C encoder runs only without one (0.2 s against 0.02 s for the bundled
     # specs' 2,300 rows, and the report is rewritten while a run goes on)
     header = list(records[0]) if records else [*COLUMNS, "message", "finding", "repro",
-                                               *report.env, "interrupted"]
-    return csv_text(header, records), json.dumps(payload, default=str)
+                                               "interrupted"]
+    return (csv_text(header, records), json.dumps(payload, default=str),
+            csv_text(list(report.env), [report.env]))
 
 
 def csv_text(header: list[str], records: list[dict[str, Any]]) -> str:
@@ -117,8 +128,8 @@ def csv_text(header: list[str], records: list[dict[str, Any]]) -> str:
 
 
 def write_check_reports(report: Report, folder: str | Path) -> list[Path]:
-    """CSV and JSON of `report` in `folder`, under a new stem."""
-    return write_report_files(folder, "check", *check_report_texts(report))
+    """CSV, JSON and environment CSV of `report` in `folder`, under a new stem."""
+    return CheckReportWriter(folder).write(report, final=True)
 
 
 #: Seconds between two writes of a report while its run goes on (at least; see COST_SHARE).
@@ -151,6 +162,7 @@ class CheckReportWriter:
         if not self.paths:
             name = unique_stem(self.folder, "check")
             self.paths = [self.folder / f"{name}{suffix}" for suffix in SUFFIXES]
+            self.paths.append(env_path(self.paths[0]))
         if not final:
             report = replace(report, interrupted=True)
         try:

@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from gradlab.render.bench import ratio_words
+from gradlab.render.bench import speedup_words
 from gradlab.render.diagnosis import CheckGroup, check_text, hint_words, skip_reason
 from gradlab.render.words import message
 from gradlab.results import ERROR, FAIL, PASS, SKIP, WARN, CheckRow, Report
@@ -130,7 +130,7 @@ def bench_junit(report: BenchReport, name: str = "gradlab bench") -> ET.ElementT
             elif status == SKIP:
                 _element(tc, "skipped", message=rows[0].note[:MESSAGE_CHARS])
             speedups = [f"{r.dtype} / {r.device}: speedup {r.speedup:.3g}x {interval(r)} "
-                        f"({ratio_words(r.speedup)})"
+                        f"({speedup_words(r)})"
                         for r in rows if r.speedup is not None]
             if speedups:
                 _element(tc, "system-out", "\n".join(speedups))

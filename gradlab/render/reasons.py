@@ -10,6 +10,9 @@ REASONS: dict[str, str] = {
                         "precision_loss warning says so)",
     "cuda_unavailable": "CUDA is not available on this machine",
     "reference_failed": "the reference failed on this case (nothing to compare with)",
+    "spec_inputs": "the Function and the reference both raise on this case's inputs: the "
+                   "case's arguments are wrong (shapes that do not fit, values neither "
+                   "accepts), not the Function",
     "expanded_refused": "forward does not accept an expanded input",
     "ragged_refused": "forward does not accept the grown (ragged) sizes",
     "values_refused": "forward raises on these values in any layout (a contiguous copy "

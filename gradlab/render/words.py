@@ -42,6 +42,13 @@ HINTS: dict[str, str] = {
                             "raises, or make backward differentiable; to leave second order "
                             "unchecked, say checks: {second_order: false} (spec) or leave "
                             "second_order out of checks= (API)",
+    "once_differentiable": "the op declares second_order: true, but its backward is "
+                           "decorated with @torch.autograd.function.once_differentiable, so "
+                           "double backward raises (a gradient penalty or Hessian through it "
+                           "crashes). Fix: declare second_order: false (or leave it out: "
+                           "gradlab then checks that it raises), or remove "
+                           "@once_differentiable and make backward differentiable (torch ops on "
+                           "tensors saved with ctx.save_for_backward)",
     "tf32": "right with TF32 off: on this GPU float32 convolutions (torch.backends.cudnn."
             "allow_tf32, on by default) or matmuls (torch.backends.cuda.matmul.allow_tf32, "
             "torch.set_float32_matmul_precision) round their inputs to 10 mantissa bits, and "

@@ -8,7 +8,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from gradlab.results.status import ERROR, FAIL, PASS, SKIP, STATUSES, WARN
+from gradlab.results.status import ERROR, FAIL, PASS, SKIP, SPEC_INPUTS, STATUSES, WARN
 
 if TYPE_CHECKING:
     from gradlab.results.check import (
@@ -25,7 +25,8 @@ if TYPE_CHECKING:
         merge_reports,
     )
 
-__all__ = ["COLUMNS", "ERROR", "ERROR_MAP_SIDE", "FAIL", "PASS", "SKIP", "STATUSES", "WARN",
+__all__ = ["COLUMNS", "ERROR", "ERROR_MAP_SIDE", "FAIL", "PASS", "SKIP", "SPEC_INPUTS",
+           "STATUSES", "WARN",
            "CheckRow", "Element", "ErrorStats", "Finding", "Pattern", "ProbeStats", "Report",
            "exit_code", "merge_reports"]
 

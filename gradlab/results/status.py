@@ -7,3 +7,6 @@ STATUSES = (PASS, FAIL, ERROR, SKIP, WARN)
 #: How bad a status is, for the worst of several rows (a skip outranks a pass: something in
 #: the group went unchecked).
 SEVERITY = {ERROR: 4, FAIL: 3, WARN: 2, SKIP: 1, PASS: 0}
+#: The reason of an error row that is the spec's mistake, not the Function's: the Function and
+#: the reference both raise on the case's own inputs (a CLI run stops and exits 2 naming it).
+SPEC_INPUTS = "spec_inputs"

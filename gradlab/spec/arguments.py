@@ -98,7 +98,7 @@ def parse_base(entry: Mapping[str, Any], key: str, folder: Path | None = None) -
     kwargs = (parse_kwargs(entry["kwargs"], join(key, "kwargs"), folder) if "kwargs" in entry
               else {})
     size1 = parse_size1(entry["size1"], join(key, "size1"), len(args)) if "size1" in entry else ()
-    return Case("base", args, kwargs, size1)
+    return Case("base", args, kwargs, size1, key=join(key, "args"))
 
 
 def apply_set(v: Any, key: str, args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -151,7 +151,9 @@ def parse_case(c: Any, key: str, index: int, base: Case | None,
         args = apply_set(c["set"], join(key, "set"), args, kwargs, own, folder)
     size1 = parse_size1(c["size1"], join(key, "size1"), len(args)) if "size1" in c else (
         base.size1 if base is not None else ())
-    return Case(str(c.get("name", f"case{index}")), args, kwargs, size1)
+    own_key = next((join(key, k) for k in ("set", "args") if k in c), None)
+    return Case(str(c.get("name", f"case{index}")), args, kwargs, size1,
+                key=own_key or (base.key if base is not None else key))
 
 
 def parse_cases(entries: Any, key: str, base: Case | None,

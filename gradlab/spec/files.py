@@ -63,6 +63,15 @@ def _sourced(op: OpDef, source: str) -> OpDef:
     return replace(op, function=named(op.function), reference=named(op.reference))
 
 
+def look_up_callables(targets: list[Target]) -> None:
+    """A SpecError naming file and key for a module or attribute a spec names that is certainly
+    missing, found without importing anything (Pending.look_up): before torch or a worker."""
+    for t in targets:
+        for fn in (t.op.function, t.op.reference):
+            if isinstance(fn, Pending):
+                fn.look_up()
+
+
 def import_callables(targets: list[Target]) -> list[Target]:
     """`targets` with the modules their specs name imported (Pending -> the callable); an
     import error, or an attribute the module lacks, is a SpecError naming file and key."""

@@ -22,10 +22,11 @@ from gradlab.customops import (
     OpNotFound,
     is_qualname,
     library_op,
-    lookup,
     registered_names,
 )
+from gradlab.customops import lookup as library_lookup
 from gradlab.errors import LoadError, SpecError, one_line, shown, unknown_name
+from gradlab.spec import lookup
 from gradlab.spec.values import fail, join
 
 
@@ -50,6 +51,12 @@ def add_import_paths(folders: Iterable[str | Path]) -> None:
 def _import(module_name: str, folder: Path | None) -> Any:
     """Import `module_name` with the spec folder first (only when the top-level package is in
     it: a spec folder must not shadow other modules by accident) and the cwd last."""
+    _search_path(module_name, folder)
+    return importlib.import_module(module_name)
+
+
+def _search_path(module_name: str, folder: Path | None) -> None:
+    """sys.path as importing `module_name` from a spec in `folder` needs it (see _import)."""
     top = module_name.partition(".")[0]
     if folder is not None and top not in sys.modules:
         try:
@@ -61,7 +68,26 @@ def _import(module_name: str, folder: Path | None) -> Any:
     if "" not in sys.path and str(Path.cwd()) not in sys.path:
         # last resort: specs often sit next to the user's code in the working directory
         sys.path.append(str(Path.cwd()))
-    return importlib.import_module(module_name)
+
+
+def look_up(ref: str, key: str, folder: Path | None = None) -> None:
+    """SpecError naming `key` when `package.module:attr` is certainly not there: the module on
+    no path, or `attr` bound nowhere in its source (gradlab.spec.lookup: nothing imported or
+    run, the words load_object would give); where it cannot be told, nothing."""
+    module_name, _, attr = ref.partition(":")
+    if module_name in sys.modules:
+        return  # importing it costs nothing: load_object judges
+    _search_path(module_name, folder)
+    gone = lookup.missing_module(module_name)
+    if gone is not None:
+        raise fail(key, f"cannot import {shown(module_name)}: ModuleNotFoundError: No module "
+                        f"named {gone!r}")
+    names = lookup.module_names(module_name)
+    part = attr.partition(".")[0]
+    if names is not None and part not in names:
+        raise fail(key, f"module {shown(module_name)} has no attribute {shown(attr)} "
+                        + unknown_name("", part, [n for n in names if not n.startswith("_")],
+                                       "its names"))
 
 
 def import_at(module_name: str, key: str, folder: Path | None = None) -> Any:
@@ -159,7 +185,7 @@ def load_op(ref: str, key: str, folder: Path | None, imported: list[str]) -> Lib
         import_at(module, key, folder)
         imported = [*imported, module]
     try:
-        op = lookup(qualname)
+        op = library_lookup(qualname)
     except OpNotFound:
         after = (f" after importing {', '.join(imported)}" if imported else
                  "; name the module that registers it with `import: package.module`")
@@ -204,6 +230,14 @@ class Pending:
             raise (exc.at(source=self.source) if self.source else exc) from None
         except LoadError as exc:  # not callable
             raise SpecError(str(exc), source=self.source, key=self.key) from None
+
+    def look_up(self) -> None:
+        """SpecError naming the spec file and key where the module or attribute is certainly
+        missing (found without importing: gradlab.spec.lookup)."""
+        try:
+            look_up(self.ref, self.key, self.folder)
+        except SpecError as exc:
+            raise (exc.at(source=self.source) if self.source else exc) from None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise LoadError(f"{self.key}: {self.ref} was not imported (import_callables)")

@@ -25,7 +25,7 @@ CODES: dict[str, tuple[str, ...]] = {
     "contract": ("inplace_grad_output", "inplace_input", "not_reentrant", "state_outside_ctx",
                  "output_differentiable", "output_not_differentiable"),
     "rawbackward": ("summed_shape", "wrong_dtype", "wrong_device", "ctx_output", "ctx_input"),
-    "second_order": ("second_order_claimed", "second_order_missing"),
+    "second_order": ("second_order_claimed", "second_order_missing", "once_differentiable"),
     "verdicts": ("expanded_refused",), "isolate": ("timeout", "worker_died"),
     "explore": ("explored_wrong", "explored_raises", "explored_empty"),
     "capabilities": ("compile_wrong", "vmap_wrong", "func_grad_wrong", "cuda_wrong",

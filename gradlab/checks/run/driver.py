@@ -18,7 +18,7 @@ from gradlab.checks.run.options import Options
 from gradlab.checks.run.plan import Item, plan
 from gradlab.guard import case_bytes, default_limit
 from gradlab.model import Target
-from gradlab.results import CheckRow, Report
+from gradlab.results import SPEC_INPUTS, CheckRow, Report
 
 #: Under --budget, numerical checks switch to fast mode once this fraction of it is spent.
 BUDGET_FAST_FRACTION = 0.5
@@ -124,11 +124,14 @@ def _run_all(targets: Sequence[Target], options: Options, execute: Execute, repo
     """Every item, in plan order in the report whatever order they finish in (in parallel)."""
     start = time.perf_counter()
     failed_case: list[tuple[str, str]] = []  # --fail-fast: the first failing case
+    spec_wrong: list[bool] = []  # a spec's own mistake (SPEC_INPUTS): the run stops
 
     def jobs() -> Iterator[tuple[int, Item, Options]]:
         # consulted each time a worker is free: the budget and fail-fast see every result in
         item_options = options
         for index, item in enumerate(plan(targets, options)):
+            if spec_wrong:
+                return
             if failed_case and failed_case[0] != (item[1].op.name, item[2].name):
                 report.stopped = True
                 return
@@ -150,6 +153,8 @@ def _run_all(targets: Sequence[Target], options: Options, execute: Execute, repo
             while on_rows is not None and told in done:
                 on_rows(done[told])
                 told += 1
+            if any(r.reason == SPEC_INPUTS for r in rows):
+                spec_wrong.append(True)
             if options.fail_fast and not failed_case and any(r.failed for r in rows):
                 failed_case.append((item[1].op.name, item[2].name))
     finally:

@@ -29,7 +29,7 @@ from gradlab.checks.numeric.context import (
     raised_in_user_code,
 )
 from gradlab.checks.numeric.contract import as_differentiated
-from gradlab.checks.numeric.execute import as_dtypes_of, rng_judged, rng_replayed, run_once
+from gradlab.checks.numeric.execute import Run, as_dtypes_of, rng_judged, rng_replayed, run_once
 from gradlab.checks.numeric.forward_ad import forward_ad_row
 from gradlab.checks.numeric.jacobian import build_backward
 from gradlab.checks.numeric.numerical import jacobian_check
@@ -39,7 +39,7 @@ from gradlab.checks.run.options import Options
 from gradlab.checks.run.plan import Item, enabled_checks
 from gradlab.model import Case, Target
 from gradlab.repro import save_failures
-from gradlab.results import ERROR, SKIP, CheckRow, Finding
+from gradlab.results import ERROR, SKIP, SPEC_INPUTS, CheckRow, Finding
 from gradlab.torchstate import RngState, TorchState, case_rng, preserved_rng
 
 
@@ -61,13 +61,13 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
     ref_inputs = inputs.clone(dtype=torch.float64)
     low_inputs = inputs.clone() if op.reference is not None and dtype != "float64" else None
     got = run_once(op.function, inputs, None, gen, check_contract="contract" in checks)
-    grad_outs = got.grad_outs64 or None
-    want = got
+    grad_outs, want = got.grad_outs64 or None, got
     # torch draws other numbers per dtype: a stochastic Function's reference runs in its own
-    ref_inputs = as_dtypes_of(ref_inputs, inputs) if got.drew else ref_inputs
-    low = None
+    ref_inputs, low = as_dtypes_of(ref_inputs, inputs) if got.drew else ref_inputs, None
     if op.reference is not None:
         want, fallback = reference_run(op, ref_inputs, low_inputs, grad_outs, gen)
+        if spec_mistake(ctx, got, want):
+            return ctx.rows
         # the variants compare what the Function differentiates (see as_differentiated)
         ctx.target = as_differentiated(target, got.outs)
         if (low_inputs is not None and not fallback and lowprec.applies(op, dtype, got.drew)
@@ -103,6 +103,18 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
     # the variants that took the base's diagnosis, and the contract row
     rng_replayed([r for r in ctx.rows if r.hint == "rng_replay" or r.check == "contract"], got)
     return ctx.rows
+
+
+def spec_mistake(ctx: CaseContext, got: Run, want: Run) -> bool:
+    """Whether the Function and the reference both raise in forward, alike (one exception
+    type), on the case's own inputs: the spec's arguments are wrong (shapes that do not fit,
+    values neither accepts), not the Function, which did what the reference does.  If so,
+    the case's one row says it (reason SPEC_INPUTS)."""
+    if (got.error is None or want.error is None or got.stage != "forward"
+            or want.stage != "forward" or type(got.error) is not type(want.error)):
+        return False
+    ctx.row("base", "forward", ERROR, reason=SPEC_INPUTS, note=first_line(got.error))
+    return True
 
 
 def numerical_rows(target: Target, case: Case, device: str, options: Options,
@@ -204,7 +216,7 @@ def item_rows(item: Item, options: Options) -> list[CheckRow]:
                              policy.status("contract", "global_state"), hint="global_state",
                              findings=[Finding("setting", -1, "global_state", got=(name, new),
                                                want=old) for name, old, new in changed]))
-    if options.repro_dir:
+    if options.repro_dir and not any(r.reason == SPEC_INPUTS for r in rows):
         try:
             save_failures(rows, t, case, dtype, device, seed, options.repro_dir,
                           options.repro_command)
