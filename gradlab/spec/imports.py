@@ -235,7 +235,15 @@ class Pending:
         """SpecError naming the spec file and key where the module or attribute is certainly
         missing (found without importing: gradlab.spec.lookup)."""
         try:
-            look_up(self.ref, self.key, self.folder)
+            found = op_ref(self.ref)
+            if found is None:
+                look_up(self.ref, self.key, self.folder)
+            # a torch.library op: its modules (import:, and module:ns::name's) are what can be
+            # missing; the op is registered by importing them, so it is judged at the import
+            for module, key in [*self.imports, *([(found[0], self.key)] if found and found[0]
+                                                 else [])]:
+                if lookup.missing_module(module) is not None:
+                    import_at(module, key, self.folder)  # says why, naming its key
         except SpecError as exc:
             raise (exc.at(source=self.source) if self.source else exc) from None
 
