@@ -237,3 +237,22 @@ def test_the_bundled_conv2d_without_input_channels_matches_autograd() -> None:
 
     for got, want in zip(grads(Conv2dFunction.apply), grads(conv2d_reference), strict=True):
         torch.testing.assert_close(got, want)
+
+
+def test_a_failure_only_on_shapes_that_disagree_warns() -> None:
+    """x * y for equal shapes, whose backward reshapes y's gradient to y's shape: it raises
+    only where y is made [n, 1] against x's [n, m] (the reference broadcasts)."""
+
+    class Mul(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            ctx.save_for_backward(x, y)
+            return x * y
+
+        @staticmethod
+        def backward(ctx, g):
+            x, y = ctx.saved_tensors
+            return g * y, (g * x).reshape(y.shape)  # no sum over broadcast dims
+
+    row = explore_row(checked(Mul, lambda x, y: x * y, (3, 5), (3, 5)))
+    assert row.status == "warn" and row.hint == "explored_broadcast", message(row)

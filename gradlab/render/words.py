@@ -107,6 +107,9 @@ HINTS: dict[str, str] = {
     "explored_empty": "wrong or raising only on an input with an empty tensor (an empty batch, "
                       "no points) where the reference runs: shrunk to the smallest; a likely "
                       "bug if callers can pass one",
+    "explored_broadcast": "wrong or raising only when one argument's dim is moved apart from "
+                          "the others' (shapes that disagree, which the reference broadcasts): "
+                          "a bug only if callers broadcast",
     "sign_region": "wrong only for one sign of an input (a branch on the sign whose other "
                    "side's derivative is wrong, abs or a leaky slope?)",
     "zero_region": "wrong only where an input is 0 (the derivative's value at 0: a convention "

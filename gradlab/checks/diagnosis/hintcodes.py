@@ -27,7 +27,7 @@ CODES: dict[str, tuple[str, ...]] = {
     "rawbackward": ("summed_shape", "wrong_dtype", "wrong_device", "ctx_output", "ctx_input"),
     "second_order": ("second_order_claimed", "second_order_missing", "once_differentiable"),
     "verdicts": ("expanded_refused",), "isolate": ("timeout", "worker_died"),
-    "explore": ("explored_wrong", "explored_raises", "explored_empty"),
+    "explore": ("explored_wrong", "explored_raises", "explored_empty", "explored_broadcast"),
     "capabilities": ("compile_wrong", "vmap_wrong", "func_grad_wrong", "cuda_wrong",
                      "compile_missing", "vmap_missing", "func_grad_missing",
                      "deterministic_missing", "noncontiguous_missing", "cuda_missing"),

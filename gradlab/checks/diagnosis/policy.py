@@ -126,6 +126,11 @@ RULES: tuple[Rule, ...] = (
          "an empty tensor, where the reference runs",
          why="a crash on an empty batch is likely a bug, yet whether a caller passes one is "
              "not certain"),
+    Rule("explore", "explored_broadcast", WARN,
+         "under `--explore`, a wrong result or a backward that raises only on arguments whose "
+         "shapes disagree where the case's agree (the reference broadcasts them)",
+         why="a Function made for equal shapes need not broadcast; forward accepting them "
+             "without a word is the likely bug"),
     Rule("contract", "summed_shape", WARN,
          "backward returns a gradient at a shape autograd sums down to the input's (the "
          "output's broadcast shape for a [1, 1] parameter)",

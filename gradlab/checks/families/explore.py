@@ -106,11 +106,25 @@ def judge(fn: Callable[..., Any], ref: Callable[..., Any], case: Case, point: Po
         # wrong or raising only where a tensor is empty: likely a bug, but whether a caller
         # ever hands it an empty tensor is not certain (policy: a warn)
         out.verdict = "empty"
+    elif out.verdict in FAILED and _disagreeing(case, point):
+        # fed arguments whose shapes disagree where the case's agree (the reference
+        # broadcasts them): whether a caller does is not certain either
+        out.verdict = "broadcast"
     return out
 
 
-#: The verdicts of a failing point: certain ones, then a failure only on an empty input.
+def _disagreeing(case: Case, point: Point) -> bool:
+    """The point moves a dim on its own whose size another argument shares (the case's
+    shapes agree there, the point's no longer do)."""
+    shapes = [tuple(a.shape) if isinstance(a, (TensorArg, Tensor)) else () for a in case.args]
+    return any(shapes[i][d] in shapes[j] for i, d, _ in point.dims
+               for j in range(len(shapes)) if j != i)
+
+
+#: The verdicts of a failing point: certain ones, then the uncertain (a warn): a failure only
+#: on an input with an empty tensor, or on arguments whose shapes disagree.
 FAILED = ("wrong", "raises")
+UNCERTAIN = ("empty", "broadcast")
 
 
 def _empty(inputs: Inputs) -> bool:
@@ -226,8 +240,8 @@ def search(judge_point: Callable[[Point], Outcome], base: Point, budget: float,
             s.failure, s.outcome = shrink(s, judge_point, p, out, lambda: clock() - start
                                           > budget * 2)
             break
-        if out.verdict == "empty" and empty is None:
-            empty = (p, out)  # kept; the search goes on for a failure on non-empty inputs
+        if out.verdict in UNCERTAIN and empty is None:
+            empty = (p, out)  # kept; the search goes on for a certain failure
     if s.failure is None and empty is not None:
         s.failure, s.outcome = shrink(s, judge_point, *empty, lambda: clock() - start
                                       > budget * 2)
@@ -329,8 +343,8 @@ def explore_row(ctx: CaseContext, budget: float) -> None:
         ctx.row("explore", "explore", PASS, seconds=s.seconds,
                 findings=[Finding("explored", -1, "", got=facts)])
         return
-    hint = {"wrong": "explored_wrong", "raises": "explored_raises"}.get(s.outcome.verdict,
-                                                                       "explored_empty")
+    hint = {"wrong": "explored_wrong", "raises": "explored_raises",
+            "broadcast": "explored_broadcast"}.get(s.outcome.verdict, "explored_empty")
     status = policy.status("explore", hint, strict=ctx.options.strict)
     ctx.row("explore", "explore", status, seconds=s.seconds, hint=hint,
             findings=[Finding("explored", -1, hint, got=facts,

@@ -95,7 +95,7 @@ def one_at_a_time(base: Point, shared: Sequence[tuple[int, int, int]] = ()) -> I
             sizes[k] = (n, m)
             yield replace(base, sizes=tuple(sizes))
     for i, d, n in shared:
-        for m in (n + 1, 0):
+        for m in (n + 1, 1, 0):  # non-square, broadcast against the others, empty
             yield replace(base, dims=((i, d, m),))
     for k, (i, _) in enumerate(base.values):
         for kind in VALUE_KINDS[1:]:
