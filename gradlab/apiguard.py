@@ -25,6 +25,7 @@ from typing import Any
 from gradlab.checks.run.driver import run
 from gradlab.checks.run.options import Options
 from gradlab.errors import ExitCode, GradlabError
+from gradlab.frames import is_gradlab
 from gradlab.guard import default_limit, parse_size
 from gradlab.model import Target
 from gradlab.results import ERROR, CheckRow, Report
@@ -134,7 +135,7 @@ def interrupted_at(tb: TracebackType | None) -> tuple[Any, str, str]:
     while tb is not None:
         frame = tb.tb_frame
         name = frame.f_code.co_name
-        if "gradlab" in frame.f_code.co_filename:
+        if is_gradlab(frame.f_code.co_filename):
             found = frame.f_locals.get("ctx")
             if found is not None and hasattr(found, "rows") and hasattr(found, "dtype"):
                 ctx = found
