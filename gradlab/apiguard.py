@@ -24,8 +24,8 @@ from typing import Any
 
 from gradlab.checks.run.driver import run
 from gradlab.checks.run.options import Options
+from gradlab.checks.run.progress import where
 from gradlab.errors import ExitCode, GradlabError
-from gradlab.frames import is_gradlab
 from gradlab.guard import default_limit, parse_size
 from gradlab.model import Target
 from gradlab.results import ERROR, CheckRow, Report
@@ -41,11 +41,6 @@ from gradlab.watchdog import (
 
 #: max_memory's default: gradlab.guard.default_limit() when the call starts.
 AUTO = "auto"
-#: The checks the frames of gradlab.checks name (innermost wins): what a limit interrupted.
-CHECK_OF_FRAME = {"jacobian_check": "jacobian", "second_order_row": "second_order",
-                  "forward_ad_row": "forward_ad", "autocast_row": "autocast",
-                  "capability_rows": "capabilities", "base_contract": "contract"}
-
 
 class CheckLimitError(GradlabError):
     """gradlab.check ran past its time or memory limit and was stopped; `report` holds the rows
@@ -128,22 +123,14 @@ def guarded_run(targets: Sequence[Target], options: Options, timeout: float | No
 
 
 def interrupted_at(tb: TracebackType | None) -> tuple[Any, str, str]:
-    """(the case context, check, variant) a limit interrupted, read off its traceback: the
-    innermost frame holding a gradlab.checks CaseContext `ctx` (its rows so far), the check
-    named by the innermost frame of CHECK_OF_FRAME, the variant of `one_variant`'s `v`."""
-    ctx, check, variant = None, "", "base"
+    """(the case context, check, variant) a limit interrupted, read off its traceback
+    (gradlab.checks.run.progress.where: the innermost CaseContext `ctx` holds the rows so far)."""
+    frames = []
     while tb is not None:
-        frame = tb.tb_frame
-        name = frame.f_code.co_name
-        if is_gradlab(frame.f_code.co_filename):
-            found = frame.f_locals.get("ctx")
-            if found is not None and hasattr(found, "rows") and hasattr(found, "dtype"):
-                ctx = found
-            check = CHECK_OF_FRAME.get(name, check)
-            if name == "one_variant" and hasattr(frame.f_locals.get("v"), "name"):
-                variant, check = frame.f_locals["v"].name, "gradient"
+        frames.append(tb.tb_frame)
         tb = tb.tb_next
-    return ctx, check, variant
+    ctx, at = where(frames)
+    return ctx, at.check, at.variant
 
 
 def limit_error(exc: LimitExceeded, scope: Scope, rows: list[CheckRow], env: dict[str, Any],

@@ -169,8 +169,9 @@ SkipUnavailable = Annotated[bool, typer.Option("--skip-unavailable", help="skip 
 Isolate = Annotated[bool, typer.Option("--isolate/--no-isolate", help="run cases in a worker "
                                        "process: a segfault, exit or hang fails that case only",
                                        envvar="GRADLAB_ISOLATE")]
-Timeout = Annotated[float, typer.Option("--timeout", help="seconds one case may run (isolated "
-                                        "runs only; 0: no limit)")]
+Timeout = Annotated[float, typer.Option("--timeout", help="seconds one case may run, all its "
+                                        "dtypes and checks together (isolated runs only; 0: no "
+                                        "limit)")]
 Jobs = Annotated[int, typer.Option("-j", "--jobs", help="worker processes running cases side "
                                    f"by side (isolated runs; 0: {JOBS_AUTO})",
                                    envvar="GRADLAB_JOBS")]

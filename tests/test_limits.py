@@ -1,0 +1,53 @@
+"""The limits of an isolated run hold for the case: `--timeout` bounds all of a case's items
+together, a step that hangs is stopped once, in the step that hangs (named on its row), and the
+rows made before are kept."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+
+import pytest
+from conftest import DATA
+
+from gradlab.checks.run import driver
+from gradlab.checks.run.options import Options
+from gradlab.results import CheckRow
+from gradlab.spec import resolve
+
+LIMITS = DATA / "limits"
+#: far more than the correct steps of these tiny cases take in a primed worker, even loaded.
+TIMEOUT_S = 4.0
+
+
+@pytest.fixture(scope="module")
+def hung_rows() -> Iterator[list[CheckRow]]:
+    sys.path.insert(0, str(LIMITS))
+    try:
+        targets = resolve(str(LIMITS / "hangs.yaml"))
+        yield driver.run(targets, Options(isolate=True, timeout=TIMEOUT_S)).rows
+    finally:
+        sys.path.remove(str(LIMITS))
+
+
+def test_a_hung_backward_is_stopped_once_per_case_and_named(hung_rows: list[CheckRow]) -> None:
+    rows = [r for r in hung_rows if r.op == "HangsInBackward"]
+    stopped = [r for r in rows if r.status == "error"]
+    assert len(stopped) == 1, rows  # not once per item: the case's timeout is spent
+    (row,) = stopped
+    assert (row.check, row.variant, row.hint, row.reason) == (
+        "gradient", "base", "timeout", "time_limit")
+    assert "in the Function's backward" in row.note
+    # the case's other items (float32, the jacobian) never started: skips that say why
+    rest = [r for r in rows if r is not row]
+    assert rest and all(r.status == "skip" and r.reason == "timeout_spent" for r in rest), rest
+    assert not any(r.declared for r in rest)  # unverified: the run cannot pass
+
+
+def test_rows_made_before_a_limit_are_kept(hung_rows: list[CheckRow]) -> None:
+    rows = {r.check: r for r in hung_rows if r.op == "HangsInDoubleBackward"}
+    assert rows["jacobian"].status == "pass"  # measured before the hang: kept
+    stopped = rows["second_order"]
+    assert (stopped.status, stopped.hint, stopped.reason) == ("error", "timeout", "time_limit")
+    assert "in the Function's backward" in stopped.note
+    assert "1 rows made before are kept" in stopped.note
