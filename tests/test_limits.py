@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 from conftest import DATA
 
+from gradlab.checks.numeric import numerical
 from gradlab.checks.run import driver
 from gradlab.checks.run.options import Options
 from gradlab.results import CheckRow
@@ -51,3 +52,22 @@ def test_rows_made_before_a_limit_are_kept(hung_rows: list[CheckRow]) -> None:
     assert (stopped.status, stopped.hint, stopped.reason) == ("error", "timeout", "time_limit")
     assert "in the Function's backward" in stopped.note
     assert "1 rows made before are kept" in stopped.note
+
+
+@pytest.mark.parametrize("max_memory", [32 << 20, 4 << 30])
+def test_dense_jacobians_past_the_memory_bound_run_probes(max_memory: int) -> None:
+    # 2000 inputs x 2000 outputs x 32 bytes = 122 MiB of dense Jacobians: over a quarter of
+    # 32 MiB, within a quarter of 4 GiB
+    sys.path.insert(0, str(LIMITS))
+    try:
+        targets = resolve(str(LIMITS / "wide.yaml"))
+        rows = driver.run(targets, Options(mode="dense", max_memory=max_memory)).rows
+    finally:
+        sys.path.remove(str(LIMITS))
+    (row,) = rows
+    assert row.status == "pass"
+    if max_memory < numerical.DENSE_BYTES_PER_ENTRY * 2000 * 2000 / numerical.DENSE_MEMORY_FRACTION:
+        assert row.mode == "fast"
+        assert "dense Jacobians would need 122 MiB, over 8 MiB" in row.note
+    else:
+        assert row.mode == "dense" and not row.note

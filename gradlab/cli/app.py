@@ -232,7 +232,8 @@ ImportPaths = Annotated[list[Path] | None, typer.Option(
     "--path", help="a folder to import function:/reference: modules from (repeatable; after "
                    "the spec file's own folder, before sys.path and the current directory)")]
 MaxMemory = Annotated[str | None, typer.Option(
-    "--max-memory", help="refuse a case whose tensors need more memory than this, e.g. 8GiB "
+    "--max-memory", help="refuse a case whose tensors need more memory than this, e.g. 8GiB; "
+                         "dense Jacobians past a quarter of it run probes instead "
                          "(default: a quarter of the available memory)")]
 
 
