@@ -49,7 +49,8 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
           special: Mapping[int, Sequence[float]] | None = None,
           timeout: float | None = DEFAULT_TIMEOUT_S, max_memory: int | str | None = "auto",
           cost_envelope: float | None = 20.0, numerical_dtype: str = "float64",
-          strict_tolerances: bool = False, precision_factor: float | None = None) -> Report:
+          strict_tolerances: bool = False, precision_factor: float | None = None,
+          isolate: bool = False) -> Report:
     """Check a custom Function (or any callable) on example args, as `gradcheck` takes them.
 
     fn: an autograd.Function subclass (its `apply` is called) or a callable.  args: example
@@ -69,7 +70,10 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     cost_envelope: limits that stop a runaway check (gradlab.apiguard; off the main thread a
     blocking wait outlasts them).  numerical_dtype: the finite-difference checks' dtype.
     strict_tolerances, precision_factor: the strict table, the low-precision criterion's k (2;
-    gradlab.tolerances).  Ctrl-C returns the rows so far.  Returns a Report: `.passed`
+    gradlab.tolerances).  isolate: run in a worker process, so that `timeout` stops even one
+    long C call (the worker is killed at the deadline; the rows made before are kept on the
+    CheckLimitError's report); needs a module-level Function and reference (they are pickled).
+    Ctrl-C returns the rows so far.  Returns a Report: `.passed`
     (verified: something ran and everything asked for ran and passed), and `.rows` with
     status, errors, hint and findings per check and variant (words.message(row) says one).
     """
@@ -88,7 +92,7 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     target = Target(op=_judged(op, strict_tolerances, precision_factor), source="python",
                     requires=frozenset(requires), devices=op.devices,  # the examples'
                     numerical_dtype=canonical_dtype(numerical_dtype))
-    return guarded_run([target], options, timeout, max_memory, cost_envelope)
+    return guarded_run([target], options, timeout, max_memory, cost_envelope, isolate)
 
 
 def _example_op(fn: Callable[..., Any], args: Sequence[Any], *,

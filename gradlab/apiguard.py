@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import Any
 
 from gradlab.checks.run.driver import run
+from gradlab.checks.run.isolate import picklable
 from gradlab.checks.run.options import Options
 from gradlab.checks.run.progress import where
 from gradlab.errors import ExitCode, GradlabError
@@ -91,9 +92,31 @@ def envelope_factor(cost_envelope: float | None) -> float | None:
     return float(cost_envelope)
 
 
+def isolated_run(targets: Sequence[Target], options: Options, timeout: float | None,
+                 max_memory: int | None) -> Report:
+    """driver.run in a worker process (gradlab.check(isolate=True)): past `timeout` the parent
+    kills the worker, whatever it runs (one long C call, a backward re-entering torch's engine),
+    and CheckLimitError carries every row made before and the row naming the step it stopped."""
+    why = picklable(targets, options)
+    if why:
+        raise ValueError(f"isolate=True: the Function, its reference and args must pickle "
+                         f"(module-level callables): {why}")
+    options = replace(options, isolate=True, jobs=1, timeout=timeout, max_memory=max_memory)
+    report = run(targets, options)
+    stopped = [r for r in report.rows if r.reason == "time_limit"]
+    if not stopped:
+        return report
+    r = stopped[0]
+    kept = len(report.rows) - 1
+    raise CheckLimitError(
+        f"gradlab.check({r.op}): stopped by timeout={timeout:g} s in check {r.check}, variant "
+        f"{r.variant} ({r.op}/{r.case} {r.dtype} {r.device}); the {kept} row"
+        f"{'s' * (kept != 1)} measured before are on this error's .report", report)
+
+
 def guarded_run(targets: Sequence[Target], options: Options, timeout: float | None = None,
                 max_memory: int | str | None = None,
-                cost_envelope: float | None = None) -> Report:
+                cost_envelope: float | None = None, isolate: bool = False) -> Report:
     """driver.run within gradlab.check's limits (each checked first: ValueError naming it):
     `timeout` seconds for the whole call, `max_memory` ("auto", a size, bytes) more resident
     memory than the call started with (None or 0: no limit); past one, CheckLimitError naming
@@ -102,6 +125,8 @@ def guarded_run(targets: Sequence[Target], options: Options, timeout: float | No
     returns the partial report (`interrupted`), as driver.run does."""
     timeout, max_memory = time_limit(timeout), memory_limit(max_memory)
     options = replace(options, cost_envelope=envelope_factor(cost_envelope))
+    if isolate:
+        return isolated_run(targets, options, timeout, max_memory)
     rows: list[CheckRow] = []
     env: dict[str, Any] = {}
     where = [""]  # the item running: 'op/case dtype device' (driver's heartbeat)

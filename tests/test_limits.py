@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 from conftest import DATA
 
+import gradlab
 from gradlab.checks.numeric import numerical
 from gradlab.checks.run import driver
 from gradlab.checks.run.options import Options
@@ -71,3 +72,36 @@ def test_dense_jacobians_past_the_memory_bound_run_probes(max_memory: int) -> No
         assert "dense Jacobians would need 122 MiB, over 8 MiB" in row.note
     else:
         assert row.mode == "dense" and not row.note
+
+
+def test_the_api_isolated_stops_a_hung_backward_and_keeps_the_rows() -> None:
+    import torch
+
+    sys.path.insert(0, str(LIMITS))
+    try:
+        import limit_functions as lf
+
+        x = torch.randn(3, dtype=torch.float64, requires_grad=True)
+        with pytest.raises(gradlab.CheckLimitError) as stopped:
+            gradlab.check(lf.HangsInDoubleBackward, [x], reference=lf.square,
+                          checks=["forward", "gradient", "jacobian", "second_order"],
+                          variants=False, timeout=TIMEOUT_S, isolate=True)
+        passed = gradlab.check(lf.Square, [x], reference=lf.square, variants=False,
+                               checks=["forward", "gradient", "jacobian"], isolate=True)
+    finally:
+        sys.path.remove(str(LIMITS))
+    rows = stopped.value.report.rows
+    assert "in check second_order" in str(stopped.value)
+    assert {r.check: r.status for r in rows[:-1]} == {
+        "forward": "pass", "gradient": "pass", "jacobian": "pass"}
+    assert (rows[-1].check, rows[-1].reason) == ("second_order", "time_limit")
+    assert "in the Function's backward" in rows[-1].note
+    assert passed.passed
+
+
+def test_the_api_refuses_to_isolate_what_cannot_pickle() -> None:
+    import torch
+
+    x = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(ValueError, match="isolate=True: the Function, its reference"):
+        gradlab.check(lambda t: t * 2, [x], reference=lambda t: t * 2, isolate=True)

@@ -27,6 +27,7 @@ a bug is missed or stopped by a limit, else 2 when there was a harness error, el
 from __future__ import annotations
 
 import argparse
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -221,8 +222,7 @@ def run_config(cfg: Any, dtypes: tuple[str, ...], timeout: float,
     for o in outs:
         start = time.perf_counter()
         try:
-            report = gradlab.check(fn, list(args), reference=cfg.reference, dtypes=[o.dtype],
-                                   timeout=timeout, **dict(kwargs))
+            report = checked(gradlab, cfg, fn, args, kwargs, o.dtype, timeout)
             o.rows = list(report.rows)
         except gradlab.CheckLimitError as exc:
             o.rows, o.limit = list(exc.report.rows), str(exc).splitlines()[0]
@@ -232,6 +232,32 @@ def run_config(cfg: Any, dtypes: tuple[str, ...], timeout: float,
                                f"({Path(tb.filename).name}:{tb.lineno})")
         o.seconds = time.perf_counter() - start
     return outs
+
+
+def checked(gradlab: Any, cfg: Any, fn: Any, args: Any, kwargs: Any, dtype: str,
+            timeout: float) -> Any:
+    """gradlab.check of one config in a worker process (isolate=True: its timeout then stops
+    even a backward stuck in C, keeping the rows made before), in this process where the
+    config's callables cannot be pickled."""
+    kw = {"reference": cfg.reference, "dtypes": [dtype], "timeout": timeout, **dict(kwargs)}
+    if not all(importable(f) for f in (fn, cfg.reference)):
+        return gradlab.check(fn, list(args), **kw)
+    try:
+        return gradlab.check(fn, list(args), isolate=True, **kw)
+    except ValueError as exc:
+        if not str(exc).startswith("isolate=True"):
+            raise
+        return gradlab.check(fn, list(args), **kw)
+
+
+def importable(obj: Any) -> bool:
+    """Whether a worker can import `obj`'s module by its name (a config file loaded from its
+    path, as load_configs does, is not)."""
+    name = getattr(obj, "__module__", None)
+    if not name or name == "__main__":
+        return False
+    # on sys.path, not only in sys.modules (where load_configs registers a file it loaded)
+    return importlib.machinery.PathFinder.find_spec(name.split(".")[0], sys.path) is not None
 
 
 def _fmt(x: float | None) -> str:
