@@ -61,21 +61,17 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     dtypes default to the examples' dtype; the numerical checks in numerical_dtype.  tolerances:
     dtype -> (atol, rtol) for every comparison in that dtype (the finite-difference checks
     take the larger of it and gradcheck's per component), and "finite_differences" -> (atol,
-    rtol) for the finite-difference checks outright.  checks: names
-    from gradlab.model.CHECKS.  requires: capabilities (gradlab.model.CAPABILITIES) whose
-    absence fails instead of warning or passing with a reason (gradlab.checks.diagnosis.policy says
-    which); strict: every warn row fails.  capabilities: "default" measures all but
-    torch.compile, "all" that too (seconds more).  special: arg index -> values the special
-    variant plants at a few positions of that input besides 0 ({0: [1.0]}).  timeout, max_memory,
-    cost_envelope: limits that stop a runaway check (gradlab.apiguard; off the main thread a
-    blocking wait outlasts them).  numerical_dtype: the finite-difference checks' dtype.
-    strict_tolerances, precision_factor: the strict table, the low-precision criterion's k (2;
-    gradlab.tolerances).  isolate: run in a worker process, so that `timeout` stops even one
-    long C call (the worker is killed at the deadline; the rows made before are kept on the
-    CheckLimitError's report); needs a module-level Function and reference (they are pickled).
-    Ctrl-C returns the rows so far.  Returns a Report: `.passed`
-    (verified: something ran and everything asked for ran and passed), and `.rows` with
-    status, errors, hint and findings per check and variant (words.message(row) says one).
+    rtol) for the finite-difference checks outright.  checks: names from gradlab.model.CHECKS.
+    requires: capabilities (gradlab.model.CAPABILITIES) whose absence fails instead of warning
+    or passing with a reason (gradlab.checks.diagnosis.policy); strict: every warn row fails.
+    capabilities: "default" measures all but torch.compile, "all" that too (seconds more).
+    special: arg index -> values the special variant plants besides 0 ({0: [1.0]}).  timeout,
+    max_memory, cost_envelope: limits that stop a runaway check (gradlab.apiguard; off the main
+    thread a blocking wait outlasts them).  numerical_dtype: the finite-difference checks' dtype.
+    strict_tolerances, precision_factor: the strict table, the criterion's k (tolerances.py).
+    isolate: in a worker killed at `timeout` (docs/reference.md).  Ctrl-C returns the rows so
+    far.  Returns a Report: `.passed` (verified: something ran and everything asked for ran and
+    passed), `.rows` with status, errors, hint and findings per check and variant.
     """
     from gradlab.apiguard import guarded_run
     from gradlab.checks.run.options import Options, measured_capabilities
