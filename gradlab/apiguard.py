@@ -106,8 +106,8 @@ def isolated_run(targets: Sequence[Target], options: Options, timeout: float | N
     stopped = [r for r in report.rows if r.reason == "time_limit"]
     if not stopped:
         return report
-    r = stopped[0]
-    kept = len(report.rows) - 1
+    r = stopped[0]  # the rows measured before it: not it, nor the items it left unrun
+    kept = sum(1 for x in report.rows if x is not r and x.reason != "timeout_spent")
     raise CheckLimitError(
         f"gradlab.check({r.op}): stopped by timeout={timeout:g} s in check {r.check}, variant "
         f"{r.variant} ({r.op}/{r.case} {r.dtype} {r.device}); the {kept} row"

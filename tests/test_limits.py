@@ -92,6 +92,7 @@ def test_the_api_isolated_stops_a_hung_backward_and_keeps_the_rows() -> None:
         sys.path.remove(str(LIMITS))
     rows = stopped.value.report.rows
     assert "in check second_order" in str(stopped.value)
+    assert "the 3 rows measured before" in str(stopped.value)
     assert {r.check: r.status for r in rows[:-1]} == {
         "forward": "pass", "gradient": "pass", "jacobian": "pass"}
     assert (rows[-1].check, rows[-1].reason) == ("second_order", "time_limit")
