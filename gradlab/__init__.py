@@ -48,7 +48,7 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
           timeout: float | None = DEFAULT_TIMEOUT_S, max_memory: int | str | None = "auto",
           cost_envelope: float | None = 20.0, numerical_dtype: str = "float64",
           strict_tolerances: bool = False, precision_factor: float | None = None,
-          explore: float = 0.0) -> Report:
+          explore: float = 0.0, isolate: bool = False) -> Report:
     """Check a custom Function (or any callable) on example args, as `gradcheck` takes them.
 
     fn: an autograd.Function subclass (its `apply` is called), a callable, or a torch.library
@@ -60,18 +60,17 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     dtypes default to the examples' dtype; the numerical checks in numerical_dtype.  tolerances:
     dtype -> (atol, rtol) for every comparison in that dtype (the finite-difference checks
     take the larger of it and gradcheck's per component), and "finite_differences" -> (atol,
-    rtol) for the finite-difference checks outright.  checks: names
-    from gradlab.model.CHECKS.  requires: capabilities (gradlab.model.CAPABILITIES) whose
-    absence fails instead of warning or passing with a reason (gradlab.checks.diagnosis.policy says
-    which); strict: every warn row fails.  capabilities: "default" measures all but
-    torch.compile, "all" that too (seconds more).  special: arg index -> values the special
-    variant plants at a few positions of that input besides 0 ({0: [1.0]}).  timeout, max_memory,
-    cost_envelope: limits that stop a runaway check (gradlab.apiguard; off the main thread a
-    blocking wait outlasts them).  numerical_dtype: the finite-difference checks' dtype.
-    strict_tolerances, precision_factor: the strict table, the low-precision criterion's k (2;
-    gradlab.tolerances).  explore: seconds of the input search per case (0: none).  Ctrl-C
-    returns the rows so far.  Returns a Report: `.passed` (all asked for ran and passed),
-    `.rows` (status, hint, findings; words.message(row) says one).
+    rtol) for the finite-difference checks outright.  checks: names from gradlab.model.CHECKS.
+    requires: capabilities (gradlab.model.CAPABILITIES) whose absence fails instead of warning
+    or passing with a reason (gradlab.checks.diagnosis.policy); strict: every warn row fails.
+    capabilities: "default" measures all but torch.compile, "all" that too (seconds more).
+    special: arg index -> values the special variant plants besides 0 ({0: [1.0]}).  timeout,
+    max_memory, cost_envelope: limits that stop a runaway check (gradlab.apiguard; off the main
+    thread a blocking wait outlasts them).  numerical_dtype: the finite-difference checks' dtype.
+    strict_tolerances, precision_factor: the strict table, the criterion's k (tolerances.py).
+    isolate: in a worker killed at `timeout` (docs/reference.md).  explore: seconds of the
+    input search per case (0: none).  Ctrl-C returns the rows so far.  Returns a Report:
+    `.passed` (everything asked for ran and passed), `.rows` (status, hint, findings).
     """
     from gradlab.apiguard import guarded_run
     from gradlab.checks.run.options import Options, measured_capabilities
@@ -88,7 +87,7 @@ def check(fn: Callable[..., Any], args: Sequence[Any], *,
     target = Target(op=_judged(op, strict_tolerances, precision_factor), source="python",
                     requires=frozenset(requires), devices=op.devices,  # the examples'
                     numerical_dtype=canonical_dtype(numerical_dtype))
-    return guarded_run([target], options, timeout, max_memory, cost_envelope)
+    return guarded_run([target], options, timeout, max_memory, cost_envelope, isolate)
 
 
 def _example_op(fn: Callable[..., Any], args: Sequence[Any], *,

@@ -23,7 +23,9 @@ from types import TracebackType
 from typing import Any
 
 from gradlab.checks.run.driver import run
+from gradlab.checks.run.isolate import picklable
 from gradlab.checks.run.options import Options
+from gradlab.checks.run.progress import where
 from gradlab.errors import ExitCode, GradlabError
 from gradlab.guard import default_limit, parse_size
 from gradlab.model import Target
@@ -40,12 +42,6 @@ from gradlab.watchdog import (
 
 #: max_memory's default: gradlab.guard.default_limit() when the call starts.
 AUTO = "auto"
-#: The checks the frames of gradlab.checks name (innermost wins): what a limit interrupted.
-CHECK_OF_FRAME = {"jacobian_check": "jacobian", "second_order_row": "second_order",
-                  "forward_ad_row": "forward_ad", "autocast_row": "autocast",
-                  "capability_rows": "capabilities", "base_contract": "contract",
-                  "opcheck_rows": "opcheck"}
-
 
 class CheckLimitError(GradlabError):
     """gradlab.check ran past its time or memory limit and was stopped; `report` holds the rows
@@ -96,9 +92,31 @@ def envelope_factor(cost_envelope: float | None) -> float | None:
     return float(cost_envelope)
 
 
+def isolated_run(targets: Sequence[Target], options: Options, timeout: float | None,
+                 max_memory: int | None) -> Report:
+    """driver.run in a worker process (gradlab.check(isolate=True)): past `timeout` the parent
+    kills the worker, whatever it runs (one long C call, a backward re-entering torch's engine),
+    and CheckLimitError carries every row made before and the row naming the step it stopped."""
+    why = picklable(targets, options)
+    if why:
+        raise ValueError(f"isolate=True: the Function, its reference and args must pickle "
+                         f"(module-level callables): {why}")
+    options = replace(options, isolate=True, jobs=1, timeout=timeout, max_memory=max_memory)
+    report = run(targets, options)
+    stopped = [r for r in report.rows if r.reason == "time_limit"]
+    if not stopped:
+        return report
+    r = stopped[0]  # the rows measured before it: not it, nor the items it left unrun
+    kept = sum(1 for x in report.rows if x is not r and x.reason != "timeout_spent")
+    raise CheckLimitError(
+        f"gradlab.check({r.op}): stopped by timeout={timeout:g} s in check {r.check}, variant "
+        f"{r.variant} ({r.op}/{r.case} {r.dtype} {r.device}); the {kept} row"
+        f"{'s' * (kept != 1)} measured before are on this error's .report", report)
+
+
 def guarded_run(targets: Sequence[Target], options: Options, timeout: float | None = None,
                 max_memory: int | str | None = None,
-                cost_envelope: float | None = None) -> Report:
+                cost_envelope: float | None = None, isolate: bool = False) -> Report:
     """driver.run within gradlab.check's limits (each checked first: ValueError naming it):
     `timeout` seconds for the whole call, `max_memory` ("auto", a size, bytes) more resident
     memory than the call started with (None or 0: no limit); past one, CheckLimitError naming
@@ -107,6 +125,8 @@ def guarded_run(targets: Sequence[Target], options: Options, timeout: float | No
     returns the partial report (`interrupted`), as driver.run does."""
     timeout, max_memory = time_limit(timeout), memory_limit(max_memory)
     options = replace(options, cost_envelope=envelope_factor(cost_envelope))
+    if isolate:
+        return isolated_run(targets, options, timeout, max_memory)
     rows: list[CheckRow] = []
     env: dict[str, Any] = {}
     where = [""]  # the item running: 'op/case dtype device' (driver's heartbeat)
@@ -128,22 +148,14 @@ def guarded_run(targets: Sequence[Target], options: Options, timeout: float | No
 
 
 def interrupted_at(tb: TracebackType | None) -> tuple[Any, str, str]:
-    """(the case context, check, variant) a limit interrupted, read off its traceback: the
-    innermost frame holding a gradlab.checks CaseContext `ctx` (its rows so far), the check
-    named by the innermost frame of CHECK_OF_FRAME, the variant of `one_variant`'s `v`."""
-    ctx, check, variant = None, "", "base"
+    """(the case context, check, variant) a limit interrupted, read off its traceback
+    (gradlab.checks.run.progress.where: the innermost CaseContext `ctx` holds the rows so far)."""
+    frames = []
     while tb is not None:
-        frame = tb.tb_frame
-        name = frame.f_code.co_name
-        if "gradlab" in frame.f_code.co_filename:
-            found = frame.f_locals.get("ctx")
-            if found is not None and hasattr(found, "rows") and hasattr(found, "dtype"):
-                ctx = found
-            check = CHECK_OF_FRAME.get(name, check)
-            if name == "one_variant" and hasattr(frame.f_locals.get("v"), "name"):
-                variant, check = frame.f_locals["v"].name, "gradient"
+        frames.append(tb.tb_frame)
         tb = tb.tb_next
-    return ctx, check, variant
+    ctx, at = where(frames)
+    return ctx, at.check, at.variant
 
 
 def limit_error(exc: LimitExceeded, scope: Scope, rows: list[CheckRow], env: dict[str, Any],

@@ -272,3 +272,29 @@ def test_the_generated_sections_have_their_markers() -> None:
         begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
         assert text.count(begin) == text.count(end) == 1
         assert text.index(begin) < text.index(end)
+
+
+def ci_function(name: str) -> str:
+    """The bash function `name` of .ci/run, as text."""
+    text = (ROOT / ".ci" / "run").read_text()
+    start = text.index(f"{name}() {{")
+    return text[start:text.index("\n}\n", start) + 3]
+
+
+def test_ci_runs_the_numerics_tests_again_on_another_mkl_path() -> None:
+    text = (ROOT / ".ci" / "run").read_text()
+    listed = re.search(r"NUMERICS=\(([^)]*)\)", text)
+    assert listed is not None
+    files = listed.group(1).split()
+    assert len(files) >= 3
+    for name in files:  # each present and holding tests: the second run never collects nothing
+        assert re.search(r"^def test_", (ROOT / name).read_text(), re.MULTILINE), name
+    assert 'MKL_CBWR=COMPATIBLE run_tests bash scripts/dev.sh test "${NUMERICS[@]}"' in text
+
+
+@pytest.mark.parametrize(("exits", "rc"), [(0, 0), (1, 1), (5, 1), (2, 2)])
+def test_ci_counts_no_tests_collected_as_a_failure(exits: int, rc: int) -> None:
+    script = f"{ci_function('run_tests')}\nrun_tests bash -c 'exit {exits}'"
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False)
+    assert done.returncode == rc
+    assert ("collected no tests" in done.stderr) == (exits == 5)

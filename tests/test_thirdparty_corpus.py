@@ -147,6 +147,43 @@ def test_a_missed_bug_is_exit_1(harness, tmp_path, capsys):
     assert "missed: local:cube:3x4" in capsys.readouterr().out
 
 
+def test_a_bug_stopped_by_a_limit_is_no_catch(harness):
+    from gradlab.results import CheckRow
+
+    def row(check: str, status: str, reason: str = "") -> CheckRow:
+        return CheckRow(op="f", case="example", dtype="float64", device="cpu", variant="base",
+                        check=check, status=status, reason=reason)
+
+    killed = harness.Outcome("hung", "p==1", "float64", bug=True, seen_by=("gradient",),
+                             limit="hung: the child did not return in 150 s and was killed")
+    stopped = harness.Outcome("slow", "p==1", "float64", bug=True, seen_by=("gradient",),
+                              rows=[row("forward", "pass"),
+                                    row("gradient", "error", "time_limit")],
+                              limit="gradlab.check(fn): stopped by timeout=60 s")
+    elsewhere = harness.Outcome("other", "p==1", "float64", bug=True, seen_by=("second_order",),
+                                rows=[row("gradient", "fail")])
+    caught = harness.Outcome("late", "p==1", "float64", bug=True, seen_by=("gradient",),
+                             rows=[row("gradient", "fail"), row("jacobian", "error",
+                                                                "time_limit")],
+                             limit="gradlab.check(fn): stopped by timeout=60 s")
+    s = harness.summarize([killed, stopped, elsewhere, caught])
+    assert s["bugs_caught"] == ["late"]  # caught on its check before the limit stopped it
+    assert s["bugs_limit"] == ["hung", "slow"]
+    assert s["bugs_missed"] == ["other"]  # failed, but not on the check that sees its bug
+
+
+def test_a_killed_child_is_a_limit_and_exit_1(harness, tmp_path, capsys, monkeypatch):
+    path = tmp_path / "configs_hang.py"
+    path.write_text(LOCAL_CONFIGS + "\nBUGS = [CONFIGS[1]]\n")
+    # the child's budget, timeout + 30 s + HARD_TIMEOUT_S, made 0: killed before it answers
+    monkeypatch.setattr(harness, "HARD_TIMEOUT_S", -30.0)
+    code, data = run(harness, path, tmp_path, "--bugs-only", "--timeout", "0")
+    assert code == 1
+    assert data["summary"]["bugs_limit"] == ["local:broken_cube:3x4"]
+    assert data["summary"]["bugs_caught"] == []
+    assert "0 of 1 caught, 1 stopped by a limit" in capsys.readouterr().out
+
+
 def test_summary_counts_a_float64_row_of_a_float32_call_once(harness):
     from gradlab.results import CheckRow
 
@@ -183,9 +220,29 @@ def test_corpus_has_no_fail_rows(harness, tmp_path):
         pytest.skip(why)
     out = tmp_path / "corpus.json"
     code = harness.main(["--no-install", "--json", str(out)])
-    s = json.loads(out.read_text())["summary"]
+    data = json.loads(out.read_text())
+    s = data["summary"]
     assert s["configs"] >= 25 and s["packages"] >= 6, s
-    assert not s["bugs_missed"], f"bugs gradlab passed: {s['bugs_missed']}"
+    # per config: no fail, error or limit on a correct one; every bug caught on a check its
+    # config says sees it (a limit, gradlab's or the harness's, is never a catch)
+    for o in data["outcomes"]:
+        assert not o["harness_error"], (o["name"], o["dtype"], o["harness_error"])
+        if not o["bug"]:
+            failed = [(r["check"], r["variant"], r["status"]) for r in o["rows"]
+                      if r["status"] in ("fail", "error")]
+            assert not failed and not o["limit"], (o["name"], o["dtype"], failed, o["limit"])
+    bugs: dict[str, list[dict]] = {}
+    for o in data["outcomes"]:
+        if o["bug"]:
+            bugs.setdefault(o["name"], []).append(o)
+    assert len(bugs) >= 10
+    for name, calls in bugs.items():
+        assert calls[0]["seen_by"], f"{name}: configs_bugs.py names no check that sees it"
+        seen = {(r["check"], r["status"]) for o in calls for r in o["rows"]
+                if r["status"] in ("fail", "error") and r["reason"] not in harness.LIMIT_REASONS}
+        assert any(check in calls[0]["seen_by"] for check, _ in seen), (
+            name, calls[0]["seen_by"], seen, [o["limit"] for o in calls])
+    assert not s["bugs_missed"] and not s["bugs_limit"], s
     assert code == 0, f"fail rows in {s['failed_configs']}"
     sys.stdout.write(f"{s}\n")
 

@@ -197,48 +197,61 @@ BUGS: list[Config] = [
     Config("torchsde:sdeint_adjoint:revheun,dt=0.05", lead.TORCHSDE, _sde_inexact_dt,
            lead._reversible_heun(True, 10), "at dt = 0.05 the reversible adjoint does not retrace "
            "the forward's grid: float64 gradient 6.4e-3 off the same scheme written out, which "
-           "finite differences confirm (demos/torchsde_adjoint_inexact_dt.py)"),
+           "finite differences confirm (demos/torchsde_adjoint_inexact_dt.py)",
+           seen_by=("gradient", "jacobian")),
     Config("qpth:QPFunction:nz3,ineq4,eq1,unbatched", QPTH,
            functools.partial(_independent_made, "_mk_qpth_single"), ref_qp,
            "backward clamps lambda / s of the KKT system at 1e8: float64 gradients off by "
-           "5e-7 to 3e-6 (demos/qpth_backward_clamp.py)"),
+           "5e-7 to 3e-6 (demos/qpth_backward_clamp.py)",
+           seen_by=("gradient", "jacobian")),
     Config("qpth:QPFunction:b2,nz4,ineq3,eq1", QPTH,
            functools.partial(_independent_made, "_mk_qpth_batched"), ref_qp,
            "the same clamp, batched: off where a multiplier is small (a grown problem) "
-           "(demos/qpth_backward_clamp.py)"),
+           "(demos/qpth_backward_clamp.py)",
+           seen_by=("gradient", "jacobian")),
     Config("torchinterp1d:interp1d:y,3x6->3x8", lead.TORCHINTERP1D, lead._interp_values,
            lead.ref_interp1d, "backward differentiates the saved output, whose grad_fn is "
            "Interp1d itself: it re-enters its own backward without end "
-           "(demos/torchinterp1d_recursion.py)"),
+           "(demos/torchinterp1d_recursion.py)",
+           seen_by=("gradient",)),
     Config("POT:emd2:3x4", lead.POT, lead._pot_emd2, lead.ref_emd2,
            "ot.emd2 raises 'ValueError: ndarray is not C-contiguous' for a non-contiguous "
-           "marginal a (a column slice; demos/pot_emd2_noncontiguous.py)"),
+           "marginal a (a column slice; demos/pot_emd2_noncontiguous.py)",
+           seen_by=("forward", "gradient")),
     Config("POT:solve(grad=envelope):sinkhorn,3x4", lead.POT, lead._pot_sinkhorn_envelope,
            lead.ref_sinkhorn, "ValFunction's backward returns the plan as a constant and is not "
            "@once_differentiable: double backward silently 0 where the Hessian is not "
-           "(demos/double_backward_silently_wrong.py)"),
+           "(demos/double_backward_silently_wrong.py)",
+           seen_by=("second_order",)),
     Config("roma:procrustes:svd,2x2x4x4", lead.ROMA, lead._roma_procrustes_svd,
            lead.ref_orthonormal, "the SVD Function's backward uses U, V saved as outputs marked "
            "non-differentiable, not @once_differentiable: double backward silently wrong "
-           "(demos/double_backward_silently_wrong.py)"),
+           "(demos/double_backward_silently_wrong.py)",
+           seen_by=("second_order",)),
     Config("kornia:_NullSpaceBasis:projector,2x5x9", lead.KORNIA, lead._kornia_null_space,
            lead.ref_null_space_projector, "backward uses S, V saved as outputs marked "
            "non-differentiable, not @once_differentiable: double backward silently wrong "
-           "(demos/double_backward_silently_wrong.py)"),
+           "(demos/double_backward_silently_wrong.py)",
+           seen_by=("second_order",)),
     Config("entmax:entmax15:2x6,second-order", ENTMAX, _entmax15_second_order, ref_entmax15,
            "double backward differentiates Y.sqrt() at Y = 0: NaN for every row with a zero "
-           "(demos/entmax_second_order.py)"),
+           "(demos/entmax_second_order.py)",
+           seen_by=("second_order",)),
     Config("qpth:QPFunction:shared-b,batch3", QPTH, _qpth_shared_b, ref_qp_shared_b,
            "the gradient of b shared by a batch of 3 is the batch mean, 1/3 of the true sum "
-           "(demos/qpth_shared_parameter_grad_is_mean.py)"),
+           "(demos/qpth_shared_parameter_grad_is_mean.py)",
+           seen_by=("gradient", "jacobian")),
     Config("pytorch_wavelets:DWT1DForward(AFB1D):2x1x12,db2,symmetric", WAVELETS,
            _wavelets_symmetric, ref_dwt_symmetric, "backward runs the inverse transform, which "
-           "is not the adjoint under symmetric padding (demos/pytorch_wavelets_backward_bugs.py)"),
+           "is not the adjoint under symmetric padding (demos/pytorch_wavelets_backward_bugs.py)",
+           seen_by=("gradient", "jacobian")),
     Config("pytorch_wavelets:DWT1DInverse(SFB1D):highpass-only,1x1x7", WAVELETS,
            _wavelets_inverse_highpass, ref_idwt_highpass, "the high-pass gradient is computed "
            "only when the low-pass needs one: None (zero) otherwise "
-           "(demos/pytorch_wavelets_backward_bugs.py)"),
+           "(demos/pytorch_wavelets_backward_bugs.py)",
+           seen_by=("gradient", "jacobian")),
     Config("torch_struct:_SimplexProject:3x5", TORCH_STRUCT, _simplex_project, ref_smoothed_max,
            "forward computes <x, w> - ||w||, backward the gradient of <x, w> - 1/2 ||w||^2 "
-           "(demos/torch_struct_simplex_project_forward.py)"),
+           "(demos/torch_struct_simplex_project_forward.py)",
+           seen_by=("forward", "jacobian")),
 ]

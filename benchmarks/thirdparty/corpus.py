@@ -29,7 +29,8 @@ class Config:
     """One corpus entry.  name: "package:function:case", unique over all config files;
     package: "pip-name==version" as install.sh pins it; reference: fn's math in plain autograd,
     with fn's signature; why: one line on what the Function computes and what the case
-    exercises; measured: errors measured without gradlab, if any."""
+    exercises; measured: errors measured without gradlab, if any; seen_by (a bug's config):
+    the checks whose fail or error row catches its bug (run_corpus.py asserts it there)."""
 
     name: str
     package: str
@@ -37,3 +38,4 @@ class Config:
     reference: Callable[..., Any]
     why: str
     measured: str = ""
+    seen_by: tuple[str, ...] = ()

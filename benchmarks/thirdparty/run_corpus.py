@@ -17,14 +17,17 @@ check, variant, the row's dtype, hint, reason and max errors.  A float32
 call also runs the float64 numerical checks (jacobian, second order, ...); the summary counts
 such a row once.  A config that cannot be imported or set up, or that gradlab refuses, is a
 harness error, not a gradlab failure.  A bug is "caught" when a call of it has a fail or error
-row or hits gradlab's time limit, "missed" otherwise.  Exit code: 1 when a correct config has a
-failed row (fail, error, or a time limit hit) or a bug is missed, else 2 when there was a
-harness error, else 0.
+row on a check that sees it (its config's `seen_by`; any check when it names none), not counting
+the error row of a limit; "limit" when instead a limit stopped it (gradlab's time or memory
+limit, or this harness killing a child that outlived them): a limit is never a catch; "missed"
+otherwise.  Exit code: 1 when a correct config has a failed row (fail, error, or a limit hit) or
+a bug is missed or stopped by a limit, else 2 when there was a harness error, else 0.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -48,6 +51,8 @@ TIMEOUT_S = 300.0
 HARD_TIMEOUT_S = 60.0
 #: row statuses gradlab counts as failed, and the ones this report lists row by row.
 FAILED = ("fail", "error")
+#: the reasons of the error row gradlab adds where a limit stopped a call: no catch.
+LIMIT_REASONS = ("time_limit", "memory_limit")
 LISTED = ("fail", "error", "warn")
 
 
@@ -102,8 +107,11 @@ class Outcome:
     seconds: float = 0.0
     rows: list[Any] = field(default_factory=list)
     harness_error: str = ""
-    #: gradlab stopped the call at its time or memory limit (its rows end with an error row).
+    #: gradlab stopped the call at its time or memory limit (its rows end with an error row),
+    #: or the harness killed the child running it.
     limit: str = ""
+    #: a BUGS config's checks that see its bug (Config.seen_by; empty: any check).
+    seen_by: tuple[str, ...] = ()
 
     def counts(self) -> dict[str, int]:
         out = dict.fromkeys(("pass", "fail", "error", "skip", "warn"), 0)
@@ -115,9 +123,15 @@ class Outcome:
     def failed(self) -> bool:
         return bool(self.limit) or any(r.status in FAILED for r in self.rows)
 
+    @property
+    def caught(self) -> bool:
+        """A fail or error row on a check that sees the bug (a limit's error row is none)."""
+        return any(r.status in FAILED and r.reason not in LIMIT_REASONS
+                   and (not self.seen_by or r.check in self.seen_by) for r in self.rows)
+
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "package": self.package, "dtype": self.dtype, "bug": self.bug,
-                "seconds": round(self.seconds, 3), "harness_error": self.harness_error,
+                "seen_by": list(self.seen_by), "seconds": round(self.seconds, 3), "harness_error": self.harness_error,
                 "limit": self.limit, "counts": self.counts(),
                 "rows": [_row_summary(r) for r in self.rows]}
 
@@ -170,6 +184,7 @@ def run_isolated(path: Path, cfg: Any, dtypes: tuple[str, ...], timeout: float,
             os.killpg(proc.pid, 9)
             proc.communicate()
             return [Outcome(cfg.name, cfg.package, d, bug=bug, seconds=hard,
+                            seen_by=seen_by(cfg),
                             limit=f"hung: the child did not return in {hard:g} s and was killed")
                     for d in dtypes]
         if not out.exists():
@@ -179,7 +194,12 @@ def run_isolated(path: Path, cfg: Any, dtypes: tuple[str, ...], timeout: float,
         data = json.loads(out.read_text())["outcomes"]
     return [Outcome(o["name"], o["package"], o["dtype"], bug=bug, seconds=o["seconds"],
                     rows=[RowView(**r) for r in o["rows"]], harness_error=o["harness_error"],
-                    limit=o["limit"]) for o in data]
+                    limit=o["limit"], seen_by=tuple(o["seen_by"])) for o in data]
+
+
+def seen_by(cfg: Any) -> tuple[str, ...]:
+    """The checks a config says see its bug (Config.seen_by), () when it says none."""
+    return tuple(getattr(cfg, "seen_by", ()))
 
 
 def package_name(package: str) -> str:
@@ -192,7 +212,7 @@ def run_config(cfg: Any, dtypes: tuple[str, ...], timeout: float,
     """gradlab.check of one config in each dtype, at the defaults."""
     import gradlab
 
-    outs = [Outcome(cfg.name, cfg.package, d, bug=bug) for d in dtypes]
+    outs = [Outcome(cfg.name, cfg.package, d, bug=bug, seen_by=seen_by(cfg)) for d in dtypes]
     try:
         fn, args, kwargs = cfg.make()
     except Exception as exc:
@@ -202,8 +222,7 @@ def run_config(cfg: Any, dtypes: tuple[str, ...], timeout: float,
     for o in outs:
         start = time.perf_counter()
         try:
-            report = gradlab.check(fn, list(args), reference=cfg.reference, dtypes=[o.dtype],
-                                   timeout=timeout, **dict(kwargs))
+            report = checked(gradlab, cfg, fn, args, kwargs, o.dtype, timeout)
             o.rows = list(report.rows)
         except gradlab.CheckLimitError as exc:
             o.rows, o.limit = list(exc.report.rows), str(exc).splitlines()[0]
@@ -213,6 +232,32 @@ def run_config(cfg: Any, dtypes: tuple[str, ...], timeout: float,
                                f"({Path(tb.filename).name}:{tb.lineno})")
         o.seconds = time.perf_counter() - start
     return outs
+
+
+def checked(gradlab: Any, cfg: Any, fn: Any, args: Any, kwargs: Any, dtype: str,
+            timeout: float) -> Any:
+    """gradlab.check of one config in a worker process (isolate=True: its timeout then stops
+    even a backward stuck in C, keeping the rows made before), in this process where the
+    config's callables cannot be pickled."""
+    kw = {"reference": cfg.reference, "dtypes": [dtype], "timeout": timeout, **dict(kwargs)}
+    if not all(importable(f) for f in (fn, cfg.reference)):
+        return gradlab.check(fn, list(args), **kw)
+    try:
+        return gradlab.check(fn, list(args), isolate=True, **kw)
+    except ValueError as exc:
+        if not str(exc).startswith("isolate=True"):
+            raise
+        return gradlab.check(fn, list(args), **kw)
+
+
+def importable(obj: Any) -> bool:
+    """Whether a worker can import `obj`'s module by its name (a config file loaded from its
+    path, as load_configs does, is not)."""
+    name = getattr(obj, "__module__", None)
+    if not name or name == "__main__":
+        return False
+    # on sys.path, not only in sys.modules (where load_configs registers a file it loaded)
+    return importlib.machinery.PathFinder.find_spec(name.split(".")[0], sys.path) is not None
 
 
 def _fmt(x: float | None) -> str:
@@ -243,9 +288,12 @@ def summarize(all_outcomes: list[Outcome]) -> dict[str, Any]:
     were caught."""
     outcomes = [o for o in all_outcomes if not o.bug]
     bugs: dict[str, bool] = {}
+    limited: set[str] = set()
     for o in all_outcomes:
         if o.bug and not o.harness_error:
-            bugs[o.name] = bugs.get(o.name, False) or o.failed
+            bugs[o.name] = bugs.get(o.name, False) or o.caught
+            if o.limit:
+                limited.add(o.name)
     seen: dict[tuple[str, ...], str] = {}
     for o in outcomes:
         for r in o.rows:
@@ -260,7 +308,8 @@ def summarize(all_outcomes: list[Outcome]) -> dict[str, Any]:
             "harness_errors": sum(1 for o in all_outcomes if o.harness_error),
             "failed_configs": sorted({o.name for o in outcomes if o.failed}),
             "bugs_caught": sorted(n for n, c in bugs.items() if c),
-            "bugs_missed": sorted(n for n, c in bugs.items() if not c)}
+            "bugs_limit": sorted(n for n, c in bugs.items() if not c and n in limited),
+            "bugs_missed": sorted(n for n, c in bugs.items() if not c and n not in limited)}
 
 
 def markdown(outcomes: list[Outcome]) -> str:
@@ -338,16 +387,19 @@ def main(argv: list[str] | None = None) -> int:
           f"{s['warn']} warn rows ({s['error']} error rows, {s['undeclared_skips']} undeclared "
           f"skips, {s['limits']} limits hit, "
           f"{s['harness_errors']} harness errors)")
-    n_bugs = len(s["bugs_caught"]) + len(s["bugs_missed"])
+    n_bugs = len(s["bugs_caught"]) + len(s["bugs_limit"]) + len(s["bugs_missed"])
     if n_bugs:
-        print(f"bugs: {len(s['bugs_caught'])} of {n_bugs} caught"
+        print(f"bugs: {len(s['bugs_caught'])} of {n_bugs} caught, {len(s['bugs_limit'])} "
+              "stopped by a limit (not a catch)"
+              + "".join(f"\n  limit: {name}" for name in s["bugs_limit"])
               + "".join(f"\n  missed: {name}" for name in s["bugs_missed"]))
     if ns.markdown:
         ns.markdown.write_text(markdown(outcomes))
     if ns.json:
         ns.json.write_text(json.dumps({"summary": s, "outcomes": [o.as_dict() for o in outcomes]},
                                       indent=1, default=str))
-    code = 1 if s["fail"] or s["error"] or s["limits"] or s["bugs_missed"] else (
+    code = 1 if (s["fail"] or s["error"] or s["limits"] or s["bugs_missed"]
+                 or s["bugs_limit"]) else (
         2 if s["harness_errors"] else 0)
     if ns.name is not None and any(o.limit for o in outcomes):
         # a child whose Function hung: its runaway backward threads would keep it alive

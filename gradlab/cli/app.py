@@ -233,7 +233,8 @@ ImportPaths = Annotated[list[Path] | None, typer.Option(
     "--path", help="a folder to import function:/reference: modules from (repeatable; after "
                    "the spec file's own folder, before sys.path and the current directory)")]
 MaxMemory = Annotated[str | None, typer.Option(
-    "--max-memory", help="refuse a case whose tensors need more memory than this, e.g. 8GiB "
+    "--max-memory", help="refuse a case whose tensors need more memory than this, e.g. 8GiB; "
+                         "dense Jacobians past a quarter of it run probes instead "
                          "(default: a quarter of the available memory)")]
 
 
@@ -262,8 +263,9 @@ SkipUnavailable = Annotated[bool, typer.Option("--skip-unavailable", help="skip 
 Isolate = Annotated[bool, typer.Option("--isolate/--no-isolate", help="run cases in a worker "
                                        "process: a segfault, exit or hang fails that case only",
                                        envvar="GRADLAB_ISOLATE")]
-Timeout = Annotated[float, typer.Option("--timeout", help="seconds one case may run (isolated "
-                                        "runs only; 0: no limit)")]
+Timeout = Annotated[float, typer.Option("--timeout", help="seconds one case may run, all its "
+                                        "dtypes and checks together (isolated runs only; 0: no "
+                                        "limit)")]
 ShowChecks = Annotated[list[str] | None, typer.Option(
     "--show", help="report only these checks' rows (repeatable); what they are judged against "
                    "still runs (a repro command's one row)")]

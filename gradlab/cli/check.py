@@ -209,7 +209,8 @@ def check(
     options = replace(_check_options(what, dtype, device, report_dir, seed, variants, variant,
                                      only, mode, budget, strict, skip_unavailable, isolate,
                                      timeout, path, capabilities),
-                      error_maps=plots, fail_fast=fail_fast, explore=explore_budget(explore))
+                      error_maps=plots, fail_fast=fail_fast, explore=explore_budget(explore),
+                      max_memory=parse_max_memory(max_memory))
     targets = _load(what, max_memory, path, op, case)
     targets = pick_targets(targets, match, shard, plots)
     require_devices(targets, options.devices, skip_unavailable)

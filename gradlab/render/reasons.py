@@ -90,9 +90,11 @@ REASONS: dict[str, str] = {
     "cost_envelope": "stopped: this variant ran far longer than the base case (outside the "
                      "op's cost envelope, e.g. a solver's steps growing with the magnitude; "
                      "gradlab.check(cost_envelope=) sets the factor, 0 never stops)",
-    "time_limit": "stopped here: the check ran past its time limit (gradlab.check(timeout=))",
+    "time_limit": "stopped here: the case ran past its time limit (--timeout, "
+                  "gradlab.check(timeout=)); the rows made before are kept",
     "memory_limit": "stopped here: the check's memory grew past its limit "
-                    "(gradlab.check(max_memory=))",
+                    "(--max-memory, gradlab.check(max_memory=)); the rows made before are kept",
+    "timeout_spent": "not run: the case's time limit (--timeout) was spent by its other items",
     "no_reference_base": "no reference: the forward's values are not verified (a run compared "
                          "with itself measures nothing); the variants are compared with the "
                          "Function's own contiguous run, the gradients with finite differences "

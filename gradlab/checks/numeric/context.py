@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from gradlab.checks.diagnosis import policy
 from gradlab.checks.diagnosis.hints import crash_hint
+from gradlab.frames import is_checked_code, is_machinery
 from gradlab.model import CAPABILITIES, OpDef, Target
 from gradlab.results import ERROR, SKIP, CheckRow
 from gradlab.watchdog import envelope
@@ -28,6 +29,8 @@ class Settings(Protocol):
     def capabilities(self) -> frozenset[str]: ...
     @property
     def cost_envelope(self) -> float | None: ...
+    @property
+    def max_memory(self) -> int | None: ...
     @property
     def devices(self) -> tuple[str, ...] | None: ...
     @property
@@ -101,25 +104,16 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0][:300]
 
 
-def _user_frame(filename: str) -> bool:
-    """A frame of the code under check: not torch's, not gradlab's own machinery (the bundled
-    ops and kernels are code under check)."""
-    if "/torch/" in filename:
-        return False
-    if "/gradlab/" in filename:
-        return "/gradlab/ops/" in filename or "/gradlab/kernels/" in filename
-    return True
-
-
 def raised_in_user_code(exc: BaseException) -> bool:
     """True when a frame of the traceback is the checked code's (a crash of the Function or
     its reference), False when only gradlab and torch are on it (a gradlab bug)."""
-    return any(_user_frame(fr.filename) for fr in traceback.extract_tb(exc.__traceback__))
+    return any(is_checked_code(fr.filename) for fr in traceback.extract_tb(exc.__traceback__))
 
 
 def crash_location(exc: BaseException) -> str:
-    """file:line of the innermost frame outside torch and gradlab (the user's code)."""
+    """file:line of the innermost frame outside torch and gradlab's checks (the user's code;
+    whose a frame is: gradlab.frames, from the packages' real folders)."""
     for fr in reversed(traceback.extract_tb(exc.__traceback__)):
-        if "/torch/" not in fr.filename and "/gradlab/checks/" not in fr.filename:
+        if not is_machinery(fr.filename):
             return f"{fr.filename}:{fr.lineno} in {fr.name}"
     return ""

@@ -26,6 +26,7 @@ from gradlab.checks.numeric import jacobian as jac
 from gradlab.checks.numeric.compare import chain_rule_ignored
 from gradlab.checks.numeric.conjugate import conjugate_missed
 from gradlab.checks.numeric.context import CaseContext
+from gradlab.guard import default_limit
 from gradlab.model import Tolerance
 from gradlab.results import PASS, SKIP, CheckRow, Element, ErrorStats, Finding, ProbeStats
 
@@ -41,6 +42,14 @@ DENSE_MAX_CALLS_2ND = 400
 #: (the factor and sign hints) can be estimated.  A passing check draws one pair per input,
 #: as torch's fast_mode does: an error hides from a continuous random probe with probability 0.
 N_PROBES = 4
+#: The share of a case's memory limit (Options.max_memory, else gradlab.guard.default_limit: a
+#: quarter of the available memory) one check's dense Jacobians may take; past it `--mode dense`
+#: runs probes instead (fast mode), with a note.  A quarter: the case's own tensors, the graph
+#: and the reference run hold the rest.
+DENSE_MEMORY_FRACTION = 0.25
+#: Bytes a dense Jacobian takes per entry: the analytical and the numerical one in float64, and
+#: their comparison's temporaries (difference, tolerance, mask) as much again.
+DENSE_BYTES_PER_ENTRY = 32
 
 
 @dataclass
@@ -57,6 +66,25 @@ def dense_calls(fn: Callable[..., object], inputs: Inputs, wrt: Sequence[int]) -
     """Calls a dense Jacobian of `fn` would make: 2 per input element + 1 per output element."""
     n_out = sum(o.numel() for o in call(fn, inputs))
     return 2 * int(sum(inputs.args[i].numel() for i in wrt)) + n_out
+
+
+def dense_bytes(fn: Callable[..., object], inputs: Inputs, wrt: Sequence[int]) -> int:
+    """Bytes the dense Jacobians of `fn` take: DENSE_BYTES_PER_ENTRY per (input, output)
+    element pair (a complex element counts twice: its real view)."""
+    n_out = sum(o.numel() * (1 + o.is_complex()) for o in call(fn, inputs))
+    n_in = sum(inputs.args[i].numel() * (1 + inputs.args[i].is_complex()) for i in wrt)
+    return DENSE_BYTES_PER_ENTRY * int(n_in) * int(n_out)
+
+
+def dense_refused(ctx: CaseContext, fn: Callable[..., object], inputs: Inputs,
+                  wrt: Sequence[int]) -> str:
+    """Why `--mode dense` runs probes here ("" when its Jacobians fit the memory bound)."""
+    limit = ctx.options.max_memory or default_limit()
+    need, bound = dense_bytes(fn, inputs, wrt), int(limit * DENSE_MEMORY_FRACTION)
+    if need <= bound:
+        return ""
+    return (f"fast mode: the dense Jacobians would need {need / 2**20:.3g} MiB, over "
+            f"{bound / 2**20:.3g} MiB ({DENSE_MEMORY_FRACTION:g} of the memory limit)")
 
 
 def jacobian_check(ctx: CaseContext, check: str, fn: Callable[..., object], inputs: Inputs,
@@ -106,6 +134,8 @@ def jacobian_row(ctx: CaseContext, check: str, fn: Callable[..., object], inputs
     t0 = time.perf_counter()
     wrt = inputs.diff_index
     mode = ctx.options.mode
+    refused = dense_refused(ctx, fn, inputs, wrt) if mode == "dense" else ""
+    mode = "fast" if refused else mode
     if mode == "dense":
         results = dense_results(fn, inputs, wrt, tol, every_output)
     else:
@@ -126,10 +156,11 @@ def jacobian_row(ctx: CaseContext, check: str, fn: Callable[..., object], inputs
     if not findings:
         kink = "kink" if any(r.kink for r in results.values()) else ""
         return ctx.row("base", check, PASS, max_abs_err=max_abs, max_rel_err=max_rel,
-                       seconds=seconds, mode=mode, dtype=dtype, reason=kink)
+                       seconds=seconds, mode=mode, dtype=dtype, reason=kink, note=refused)
     hint = next((f.hint for f in findings if f.hint), "")
     row = ctx.row("base", check, policy.wrong(check), max_abs_err=max_abs, max_rel_err=max_rel,
-                  seconds=seconds, hint=hint, mode=mode, findings=findings, dtype=dtype)
+                  seconds=seconds, hint=hint, mode=mode, findings=findings, dtype=dtype,
+                  note=refused)
     if hint in UNEXPLAINED and chain_rule_ignored(fn, inputs, gen):
         explain(row, "no_chain_rule")
     elif row.hint in UNEXPLAINED and conjugate_missed(fn, inputs):

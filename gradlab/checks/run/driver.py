@@ -13,9 +13,10 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
-from gradlab.checks.run.isolate import OnWait, Worker, lost_item_row, run_parallel, stop_all
+from gradlab.checks.run.isolate import OnWait, Outcome, Worker, run_parallel, stop_all
 from gradlab.checks.run.options import Options
 from gradlab.checks.run.plan import Item, plan
+from gradlab.checks.run.progress import lost_item_rows, not_run_row
 from gradlab.guard import case_bytes, default_limit
 from gradlab.model import Target
 from gradlab.results import SPEC_INPUTS, CheckRow, Report
@@ -95,17 +96,31 @@ def executor(targets: Sequence[Target], options: Options, on_wait: OnWait | None
                     ) -> Iterator[tuple[int, Item, list[CheckRow]]]:
             told = False
             for index, item, outcome in run_parallel(workers, jobs, options.timeout, on_wait,
-                                                     item_label, item_bytes, budget):
+                                                     item_label, item_bytes, budget, item_case):
                 env = next((w.env for w in workers if w.env), None)
                 if env is not None and not told:
                     told = True
                     on_env(env)
-                yield index, item, (outcome.rows if outcome.rows is not None
-                                    else [lost_item_row(item, outcome)])
+                yield index, item, outcome_rows(item, outcome, options.timeout)
 
         yield execute
     finally:
         stop_all(workers)
+
+
+def outcome_rows(item: Item, outcome: Outcome, timeout: float | None) -> list[CheckRow]:
+    """An isolated item's rows: its own, or those of a lost item (progress.py)."""
+    if outcome.rows is not None:
+        return outcome.rows
+    if outcome.hint == "timeout_spent":
+        return [not_run_row(item, timeout or 0.0)]
+    reason = "time_limit" if outcome.hint == "timeout" else ""
+    return lost_item_rows(item, outcome.hint, outcome.note, outcome.at, reason)
+
+
+def item_case(item: Item) -> tuple[int, str, str]:
+    """The case an item belongs to (its target, case and device): one --timeout for them."""
+    return id(item[1]), item[2].name, item[4]
 
 
 def item_bytes(item: Item) -> int:

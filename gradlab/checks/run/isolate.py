@@ -25,10 +25,11 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from gradlab.checks.run.options import Options
+from gradlab.checks.run.progress import Reporter, Where, describe_exit
 from gradlab.checks.run.warm import WARM, WorkerProcess, close_server, spawn
 from gradlab.exitnoise import quiet_triton_exit
 from gradlab.model import Target
-from gradlab.results import ERROR, CheckRow
+from gradlab.results import CheckRow
 
 #: Seconds a fresh worker may take to start (import torch, unpickle the targets).
 START_TIMEOUT_S = 300.0
@@ -115,7 +116,8 @@ def serve(inbox: Connection, outbox: Connection, payload: bytes) -> None:
     # unpickle by importing torch
     env = {k: str(v) if isinstance(v, str) else v for k, v in
            environment(seed=options.seed).items()}
-    outbox.send(("ready", len(items), env))
+    reporter = Reporter(outbox)  # the rows so far and the step, as they change (progress.py)
+    reporter.send(("ready", len(items), env))
     with intra_op_threads(options.threads):
         while True:
             msg = inbox.recv()
@@ -123,24 +125,12 @@ def serve(inbox: Connection, outbox: Connection, payload: bytes) -> None:
                 sys.path[:] = inbox.recv()
                 targets, options = pickle.loads(inbox.recv_bytes())
                 items = list(plan(targets, options))
-                outbox.send(("ready", len(items), env))
+                reporter.send(("ready", len(items), env))
                 continue
             index, item_options = msg
-            outbox.send(("rows", index, item_rows(items[index], item_options)))
-
-
-def describe_exit(code: int | None) -> str:
-    """'exit code 5', 'killed by SIGSEGV' (a negative code is the signal)."""
-    if code is None:
-        return "still running"
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        hint = " (out of memory?)" if name == "SIGKILL" else ""
-        return f"killed by {name}{hint}"
-    return f"exit code {code}"
+            with reporter.item(index):
+                rows = item_rows(items[index], item_options)
+            reporter.send(("rows", index, rows))
 
 
 @dataclass
@@ -152,6 +142,8 @@ class Outcome:
     note: str = ""
     #: a starting worker's environment record (gradlab.envinfo).
     env: dict[str, Any] | None = None
+    #: a lost item's last progress: its rows so far and the step it was in (progress.py).
+    at: Where | None = None
 
 
 class Worker:
@@ -167,6 +159,8 @@ class Worker:
         self.proc: WorkerProcess | None = None
         self.inbox: Connection | None = None
         self.outbox: Connection | None = None
+        #: the running item's last progress (progress.Reporter), None before any.
+        self.at: Where | None = None
 
     def __enter__(self) -> Worker:
         return self
@@ -184,9 +178,14 @@ class Worker:
         """
         kept = take_idle()
         self.proc, self.inbox, self.outbox = kept or (WARM.pop() if WARM else spawn())
-        if kept:
-            self.outbox.send(RELOAD)
-        self.outbox.send(sys.path)
+        try:
+            if kept:
+                self.outbox.send(RELOAD)
+            self.outbox.send(sys.path)
+        except OSError:  # a warm or kept worker that died meanwhile: a fresh one instead
+            self.discard()
+            self.proc, self.inbox, self.outbox = spawn()
+            self.outbox.send(sys.path)
         self.outbox.send_bytes(self.payload)
         reply = self.wait(START_TIMEOUT_S)
         if reply.rows is None:
@@ -248,25 +247,30 @@ class Worker:
         except (OSError, BrokenPipeError):
             self.discard()
             return "the worker stopped listening"
-        self.busy = True
+        self.busy, self.at = True, None
         return ""
 
     def outcome(self, waited: float, timeout: float | None) -> Outcome | None:
         """The item's Outcome when it is in (or the worker died, or the item ran past
         `timeout` after `waited` seconds), else None; a worker that failed is stopped."""
         assert self.inbox is not None and self.proc is not None
-        if self.inbox.poll(0):
-            try:
+        msg: Any = ("progress",)
+        try:  # progress messages (progress.Reporter) first, then at most one other
+            while msg[0] == "progress" and self.inbox.poll(0):
                 msg = self.inbox.recv()
-            except (EOFError, OSError):
-                done = Outcome(hint="worker_died", note=self.exit_status())
-            else:
-                done = (Outcome(rows=[], env=msg[2]) if msg[0] == "ready"
-                        else Outcome(rows=msg[2]))
+                self.at = msg[2] if msg[0] == "progress" else self.at
+        except (EOFError, OSError):
+            msg = ("died",)
+        if msg[0] == "died":
+            done = Outcome(hint="worker_died", note=self.exit_status(), at=self.at)
+        elif msg[0] != "progress":
+            done = (Outcome(rows=[], env=msg[2]) if msg[0] == "ready"
+                    else Outcome(rows=msg[2]))
         elif self.proc.poll() is not None:
-            done = Outcome(hint="worker_died", note=self.exit_status())
+            done = Outcome(hint="worker_died", note=self.exit_status(), at=self.at)
         elif timeout is not None and waited > timeout:
-            done = Outcome(hint="timeout", note=f"no result after {timeout:g} s: stopped")
+            done = Outcome(hint="timeout", note=f"stopped at the case's timeout of {timeout:g} s",
+                           at=self.at)
         else:
             return None
         poisoned = done.rows is not None and any(
@@ -291,8 +295,7 @@ def take_idle() -> tuple[WorkerProcess, Connection, Connection] | None:
         proc, inbox, outbox = IDLE.pop()
         if proc.poll() is None:
             return proc, inbox, outbox
-        inbox.close()
-        outbox.close()
+        inbox.close(), outbox.close()
     return None
 
 
@@ -304,8 +307,7 @@ def close_idle() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait(5.0)
-        inbox.close()
-        outbox.close()
+        inbox.close(), outbox.close()
     close_server()
 
 
@@ -315,9 +317,8 @@ Done = tuple[int, Any, Outcome]
 
 
 def stop_all(workers: Sequence[Worker]) -> None:
-    """Stop every worker (Worker.stop), the kills all sent first: each killed worker takes
-    0.1-0.15 s to exit (torch's address space torn down), and one after another that was
-    0.3 s at the end of every two-worker run; side by side it is one worker's."""
+    """Stop every worker (Worker.stop), the kills all sent first: a killed worker takes 0.1-0.15
+    s to exit (torch torn down), one after another 0.3 s per two-worker run, together one's."""
     for w in workers:
         if w.proc is not None and not w.kept() and w.proc.poll() is None:
             w.proc.kill()
@@ -328,22 +329,26 @@ def stop_all(workers: Sequence[Worker]) -> None:
 
 
 def fits(held: Sequence[int], weight: int, budget: int | None) -> bool:
-    """Whether an item of `weight` bytes may start beside items holding `held`: within the
-    budget, or alone (an item larger than the budget still runs, by itself)."""
+    """Whether an item of `weight` bytes may start within the budget beside items holding
+    `held`, or alone (an item larger than the budget still runs, by itself)."""
     return budget is None or not held or sum(held) + weight <= budget
 
 
 def run_parallel(workers: Sequence[Worker], jobs: Iterator[Job], timeout: float | None,
                  on_wait: OnWait | None, label: Callable[[Any], str],
                  weight: Callable[[Any], int] = lambda item: 0,
-                 budget: int | None = None) -> Iterator[Done]:
+                 budget: int | None = None,
+                 case_of: Callable[[Any], Any] = lambda item: object()) -> Iterator[Done]:
     """Run `jobs` on `workers`, one item each at a time, yielding each as it finishes (so not
     in order).  The next job is taken only when a worker is free: what `jobs` decides as it
     yields (a budget, fail-fast) sees every result before it.
 
     weight(item): the bytes an item's tensors need; items run side by side only while their
-    weights add up to `budget` (one big case at a time, as a case is refused past it alone)."""
-    busy: dict[int, tuple[int, Any, float]] = {}  # worker position -> index, item, start
+    weights add up to `budget` (one big case at a time, as a case is refused past it alone).
+    `timeout` bounds a case: its items (case_of(item) alike) together, from the first one's
+    start; an item whose case has no time left is not run (hint "timeout_spent")."""
+    busy: dict[int, tuple[int, Any, float]] = {}  # worker position -> index, item, case start
+    case_start: dict[Any, float] = {}
     held: Job | None = None  # the next job, waiting for memory to free up
     more = True
     while True:
@@ -359,15 +364,20 @@ def run_parallel(workers: Sequence[Worker], jobs: Iterator[Job], timeout: float 
             if not fits([weight(b[1]) for b in busy.values()], weight(item), budget):
                 held = job
                 break
-            why = w.submit(index, options)
+            case = case_of(item)
+            if timeout is not None and time.perf_counter() - case_start.get(case, 1e300) > timeout:
+                yield index, item, Outcome(hint="timeout_spent")
+                continue
+            why = w.submit(index, options)  # (a worker's start-up is not the case's time)
             if why:
                 yield index, item, Outcome(hint="worker_died", note=why)
                 continue
-            busy[k] = (index, item, time.perf_counter())
+            busy[k] = (index, item, case_start.setdefault(case, time.perf_counter()))
         if not busy:
+            if more or held:  # every job taken this round was answered without a worker
+                continue
             return
-        inboxes = [workers[k].inbox for k in busy]
-        wait([c for c in inboxes if c is not None], timeout=POLL_S)
+        wait([c for c in (workers[k].inbox for k in busy) if c is not None], timeout=POLL_S)
         now = time.perf_counter()
         for k, (index, item, started) in list(busy.items()):
             done = workers[k].outcome(now - started, timeout)
@@ -379,11 +389,3 @@ def run_parallel(workers: Sequence[Worker], jobs: Iterator[Job], timeout: float 
             # rows the caller waits for (it hears them in that order)
             index, item, started = min(busy.values(), key=lambda b: b[0])
             on_wait(label(item), now - started)
-
-
-def lost_item_row(item: tuple[str, Target, Any, str, str], outcome: Outcome) -> CheckRow:
-    """The row of an item whose worker died or ran past the timeout: the Function's failure."""
-    kind, t, case, dtype, device = item
-    check = "forward" if kind == "case" else "jacobian"
-    return CheckRow(t.op.name, case.name, dtype, device, "base", check, ERROR,
-                    hint=outcome.hint, note=outcome.note)

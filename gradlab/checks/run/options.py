@@ -74,8 +74,12 @@ class Options:
     isolate: bool = False
     #: worker processes running items side by side when isolated (each one item at a time).
     jobs: int = 1
-    #: seconds one work item may take in a worker before it is stopped (None: no limit).
+    #: seconds one case (all its work items) may take in workers before it is stopped (None: no
+    #: limit; gradlab.checks.run.isolate.run_parallel).
     timeout: float | None = None
+    #: bytes a case may take (`--max-memory`; None: gradlab.guard.default_limit()): bounds what
+    #: the numerical checks build (gradlab.checks.numeric.numerical.DENSE_MEMORY_FRACTION).
+    max_memory: int | None = None
     #: healthy workers stay up after the run for the next one (gradlab.checks.run.isolate.IDLE):
     #: the pytest plugin runs one item per run.
     keep_workers: bool = False
