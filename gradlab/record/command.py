@@ -90,6 +90,7 @@ def finish(folder: Path, command: str, status: int, max_signatures: int) -> Reco
     (record/summary.yaml, record/unreplayable.yaml), the raw files removed."""
     raw = folder / RECORD / "raw"
     ops, errors = merge.read_raw(raw, max_signatures) if raw.is_dir() else ([], [])
+    (folder / RECORD).mkdir(parents=True, exist_ok=True)  # no process imported torch
     written = specs.write_specs(ops, folder, command)
     done = Recorded(status, ops, written, errors)
     atomic_write(folder / RECORD / "summary.yaml", yaml.safe_dump(summary(done), sort_keys=False))

@@ -101,6 +101,9 @@ def op_info(qualified: str) -> dict[str, Any]:
     from torch._library import custom_ops
 
     opdef = custom_ops.OPDEFS.get(qualified)
+    if str(getattr(getattr(opdef, "_init_fn", None), "__module__", "")).startswith(
+            TORCH_MODULES):
+        return {**info, "ignored": True}  # one of torch's own
     if opdef is None:
         return {**info, "unreplayable": "registered without torch.library.custom_op or "
                                         "triton_op: no Python callable to import"}
@@ -114,13 +117,14 @@ def op_info(qualified: str) -> dict[str, Any]:
             **locate(module, attr)}
 
 
-def wrap_function(rec: Any) -> None:
-    """Function.apply recorded, then run as torch runs it."""
+def wrap_function(box: dict[str, Any]) -> None:
+    """Function.apply recorded by `box["rec"]`, then run as torch runs it."""
     fn_cls = torch.autograd.function.Function
     original = fn_cls.__dict__["apply"].__func__
 
     @functools.wraps(original)
     def apply(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        rec = box["rec"]
         if not rec.busy() and not torch.compiler.is_compiling():
             rec.call(cls, lambda: function_info(cls), args, kwargs)
         return original(cls, *args, **kwargs)
@@ -128,7 +132,7 @@ def wrap_function(rec: Any) -> None:
     fn_cls.apply = classmethod(apply)  # type: ignore[assignment,method-assign]
 
 
-def wrap_ops(rec: Any, builtin: frozenset[str]) -> None:
+def wrap_ops(box: dict[str, Any], builtin: frozenset[str]) -> None:
     """OpOverload and OpOverloadPacket calls of ops outside `builtin` recorded."""
     from torch import _ops
 
@@ -138,6 +142,7 @@ def wrap_ops(rec: Any, builtin: frozenset[str]) -> None:
         @functools.wraps(original)
         def call(self: Any, /, *args: Any, **kwargs: Any) -> Any:
             name = qualified(self)
+            rec = box["rec"]
             if (name.partition("::")[0] not in builtin and not rec.busy()
                     and not torch.compiler.is_compiling()):
                 rec.call(name, lambda: op_info(name), args, kwargs)
@@ -149,21 +154,37 @@ def wrap_ops(rec: Any, builtin: frozenset[str]) -> None:
     wrapped(_ops.OpOverloadPacket, lambda op: op._qualified_op_name)
 
 
+def builtin_namespaces() -> frozenset[str]:
+    """The namespaces of the ops registered now, less those holding a custom_op (installed
+    late, in a process that imported a project's ops already: the pytest plugin's)."""
+    from torch._library import custom_ops
+
+    every = {n.partition("::")[0] for n in torch._C._dispatch_get_all_op_names()}
+    custom = {n.partition("::")[0] for n in list(custom_ops.OPDEFS.keys())}
+    return frozenset(every - custom) | TORCH_NAMESPACES
+
+
 def install(rec: Any) -> bool:
-    """Wrap torch's calls for `rec` and write its counts at exit (once per process: False when
-    a recorder is there already)."""
+    """Wrap torch's calls for `rec` and write its counts at exit.  Once per process: a later
+    recorder takes over from a stopped one (the pytest plugin's, a test's), never from one
+    that still records (False then: the start-up one of `gradlab record`)."""
     fn_cls = torch.autograd.function.Function
-    if getattr(fn_cls, MARKER, None) is not None:
-        return False
-    builtin = frozenset({n.partition("::")[0]
-                         for n in torch._C._dispatch_get_all_op_names()}) | TORCH_NAMESPACES
-    wrap_function(rec)
-    wrap_ops(rec, builtin)
-    setattr(fn_cls, MARKER, rec)
+    box = getattr(fn_cls, MARKER, None)
+    if box is not None:
+        if not box["rec"].stopped:
+            return False
+        box["rec"] = rec
+    else:
+        box = {"rec": rec}
+        builtin = builtin_namespaces()
+        wrap_function(box)
+        wrap_ops(box, builtin)
+        setattr(fn_cls, MARKER, box)
     atexit.register(rec.flush)
     return True
 
 
 def installed() -> Any:
     """The recorder wrapping this process's calls, or None."""
-    return getattr(torch.autograd.function.Function, MARKER, None)
+    box = getattr(torch.autograd.function.Function, MARKER, None)
+    return None if box is None else box["rec"]
