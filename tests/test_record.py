@@ -210,3 +210,16 @@ def test_four_functions_round_trip(tmp_path: Path) -> None:
     rows = json.loads(report.read_text())["rows"]
     assert {r["op"] for r in rows} == {"GateFn", "RowNormFn", "SoftplusFn", "SwishFn"}
     assert {r["op"] for r in rows if r["status"] in ("fail", "error")} == {"SoftplusFn"}
+
+
+def test_unreplayable_calls_take_no_place_within_the_limit(tmp_path: Path) -> None:
+    def run() -> None:
+        Double.apply(torch.tensor([1.0, float("-inf")]))  # a mask's -inf: listed, not kept
+        for n in range(1, 4):
+            Double.apply(torch.ones(n, requires_grad=True))
+
+    _, summary = recorded(tmp_path, run, max_signatures=2)
+    op = op_summary(summary, "record_functions:Double")
+    assert (op["calls"], op["cases"]) == (4, 2)
+    assert op["left_out"] == {"over the limit of 2 signatures per op": 1}
+    assert len(op["unreplayable"]) == 1 and "NaN or infinite" in op["unreplayable"][0]

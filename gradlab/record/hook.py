@@ -30,6 +30,9 @@ OWN_MODULES = ("gradlab.checks.", "gradlab.cases", "gradlab.apiguard", "gradlab.
 #: How far up the stack a new signature looks for gradlab's own frames (a check calls a
 #: Function within a dozen frames of its runner; deeper user code is not gradlab's).
 OWN_DEPTH = 40
+#: Most signatures of calls that cannot be replayed remembered per op (each later one is
+#: judged again: a bound on memory, not on what is listed).
+MAX_UNREPLAYABLE = 1000
 #: Longest repr of a non-tensor argument kept in a signature or a reason.
 REPR_CHARS = 120
 
@@ -37,12 +40,14 @@ REPR_CHARS = 120
 class Stats:
     """One op's counts in this process."""
 
-    __slots__ = ("calls", "info", "left_out", "signatures")
+    __slots__ = ("bad", "calls", "info", "left_out", "signatures")
 
     def __init__(self, info: dict[str, Any]) -> None:
         self.info = info
         self.calls = 0
         self.signatures: set[Any] = set()
+        #: the signatures of calls that cannot be replayed (see Recorder.replayable)
+        self.bad: set[Any] = set()
         #: reason -> calls left out for it
         self.left_out: dict[str, int] = {}
 
@@ -93,7 +98,7 @@ class Recorder:
         if "ignored" in stats.info:
             return
         sig = signature(args, kwargs)
-        if sig in stats.signatures:
+        if sig in stats.signatures or sig in stats.bad:
             stats.calls += 1
             return
         if gradlabs_own():
@@ -102,8 +107,8 @@ class Recorder:
         if len(stats.signatures) >= self.max_signatures:
             stats.leave_out(f"over the limit of {self.max_signatures} signatures per op")
             return
-        stats.signatures.add(sig)
         if "unreplayable" in stats.info:  # listed with its reason, no values kept
+            stats.signatures.add(sig)
             self.write({"op": stats.info, "signature": repr(sig), "nbytes": 0, "args": [],
                         "kwargs": {}})
             return
@@ -115,7 +120,27 @@ class Recorder:
         record = {"op": stats.info, "signature": repr(sig), "nbytes": nbytes,
                   "args": [entry(a) for a in args],
                   "kwargs": {k: entry(v) for k, v in kwargs.items()}}
+        if not self.replayable(record, stats, sig):
+            return
+        stats.signatures.add(sig)
         self.write(record)
+
+    def replayable(self, record: dict[str, Any], stats: Stats, sig: Any) -> bool:
+        """Whether a call's arguments can be replayed; one that cannot takes no place within
+        the limit (the next signature may be replayable), and the first few are written with
+        their reasons, without values."""
+        entries = [*record["args"], *record["kwargs"].values()]
+        if not any("unreplayable" in e for e in entries):
+            return True
+        if len(stats.bad) < MAX_UNREPLAYABLE:
+            stats.bad.add(sig)
+        for e in entries:
+            e.pop("tensor", None)
+        if len(stats.bad) <= self.max_signatures:
+            self.write(record)
+        else:
+            stats.leave_out("not replayable, as the calls listed for this op")
+        return False
 
     def write(self, record: dict[str, Any]) -> None:
         with self.lock:

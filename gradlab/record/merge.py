@@ -69,11 +69,15 @@ def read_raw(raw: Path, max_signatures: int) -> tuple[list[OpRecord], list[str]]
         op = ops.setdefault(rec["op"]["name"], OpRecord(rec["op"]))
         if any(c.signature == rec["signature"] for c in op.stored):
             continue  # one signature stored by two processes
-        if len(op.stored) >= max_signatures:
+        call = Call(rec["signature"], rec["args"], rec["kwargs"])
+        call.unreplayable = call_problem(call)
+        # a call that cannot be replayed is listed, and takes no place within the limit
+        if (not call.unreplayable and sum(not c.unreplayable for c in op.stored)
+                >= max_signatures):
             reason = f"over the limit of {max_signatures} signatures per op"
             op.left_out[reason] = op.left_out.get(reason, 0) + 1
             continue
-        op.stored.append(Call(rec["signature"], rec["args"], rec["kwargs"]))
+        op.stored.append(call)
     for path in sorted(raw.glob("*-counts.pt")):
         for c in load(path):
             op = ops.setdefault(c["op"]["name"], OpRecord(c["op"]))
@@ -96,8 +100,6 @@ def judge(op: OpRecord) -> None:
         op.unreplayable = str(info["unreplayable"])
     elif info.get("how") == "script":
         op.unreplayable = script_problem(Path(info["file"]))
-    for call in op.stored:
-        call.unreplayable = call_problem(call)
 
 
 def call_problem(call: Call) -> str:
