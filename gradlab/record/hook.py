@@ -176,7 +176,7 @@ class Recorder:
 
 def gradlabs_own() -> bool:
     """Whether a gradlab check (its runner, a variant, the API) made this call."""
-    frame = sys._getframe(3)
+    frame: Any = sys._getframe(3)
     for _ in range(OWN_DEPTH):
         if frame is None:
             return False

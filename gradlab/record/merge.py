@@ -62,8 +62,8 @@ def load(path: Path) -> Any:
 def read_raw(raw: Path, max_signatures: int) -> tuple[list[OpRecord], list[str]]:
     """The ops recorded under `raw`, in the order first stored, and the processes' errors."""
     ops: dict[str, OpRecord] = {}
-    calls = sorted((p for p in raw.glob("*.pt") if RAW_CALL.fullmatch(p.name)),
-                   key=lambda p: tuple(int(x) for x in RAW_CALL.fullmatch(p.name).groups()))
+    numbered = [(m, p) for p in raw.glob("*.pt") if (m := RAW_CALL.fullmatch(p.name))]
+    calls = [p for _, p in sorted(numbered, key=lambda mp: tuple(int(x) for x in mp[0].groups()))]
     for path in calls:
         rec = load(path)
         op = ops.setdefault(rec["op"]["name"], OpRecord(rec["op"]))

@@ -39,8 +39,8 @@ class Written:
 
 def flow(v: Any) -> str:
     """One YAML value on one line."""
-    return yaml.safe_dump(v, default_flow_style=True, width=math.inf,
-                          sort_keys=False).strip().removesuffix("\n...").strip()
+    text: str = yaml.safe_dump(v, default_flow_style=True, width=math.inf, sort_keys=False)
+    return text.strip().removesuffix("\n...").strip()
 
 
 def call_dtype(call: Call) -> str | None:

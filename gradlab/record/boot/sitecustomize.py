@@ -1,3 +1,5 @@
+# mypy: ignore-errors
+# (imported by every Python process of a recorded command: no typing import for its types)
 """gradlab record's start-up hook: every Python process of a recorded command runs this file.
 
 `gradlab record` puts this folder first on PYTHONPATH; Python's `site` imports `sitecustomize`
@@ -10,6 +12,8 @@ if any, is imported after it.  A failure is written to the record folder, never 
 the program.
 """
 
+from __future__ import annotations
+
 import importlib.util
 import os
 import sys
@@ -17,7 +21,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def load(name, path):
+def load(name: str, path: str) -> object:
     """A module loaded from a file, under a private name."""
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
@@ -26,7 +30,7 @@ def load(name, path):
     return module
 
 
-def start():
+def start() -> None:
     """The recorder installed, torch imported: failures written to raw/<pid>-error.txt."""
     folder = os.environ["GRADLAB_RECORD_DIR"]
     try:
@@ -48,7 +52,7 @@ def start():
 class TorchWatch:
     """A meta path finder that lets torch import as it would, then starts the recorder."""
 
-    def find_spec(self, name, path=None, target=None):
+    def find_spec(self, name: str, path: object = None, target: object = None) -> object:
         if name != "torch":
             return None
         if self in sys.meta_path:
@@ -59,7 +63,7 @@ class TorchWatch:
         loader = spec.loader
         original = loader.exec_module
 
-        def exec_module(module):
+        def exec_module(module: object) -> None:
             original(module)
             del loader.exec_module  # the loader as it was
             start()
@@ -68,7 +72,7 @@ class TorchWatch:
         return spec
 
 
-def chain():
+def chain() -> None:
     """Import the sitecustomize this file shadows (a virtualenv's or a distribution's)."""
     ours = sys.modules.pop("sitecustomize", None)
     saved = sys.path[:]
