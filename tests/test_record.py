@@ -223,3 +223,20 @@ def test_unreplayable_calls_take_no_place_within_the_limit(tmp_path: Path) -> No
     assert (op["calls"], op["cases"]) == (4, 2)
     assert op["left_out"] == {"over the limit of 2 signatures per op": 1}
     assert len(op["unreplayable"]) == 1 and "NaN or infinite" in op["unreplayable"][0]
+
+
+def test_subprocesses_are_recorded(tmp_path: Path) -> None:
+    """A launcher's child Python processes (pytest-xdist, multiprocessing, a shell script)
+    inherit the recorder through the environment."""
+    tests = Path(__file__).resolve().parent
+    child = tmp_path / "child.py"
+    child.write_text("import torch\nfrom record_functions import Double\n"
+                     "Double.apply(torch.ones(3, requires_grad=True))\n")
+    launcher = (f"import subprocess, sys; sys.exit(subprocess.run([sys.executable, "
+                f"{str(child)!r}]).returncode)")
+    rec = run([*GRADLAB, "record", "--quiet", "--out", "rec", "--", sys.executable, "-c",
+               launcher], tmp_path, {"PYTHONPATH": str(tests)})
+    assert rec.returncode == 0 and rec.stderr == b""
+    summary = yaml.safe_load((tmp_path / "rec" / RECORD / "summary.yaml").read_text())
+    assert [(op["op"], op["calls"], op["cases"]) for op in summary["ops"]] == [
+        ("record_functions:Double", 1, 1)]
