@@ -213,6 +213,9 @@ def test_explore_without_a_budget_takes_the_default() -> None:
         "--explore", f"{DEFAULT_EXPLORE_S:g}"]
     assert explore_argv(["check", "--explore", "2.5", "x"]) == ["check", "--explore", "2.5", "x"]
     assert explore_argv(["check", "--explore", "specs/"])[2] == f"{DEFAULT_EXPLORE_S:g}"
+    # another command's words (gradlab record -- CMD ...) are left as they are
+    assert explore_argv(["record", "--out", "d", "--", "x", "--explore"]) == [
+        "record", "--out", "d", "--", "x", "--explore"]
 
 
 def test_cli_explore_says_what_it_explored(tmp_path: Path) -> None:

@@ -309,6 +309,8 @@ def explore_argv(argv: list[str]) -> list[str]:
     whose value may be left out: the next word is taken only when it is a number)."""
     out: list[str] = []
     for k, word in enumerate(argv):
+        if word == "--":  # what follows is another command's (gradlab record -- CMD ...)
+            return out + argv[k:]
         out.append(word)
         if word == "--explore" and not _number(argv[k + 1] if k + 1 < len(argv) else ""):
             out.append(f"{DEFAULT_EXPLORE_S:g}")
