@@ -28,12 +28,16 @@ small sizes; gradlab probes / torch fast 1st <= 1.2.  `--memory` adds each mode'
 growth over the run (sampled every 0.5 ms by a thread), in a fresh process per cell; `--calls`
 how many times each mode calls the Function's forward and backward.
 
-`--targets` (issue 30, item 9) measures only its three ratios, in one run of interleaved rounds:
-gradlab / torch matching for exp and conv2d at 1e4, 1e5 and 1e6 elements (<= 1.5x); the
-process `gradlab list` / one importing typer, rich and yaml (<= 2x); the bundled suite
-(`time_check.py`'s default: `gradlab check specs/`) / a process importing torch (<= 1.5x).
-It also splits one gradlab run per cell into the part torch's matching check does too, the
-variants (no counterpart in torch) and the rest (see SPLIT), each against torch matching.
+`--targets` (issue 40's restatement of issue 30's item 9) times gradlab and torch matching per
+cell (exp and conv2d at 1e4, 1e5 and 1e6 elements) in interleaved rounds; each gradlab run
+is also split (its rows' seconds, see SPLIT) into the part torch's matching check does too,
+the variants (no counterpart in torch) and the rest.  Medians (and min-max) of each, against
+the targets: the matching part <= 1.0x torch matching (MATCHING_TARGET), the whole check
+<= 2.0x (WHOLE_TARGET); and the process `gradlab list` <= 2x one importing typer, rich and
+yaml (`--suite` adds issue 30's bundled suite / a process importing torch, <= 1.5x).  Where a
+cell of `--why` (default exp 1e4) it shows, missed or met, where the time goes: the Function's calls
+and the seconds inside them per mode, gradlab's seconds per check, and cProfile's top
+functions for one gradlab.check (benchmarks/check_costs.py).
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -62,6 +67,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import time_check  # noqa: E402
+from check_costs import counted_timed, per_check_seconds, profile_top  # noqa: E402
 
 import gradlab  # noqa: E402
 from gradlab.bench.heap import libc  # noqa: E402
@@ -83,8 +89,14 @@ PROCESSES = {
     "suite": [],  # time_check.run_once: `gradlab check specs/`
     "import torch": [sys.executable, "-c", "import torch"],
 }
-#: --targets: (numerator, denominator, target) of each process ratio.
+#: --targets: (numerator, denominator, target) of each process ratio; the second only with
+#: --suite (issue 30's; a run of the whole bundled suite per round).
 PROCESS_RATIOS = (("gradlab list", "import typer,rich,yaml", 2.0), ("suite", "import torch", 1.5))
+#: --targets (issue 40): gradlab's matching part / torch matching, and its whole check / torch
+#: matching (torch's gradcheck(fast_mode, check_batched_grad) + gradgradcheck(fast_mode); the
+#: bundled Functions have no jvp, so check_forward_ad is off).
+MATCHING_TARGET = 1.0
+WHOLE_TARGET = 2.0
 #: The bundled specs' small cases are of this size (elements over all inputs).
 SMALL = 100
 
@@ -130,13 +142,14 @@ def make_args(op: str, size: Size | int
     return fn, ref, [x, w]
 
 
-def run_mode(mode: str, op: str, n: Size | int) -> None:
-    """One run of `mode`; raises if the check itself fails (a benchmark of a failing check
-    would time the wrong thing)."""
+def run_mode(mode: str, op: str, n: Size | int) -> Any:
+    """One run of `mode` (gradlab's returns its report); raises if the check itself fails (a
+    benchmark of a failing check would time the wrong thing)."""
     fn, ref, args = make_args(op, n)
     if mode == "gradlab":
         report = gradlab.check(fn, args, reference=ref, name=op)
         assert report.passed, [r for r in report.rows if r.status != "pass"][:3]
+        return report
     elif mode == "gradlab probes":
         report = gradlab.check(fn, args, reference=ref, name=op, checks=["jacobian"],
                                variants=False, mode="fast")
@@ -154,6 +167,7 @@ def run_mode(mode: str, op: str, n: Size | int) -> None:
         assert gradcheck(fn, args, fast_mode=True)
     else:
         assert gradcheck(fn, args) and gradgradcheck(fn, args)
+    return None
 
 
 def has_jvp(op: str) -> bool:
@@ -211,10 +225,15 @@ def trimmed_heap() -> None:
 
 
 def timed(mode: str, op: str, n: Size) -> float:
+    return timed_report(mode, op, n)[0]
+
+
+def timed_report(mode: str, op: str, n: Size) -> tuple[float, Any]:
+    """(seconds, gradlab's report or None) of one run from a trimmed heap."""
     trimmed_heap()
     t0 = time.perf_counter()
-    run_mode(mode, op, n)
-    return time.perf_counter() - t0
+    report = run_mode(mode, op, n)
+    return time.perf_counter() - t0, report
 
 
 def peak_rss_growth(run: Callable[[], None], every_s: float = 0.0005) -> float:
@@ -275,12 +294,10 @@ SPLIT = {"jacobian": "matching", "second_order": "matching", "forward_ad": "matc
          "batched_grad": "matching"}
 
 
-def split_seconds(op: str, n: Size) -> dict[str, float]:
-    """{part: seconds} of one gradlab run of `op` at size `n` (SPLIT's parts), from its rows'
-    seconds: a variant's forward, gradient and contract rows share theirs (counted once);
-    every other check's row has its own."""
-    fn, ref, args = make_args(op, n)
-    report = gradlab.check(fn, args, reference=ref, name=op)
+def split_seconds(report: Any) -> dict[str, float]:
+    """{part: seconds} of one gradlab report (SPLIT's parts), from its rows' seconds: a
+    variant's forward, gradient and contract rows share theirs (counted once); every other
+    check's row has its own."""
     parts = {"matching": 0.0, "variants": 0.0, "rest": 0.0}
     seen: set[tuple[str, str, str]] = set()
     for r in report.rows:
@@ -296,46 +313,101 @@ def split_seconds(op: str, n: Size) -> dict[str, float]:
     return parts
 
 
-def targets(rounds: int, ops: list[str], sizes: list[Size]) -> None:
-    """Issue 30's three ratios, from `rounds` interleaved rounds of every cell (see --targets)."""
+def spread(v: list[float]) -> str:
+    """`median (min-max)` of a cell's rounds."""
+    return f"{statistics.median(v):.4f} ({min(v):.4f}-{max(v):.4f})"
+
+
+def targets(rounds: int, ops: list[str], sizes: list[Size], suite: bool,
+            why: list[tuple[str, Size]]) -> None:
+    """Issue 40's targets, from `rounds` interleaved rounds of every cell (see --targets)."""
     # processes run as a user's would: from cached bytecode (this environment may set
     # PYTHONDONTWRITEBYTECODE, which makes every process compile gradlab from source)
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-    for k in PROCESSES:  # warm-up: bytecode written, files in the page cache
+    procs = [k for k in PROCESSES if suite or k not in ("suite", "import torch")]
+    for k in procs:  # warm-up: bytecode written, files in the page cache
         process_wall(k)
     cells: list[tuple[str, Size, str]] = [(op, n, m) for op in ops for n in sizes
                                           for m in TARGET_MODES]
     for op, n, m in cells:  # warm-up: imports, first-call costs
         if n == sizes[0]:
             run_mode(m, op, n)
-    keys: list[Any] = [*cells, *PROCESSES]
+    keys: list[Any] = [*cells, *procs]
     times: dict[Any, list[float]] = {k: [] for k in keys}
+    parts: dict[Any, dict[str, list[float]]] = {c: defaultdict(list) for c in cells}
     rng = random.Random(0)
     for r in range(rounds):
         order = keys[:]
         rng.shuffle(order)
         for k in order:
-            times[k].append(process_wall(k) if isinstance(k, str) else timed(k[2], k[0], k[1]))
+            if isinstance(k, str):
+                times[k].append(process_wall(k))
+                continue
+            seconds, report = timed_report(k[2], k[0], k[1])
+            times[k].append(seconds)
+            for part, v in (split_seconds(report).items() if report else ()):
+                parts[k][part].append(v)
+            if report:  # what no row's seconds hold: set-up, the driver, the report
+                parts[k]["outside"].append(seconds - sum(split_seconds(report).values()))
         print(f"round {r + 1}/{rounds} done", file=sys.stderr)
-    med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"issue 30 item 9: medians over {rounds} interleaved rounds, in-process modes on 1 "
-          f"thread, {'warm' if WARM_HEAP else 'trimmed'} heap, torch {torch.__version__}, "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"{'op':<7}{'size':>9}{'gradlab':>10}{'torch matching':>16}{'ratio':>8}  target 1.5")
-    for op, n, _ in cells[::len(TARGET_MODES)]:
-        ours, theirs = med[(op, n, "gradlab")], med[(op, n, "torch matching")]
-        print(f"{op:<7}{label(n):>9}{ours:>10.4f}{theirs:>16.4f}{ours / theirs:>7.2f}x")
-    print("where gradlab's time goes (one more run per cell; seconds), against torch matching:")
-    print(f"{'op':<7}{'size':>9}{'matching part':>15}{'variants':>10}{'rest':>8}"
-          f"{'torch matching':>16}{'variants/torch':>16}")
-    for op, n, _ in cells[::len(TARGET_MODES)]:
-        parts = split_seconds(op, n)
-        theirs = med[(op, n, "torch matching")]
-        print(f"{op:<7}{label(n):>9}{parts['matching']:>15.4f}{parts['variants']:>10.4f}"
-              f"{parts['rest']:>8.4f}{theirs:>16.4f}{parts['variants'] / theirs:>15.2f}x")
+    print(f"issue 40's targets: medians (min-max) over {rounds} interleaved rounds, in-process "
+          f"modes on 1 thread, {'warm' if WARM_HEAP else 'trimmed'} heap, torch "
+          f"{torch.__version__}, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} "
+          "cores; the parts are each gradlab run's own rows' seconds")
+    missed = report_cells(cells, times, parts)
     for num, den, goal in PROCESS_RATIOS:
-        print(f"{num} {med[num]:.3f} s / {den} {med[den]:.3f} s = "
-              f"{med[num] / med[den]:.2f}x  target {goal}")
+        if num in times:
+            a, b = statistics.median(times[num]), statistics.median(times[den])
+            print(f"{num} {spread(times[num])} s / {den} {spread(times[den])} s = "
+                  f"{a / b:.2f}x  target {goal}{'' if a / b <= goal else '  MISSED'}")
+    for op, n in why:
+        where_it_goes(op, n, (op, n) in missed)
+
+
+def report_cells(cells: list[tuple[str, Size, str]], times: dict[Any, list[float]],
+                 parts: dict[Any, dict[str, list[float]]]) -> set[tuple[str, Size]]:
+    """Print each cell's whole and split against the targets; the (op, size) that miss."""
+    print(f"{'op':<7}{'size':>7}{'torch matching s':>26}{'gradlab s':>26}{'/torch':>8}"
+          f"{'matching part s':>26}{'/torch':>8}{'variants s':>11}{'rest s':>9}"
+          f"{'no row s':>10}")
+    missed = set()
+    for op, n, _ in cells[::len(TARGET_MODES)]:
+        ours, theirs = times[(op, n, "gradlab")], times[(op, n, "torch matching")]
+        split = parts[(op, n, "gradlab")]
+        whole = statistics.median(ours) / statistics.median(theirs)
+        match = statistics.median(split["matching"]) / statistics.median(theirs)
+        if whole > WHOLE_TARGET or match > MATCHING_TARGET:
+            missed.add((op, n))
+        print(f"{op:<7}{label(n):>7}{spread(theirs):>26}{spread(ours):>26}{whole:>7.2f}x"
+              f"{spread(split['matching']):>26}{match:>7.2f}x"
+              f"{statistics.median(split['variants']):>11.4f}"
+              f"{statistics.median(split['rest']):>9.4f}"
+              f"{statistics.median(split['outside']):>10.4f}")
+    print(f"targets: gradlab / torch matching <= {WHOLE_TARGET}x, its matching part <= "
+          f"{MATCHING_TARGET}x; missed: "
+          + (", ".join(f"{op} {label(n)}" for op, n in sorted(missed)) or "none"))
+    return missed
+
+
+def where_it_goes(op: str, n: Size, missed: bool) -> None:
+    """A cell's time: the Function's calls per mode, gradlab's seconds per check, and
+    cProfile's top functions of one gradlab.check (one more run each, not interleaved)."""
+    cls = Exp if op == "exp" else Conv2dFunction
+    print(f"\nwhere {op} {label(n)}'s time goes ({'missed' if missed else 'met'} its targets; "
+          "one more run per mode, not interleaved):")
+    for mode in TARGET_MODES:
+        with counted_timed(cls) as calls:
+            seconds, report = timed_report(mode, op, n)
+        inside = calls["forward s"] + calls["backward s"]
+        print(f"  {mode:<15}{seconds:.4f} s: forward {calls['forward']:.0f} calls "
+              f"{calls['forward s']:.4f} s, backward {calls['backward']:.0f} calls "
+              f"{calls['backward s']:.4f} s; outside the Function {seconds - inside:.4f} s")
+        if report is not None:
+            checks = per_check_seconds(report)
+            print("  gradlab's seconds per check: " + ", ".join(
+                f"{k} {v:.4f}" for k, v in checks.items()))
+    print(f"  cProfile, one gradlab.check of {op} {label(n)}, by cumulative time:")
+    print(profile_top(lambda: run_mode("gradlab", op, n)))
 
 
 def main() -> None:
@@ -356,13 +428,19 @@ def main() -> None:
     parser.add_argument("--warm-heap", action="store_true",
                         help="do not trim the heap before each timed run")
     parser.add_argument("--targets", action="store_true",
-                        help="only issue 30's three ratios (sizes default to 1e4 1e5 1e6)")
+                        help="only issue 40's targets (sizes default to 1e4 1e5 1e6)")
+    parser.add_argument("--suite", action="store_true",
+                        help="--targets: also the bundled suite / importing torch")
+    parser.add_argument("--why", nargs="*", default=["exp:1e4"],
+                        help="--targets: op:size cells whose time is broken down if they miss")
     args = parser.parse_args()
     global WARM_HEAP
     WARM_HEAP = args.warm_heap
     torch.set_num_threads(1)
     if args.targets:
-        targets(args.rounds, args.ops, [(int(s),) for s in args.sizes or [1e4, 1e5, 1e6]])
+        why = [(w.split(":")[0], (int(float(w.split(":")[1])),)) for w in args.why]
+        targets(args.rounds, args.ops, [(int(s),) for s in args.sizes or [1e4, 1e5, 1e6]],
+                args.suite, why)
         return
     flat = args.sizes if args.sizes or args.shapes else [SMALL, 1e4, 1e5, 1e6]
     sizes: list[Size] = ([(int(s),) for s in flat or []]

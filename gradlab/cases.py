@@ -77,10 +77,14 @@ class Inputs:
                 args.append(copy_like(a, dtype=dtype, device=device, requires_grad=want))
             else:
                 args.append(a)
-        # keyword tensors are copied (and cast) too, never differentiated (see diff_index)
-        kwargs = {k: copy_like(v, dtype=dtype, device=device, requires_grad=False)
-                  if isinstance(v, Tensor) else v for k, v in self.kwargs.items()}
-        return Inputs(args, kwargs)
+        return Inputs(args, self.kwargs_copy(dtype=dtype, device=device))
+
+    def kwargs_copy(self, *, dtype: torch.dtype | None = None,
+                    device: str | None = None) -> dict[str, Any]:
+        """Copies (cast or moved as `clone`'s) of the keyword tensors, never differentiated
+        (see diff_index); other keyword values as they are."""
+        return {k: copy_like(v, dtype=dtype, device=device, requires_grad=False)
+                if isinstance(v, Tensor) else v for k, v in self.kwargs.items()}
 
 
 def copy_like(t: Tensor, *, dtype: torch.dtype | None = None, device: str | None = None,

@@ -304,3 +304,26 @@ def test_without_a_reference_every_place_says_so(tmp_path: Path) -> None:
     assert res.exit_code == 0 and "no reference for Sin" in " ".join(res.output.split())
     (path,) = tmp_path.glob("check-*.json")
     assert json.loads(path.read_text())["ops"]["Sin"] == {"reference": "none"}
+
+
+# --- 0-d tensors stay 0-d in every variant ----------------------------------------------------
+
+
+def scale_example() -> list[torch.Tensor]:
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    return [x, torch.tensor(0.5, dtype=torch.float64, requires_grad=True)]
+
+
+def test_a_0d_scale_stays_0d_in_every_variant_and_its_sign_bug_is_still_caught() -> None:
+    ok = gradlab.check(vf.ZeroDimScale.apply, scale_example(), reference=vf.scale_reference)
+    assert ok.passed, said(ok)
+    variants = {r.variant for r in ok.rows}
+    assert "ragged[4->5]" in variants and len(variants) > 10, variants
+    bad = gradlab.check(vf.ZeroDimScaleSignBug.apply, scale_example(),
+                        reference=vf.scale_reference)
+    wrong = [r for r in bad.failures if r.check == "gradient"]
+    # the base run and the variants alike: w's gradient (input 1), never a shape
+    assert any(r.variant == "base" for r in wrong), said(bad)
+    assert {(f.subject, f.index, f.hint) for r in wrong for f in r.findings} <= {
+        ("input", 1, h) for h in ("", *VALUE_HINTS)}, said(bad)

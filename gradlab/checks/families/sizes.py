@@ -130,7 +130,9 @@ def grown_within(a: Tensor, shape: Sequence[int]) -> Tensor:
     gen = torch.Generator().manual_seed(RAGGED_SEED)
     u = torch.rand(out_shape, generator=gen, dtype=torch.float64)
     if real.numel():
-        flat = real.reshape(-1, 2) if t.is_complex() else real.reshape(-1, 1)
+        # per part (real, imaginary) for complex, one 0-d bound otherwise: a [1] bound would
+        # broadcast a 0-d tensor (a scale, a temperature) up to [1], which no Function expects
+        flat = real.reshape(-1, 2) if t.is_complex() else real.reshape(-1)
         lo, hi = flat.amin(0), flat.amax(0)
         u = lo + (hi - lo) * u
         u[lead] = real  # the case's own values where they fit

@@ -89,7 +89,7 @@ def detached(inputs: Inputs) -> Inputs:
     """Copies of the inputs without autograd (torch.func transforms are handed plain tensors;
     copies, so that a Function writing into its inputs leaves the next probe's alone)."""
     return Inputs([a.detach().clone() if isinstance(a, Tensor) else a for a in inputs.args],
-                  inputs.clone().kwargs)
+                  inputs.kwargs_copy())
 
 
 def probe_noncontiguous(ctx: CaseContext, inputs: Inputs, base: Run,
@@ -100,7 +100,7 @@ def probe_noncontiguous(ctx: CaseContext, inputs: Inputs, base: Run,
         args.append(a if new is None else new.requires_grad_(a.requires_grad))
     if all(x is y for x, y in zip(args, inputs.args, strict=True)):
         return None  # only 0-d tensors: nothing to lay out otherwise
-    nc = Inputs(args, inputs.clone().kwargs)
+    nc = Inputs(args, inputs.kwargs_copy())
     got = run_once(ctx.op.function, nc, base.grad_outs64, gen)
     return judged(ctx, "noncontiguous", got, base, nc)
 

@@ -256,3 +256,40 @@ class MaxOverRows(Function):
 
 def amax_reference(x: Tensor) -> Tensor:
     return x.amax(0)
+
+
+# --- a 0-d scale parameter (ternary quantization's learned scale) -----------------------------
+
+
+class ZeroDimScale(Function):
+    """CORRECT `w * x` with a 0-d scale w: w's gradient is 0-d, as w is; every variant must
+    hand w over as 0-d (the ragged one once grew it to [1] and called this wrong-shaped)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, w: Tensor) -> Tensor:
+        ctx.save_for_backward(x, w)
+        return w * x
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+        x, w = ctx.saved_tensors
+        return g * w, (g * x).sum()
+
+
+class ZeroDimScaleSignBug(Function):
+    """Broken twin: w's gradient sums g * |x| (the sign dropped, as a ternary quantizer's
+    magnitude-only scale gradient would)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, w: Tensor) -> Tensor:
+        ctx.save_for_backward(x, w)
+        return w * x
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+        x, w = ctx.saved_tensors
+        return g * w, (g * x.abs()).sum()
+
+
+def scale_reference(x: Tensor, w: Tensor) -> Tensor:
+    return w * x
