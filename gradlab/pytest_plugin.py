@@ -49,6 +49,59 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--gradlab-inprocess", action="store_true", default=False,
                      help="gradlab: run spec items in pytest's process, not in a worker (a "
                           "segfault in a Function then ends the session)")
+    parser.addoption("--gradlab-record", metavar="DIR", default=None,
+                     help="gradlab: record the session's calls of custom autograd.Functions "
+                          "and torch.library ops into the spec folder DIR (new or empty), "
+                          "as `gradlab record` does; `gradlab check DIR` checks them")
+    parser.addoption("--gradlab-record-max-signatures", metavar="N", type=int, default=None,
+                     help="gradlab: distinct signatures kept per op (default 3)")
+
+
+#: The --gradlab-record session of this process (one per pytest run).
+RECORDING = pytest.StashKey[Any]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    folder = config.getoption("gradlab_record", default=None)
+    if folder is None:
+        return
+    from gradlab.record.command import MAX_SIGNATURES
+    from gradlab.record.session import InProcess
+
+    path = Path(folder)
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise pytest.UsageError(f"--gradlab-record: {folder} exists and is not an empty folder")
+    path.mkdir(parents=True, exist_ok=True)
+    n = config.getoption("gradlab_record_max_signatures") or MAX_SIGNATURES
+    if n < 1:
+        raise pytest.UsageError("--gradlab-record-max-signatures: expected at least 1")
+    session = InProcess(path, n)
+    session.start()
+    config.stash[RECORDING] = session
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    recording = session.config.stash.get(RECORDING, None)
+    if recording is None:
+        return
+    del session.config.stash[RECORDING]
+    what = shlex.join(["pytest", *session.config.invocation_params.args])
+    done = recording.finish(what, int(exitstatus))
+    session.config.stash[RECORDED] = (done, str(recording.folder))
+
+
+RECORDED = pytest.StashKey[Any]()
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    recorded = config.stash.get(RECORDED, None)
+    if recorded is None:
+        return
+    from gradlab.render.record import record_lines
+
+    terminalreporter.section("gradlab record")
+    for line in record_lines(*recorded)[1:]:  # the first says how a command ended
+        terminalreporter.write_line(line)
 
 
 def isolated(config: pytest.Config) -> bool:

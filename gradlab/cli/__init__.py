@@ -11,12 +11,12 @@ from typing import Any
 
 import typer
 
-from gradlab.cli import bench, check, ci
+from gradlab.cli import bench, check, ci, record
 from gradlab.cli.app import app, err
 from gradlab.errors import ExitCode, GradlabError
 from gradlab.exitnoise import quiet_triton_exit
 
-__all__ = ["app", "bench", "check", "ci", "main"]
+__all__ = ["app", "bench", "check", "ci", "main", "record"]
 
 
 def help_defaults() -> dict[str, Any]:
