@@ -20,16 +20,20 @@ PKGS=(
   pypose==0.9.5 linear-operator==0.6.1 snntorch==1.0.0 spikingjelly==2.0.0 sinabs==3.1.3
   geomloss==0.3.1 brevitas==0.13.4 torchkbnufft==1.5.2 kymatio==0.3.0 torch-interpol==0.3.0
   torchsparsegradutils==0.2.7 pylops==2.8.0 memcnn==1.5.2 pytorch-tabnet==4.1.0
-  efficientnet-pytorch==0.7.1 pytorch-revgrad==0.2.0
+  efficientnet-pytorch==0.7.1 pytorch-revgrad==0.2.0 norse==1.1.0 gpytorch==1.15.2 monai==1.6.1
   entmax==1.3 sparsemax==0.1.9 torch-struct==0.5 roma==1.8.0
 )
 # their dependencies beyond torch and numpy (pure Python, or binary wheels of their own)
 DEPS=(
   scipy==1.16.3 jaxtyping==0.3.3 wadler-lindig==0.1.7 mpmath==1.3.0 packaging==25.0
   dependencies==2.0.1 typing-extensions==4.15.0 appdirs==1.4.4 pbr==6.1.1 loguru==0.7.3
+  nir==1.0.6 nirtorch==2.0.5 h5py==3.14.0
 )
+# the sdists whose tests run_harvest.py runs (the others' wheels ship their tests, or an example
+# program under examples/ drives them)
+SDISTS=(linear-operator==0.6.1 sinabs==3.1.3 torchkbnufft==1.5.2)
 pipi "${PKGS[@]}" "${DEPS[@]}"
-for p in "${PKGS[@]}"; do sdist "$p" || echo "no sdist for $p"; done
+for p in "${SDISTS[@]}"; do sdist "$p" || echo "no sdist for $p"; done
 for a in "$TARGET"/sdist/*.tar.gz; do tar -xzf "$a" -C "$TARGET/src"; done
 for a in "$TARGET"/sdist/*.zip; do [ -e "$a" ] && (cd "$TARGET/src" && unzip -oq "$a"); done
 echo "installed into $TARGET"

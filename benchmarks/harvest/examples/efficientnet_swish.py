@@ -1,4 +1,5 @@
 """efficientnet-pytorch: the memory-efficient swish its blocks use, in a tiny forward/backward."""
+
 import torch
 from efficientnet_pytorch.utils import MemoryEfficientSwish
 

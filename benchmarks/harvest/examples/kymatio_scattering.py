@@ -1,4 +1,5 @@
 """kymatio: 1-D and 2-D scattering transforms with backward through their stable modulus."""
+
 import torch
 from kymatio.torch import Scattering1D, Scattering2D
 

@@ -1,13 +1,21 @@
 """snntorch: a leaky integrate-and-fire network unrolled over time with each surrogate gradient,
 then a loss backward (what a training step does)."""
-import torch
+
 import snntorch as snn
+import torch
 from snntorch import surrogate
 
 torch.manual_seed(0)
-grads = [surrogate.atan(), surrogate.fast_sigmoid(slope=25), surrogate.sigmoid(slope=5),
-         surrogate.triangular(), surrogate.straight_through_estimator(), surrogate.spike_rate_escape(),
-         surrogate.heaviside(), surrogate.SFS() if hasattr(surrogate, "SFS") else surrogate.atan(alpha=3.0)]
+grads = [
+    surrogate.atan(),
+    surrogate.fast_sigmoid(slope=25),
+    surrogate.sigmoid(slope=5),
+    surrogate.triangular(),
+    surrogate.straight_through_estimator(),
+    surrogate.spike_rate_escape(),
+    surrogate.heaviside(),
+    surrogate.SFS() if hasattr(surrogate, "SFS") else surrogate.atan(alpha=3.0),
+]
 for sg in grads:
     fc = torch.nn.Linear(6, 5)
     lif = snn.Leaky(beta=0.9, spike_grad=sg)

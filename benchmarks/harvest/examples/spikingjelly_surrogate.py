@@ -1,12 +1,27 @@
 """spikingjelly: LIF neurons with each surrogate function, multi-step, then backward; and the
 quantizers' straight-through Functions."""
+
 import torch
-from spikingjelly.activation_based import neuron, surrogate, functional, quantize
+from spikingjelly.activation_based import functional, neuron, quantize, surrogate
 
 torch.manual_seed(0)
-names = ["Sigmoid", "ATan", "PiecewiseQuadratic", "PiecewiseExp", "SoftSign", "SuperSpike", "Erf",
-         "PiecewiseLeakyReLU", "NonzeroSignLogAbs", "SquarewaveFourierSeries", "S2NN", "QPseudoSpike",
-         "LeakyKReLU", "LogTailedReLU", "Rect"]
+names = [
+    "Sigmoid",
+    "ATan",
+    "PiecewiseQuadratic",
+    "PiecewiseExp",
+    "SoftSign",
+    "SuperSpike",
+    "Erf",
+    "PiecewiseLeakyReLU",
+    "NonzeroSignLogAbs",
+    "SquarewaveFourierSeries",
+    "S2NN",
+    "QPseudoSpike",
+    "LeakyKReLU",
+    "LogTailedReLU",
+    "Rect",
+]
 for name in names:
     sg = getattr(surrogate, name)()
     lif = neuron.LIFNode(surrogate_function=sg, step_mode="m")
