@@ -100,6 +100,7 @@ PACKAGES = {
     "torch-struct": ("0.5", False, "torch_struct", (None, ["examples/torch_struct_crf.py"])),
     "roma": ("1.8.0", False, "roma", (None, ["examples/roma_procrustes.py"])),
 }
+TABLE_BEGIN, TABLE_END = "<!-- table: run_harvest.py -->", "<!-- table end -->"
 RANK = {"fail": 4, "error": 3, "warn": 2, "pass": 1}
 FUNCTION_CLASS = re.compile(r"^\s*class \w+\([^)]*Function\)\s*:", re.M)
 
@@ -177,7 +178,7 @@ def tally(name, version, new, pkg_dir, summary, worst):
         "ops_called": len(ops),
         "calls": calls,
         "replayable": cases,
-        "unreplayable_calls": unrep,
+        "unreplayable": unrep,
         "checked": len(worst or {}),
         **counts,
     }
@@ -187,6 +188,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", nargs="*", help="packages to run (default: all)")
     ap.add_argument("--table-only", action="store_true", help="re-tally existing outputs")
+    ap.add_argument("--write", action="store_true", help="put the table into RESULTS.md")
     a = ap.parse_args()
     rows = []
     for name, (version, new, pkg_dir, (cwd, argv)) in PACKAGES.items():
@@ -201,6 +203,7 @@ def main():
         summary = yaml.safe_load(sp.read_text()) if sp.exists() else {}
         worst = check_result(out)
         rows.append(tally(name, version, new, pkg_dir, summary, worst))
+        out.mkdir(parents=True, exist_ok=True)
         (out / "worst.json").write_text(json.dumps({f"{k[0]}/{k[1]}": v for k, v in worst.items()}))
     cols = list(rows[0]) if rows else []
     lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
@@ -214,6 +217,11 @@ def main():
         + " |"
     )
     sys.stdout.write("\n".join(lines) + "\n")
+    if a.write:
+        res = HERE / "RESULTS.md"
+        head, rest = res.read_text().split(TABLE_BEGIN + "\n", 1)
+        tail = rest.split(TABLE_END, 1)[1]
+        res.write_text(head + TABLE_BEGIN + "\n" + "\n".join(lines) + "\n" + TABLE_END + tail)
 
 
 def check_result(out):

@@ -42,3 +42,14 @@ for name, (fn, formula) in cases.items():
         f" backward max = {g.abs().max().item():.2f};"
         f" backward vs the surrogate formula: {(g - formula(x)).abs().max().item():.1e}"
     )
+
+# geomloss's legacy kernel losses: DoubleGrad is the identity whose backward doubles the
+# gradient (it stands for a symmetric term's two halves): gradlab's constant_factor is the truth
+from geomloss._legacy.kernel_samples import DoubleGrad  # noqa: E402
+
+xi = x.clone().requires_grad_()
+(g,) = torch.autograd.grad(DoubleGrad.apply(xi).sum(), xi)
+print(
+    f"geomloss DoubleGrad: forward - input = {(DoubleGrad.apply(x) - x).abs().max().item():.1e};"
+    f" backward / grad_output = {g.unique().tolist()}"
+)
