@@ -90,12 +90,7 @@ PACKAGES = {
     "norse": ("1.1.0", True, "norse", (None, ["examples/norse_lif.py"])),
     "gpytorch": ("1.15.2", True, "gpytorch", (None, ["examples/gpytorch_lognormalcdf.py"])),
     "monai": ("1.6.1", True, "monai", (None, ["examples/monai_swish.py"])),
-    "entmax": (
-        "1.3",
-        False,
-        "entmax",
-        ("site", [*PYTEST, "entmax/test_losses.py", "entmax/test_topk.py"]),
-    ),
+    "entmax": ("1.3", False, "entmax", (None, ["examples/entmax_losses.py"])),
     "sparsemax": ("0.1.9", False, "sparsemax", (None, ["examples/sparsemax_attention.py"])),
     "torch-struct": ("0.5", False, "torch_struct", (None, ["examples/torch_struct_crf.py"])),
     "roma": ("1.8.0", False, "roma", (None, ["examples/roma_procrustes.py"])),
