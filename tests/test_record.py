@@ -240,3 +240,33 @@ def test_subprocesses_are_recorded(tmp_path: Path) -> None:
     summary = yaml.safe_load((tmp_path / "rec" / RECORD / "summary.yaml").read_text())
     assert [(op["op"], op["calls"], op["cases"]) for op in summary["ops"]] == [
         ("record_functions:Double", 1, 1)]
+
+
+def test_a_package_whose_name_starts_with_torch_is_recorded(tmp_path: Path) -> None:
+    """torch's own Functions are left out by package (torch, torch.*), not by a name prefix:
+    a user package named torchfoo was recorded as nothing, silently."""
+    from gradlab.record.wrap import torch_own
+
+    assert torch_own("torch") and torch_own("torch.utils.checkpoint")
+    assert not torch_own("torchkbnufft") and not torch_own("torchfoo._ops")
+    pkg = tmp_path / "src"
+    pkg.mkdir()
+    (pkg / "torchfoo_ops.py").write_text(
+        "import torch\n\n"
+        "class Twice(torch.autograd.Function):\n"
+        "    @staticmethod\n"
+        "    def forward(ctx, x):\n"
+        "        return 2 * x\n\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, g):\n"
+        "        return 2 * g\n")
+    sys.path.insert(0, str(pkg))
+    try:
+        import torchfoo_ops
+
+        x = torch.randn(3, dtype=torch.float64, requires_grad=True)
+        _, summary = recorded(tmp_path / "out", lambda: torchfoo_ops.Twice.apply(x).sum()
+                              .backward())
+    finally:
+        sys.path.remove(str(pkg))
+    assert op_summary(summary, "torchfoo_ops:Twice")["calls"] == 1

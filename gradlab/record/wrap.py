@@ -23,8 +23,14 @@ from typing import Any
 
 import torch
 
-#: Module prefixes of Functions that are torch's own (checkpointing, parallel helpers).
-TORCH_MODULES = ("torch.", "torch")
+#: The package whose Functions are torch's own (checkpointing, parallel helpers): the module
+#: `torch` or one inside it, never a package whose name merely starts so (torchkbnufft).
+TORCH_PACKAGE = "torch"
+
+
+def torch_own(module: str) -> bool:
+    """`module` is torch itself or one of its submodules."""
+    return module == TORCH_PACKAGE or module.startswith(TORCH_PACKAGE + ".")
 #: The marker set on torch.autograd.Function once wrapped (a second recorder in one process,
 #: the pytest plugin's beside the start-up one, finds it and does nothing).
 MARKER = "_gradlab_recorder"
@@ -72,7 +78,7 @@ def function_info(cls: type) -> dict[str, Any]:
     module, qual = str(cls.__module__), str(cls.__qualname__)
     info: dict[str, Any] = {"kind": "function", "name": f"{module}:{qual}", "module": module,
                             "qualname": qual}
-    if module.startswith(TORCH_MODULES) or module.startswith("gradlab."):
+    if torch_own(module) or module.startswith("gradlab."):
         return {**info, "ignored": True}  # torch's own Functions, or gradlab's bundled ones
     return {**info, **locate(module, qual)}
 
@@ -86,7 +92,7 @@ def holder(opdef: Any) -> tuple[str, str] | None:
     if mod is not None and "<locals>" not in qual and getattr(mod, qual, None) is opdef:
         return str(module), qual
     for name, mod in list(sys.modules.items()):
-        if name.startswith(TORCH_MODULES) or mod is None:
+        if torch_own(name) or mod is None:
             continue
         for attr, value in list(getattr(mod, "__dict__", {}).items()):
             if value is opdef:
@@ -101,8 +107,7 @@ def op_info(qualified: str) -> dict[str, Any]:
     from torch._library import custom_ops
 
     opdef = custom_ops.OPDEFS.get(qualified)
-    if str(getattr(getattr(opdef, "_init_fn", None), "__module__", "")).startswith(
-            TORCH_MODULES):
+    if torch_own(str(getattr(getattr(opdef, "_init_fn", None), "__module__", ""))):
         return {**info, "ignored": True}  # one of torch's own
     if opdef is None:
         return {**info, "unreplayable": "registered without torch.library.custom_op or "
