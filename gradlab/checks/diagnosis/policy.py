@@ -106,8 +106,9 @@ RULES: tuple[Rule, ...] = (
          why="declared not to be relied on, yet wrong without an error: "
              "once_differentiable would raise"),
     *(Rule(check, "precision_loss", WARN,
-           f"a float64 {check} only float32-accurate, yet as accurate as the reference run in "
-           "float32 (one warning per op and case, the evidence on it)",
+           f"a float64 run's {check} computed in float32 (float32 tensors, or float64 ones "
+           "cast from float32), as accurate as the reference run in float32, within float64's "
+           "table or not (one warning per op and case, the evidence on it)",
            why="likely a float32 step inside a float64 op: a choice or an oversight")
       for check in ("forward", "gradient")),
     Rule(ANY, "scale_limited", WARN,
