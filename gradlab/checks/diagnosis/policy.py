@@ -117,6 +117,12 @@ RULES: tuple[Rule, ...] = (
          why="values 1e3x or 1e-12x from the user's: an unstable formula, or a method's "
              "absolute scale by design (damping, solver tolerance, step); a non-finite value "
              "stays a failure"),
+    Rule(ANY, "method_accuracy", WARN,
+         "a forward or gradient off only at a value variant's values (special, ties, ragged, "
+         "size-1), by an error small everywhere with its direction kept (an approximate "
+         "method's signature), where the base case is within tolerance",
+         why="a solver or series at its accuracy on values made harder, not a wrong formula; "
+             "the note gives the number"),
     Rule("forward", "values_refused", WARN,
          "forward raises on a variant's values (ties, a planted special value; an expanded "
          "input whose contiguous copy it refuses too) that the reference accepts",

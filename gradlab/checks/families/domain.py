@@ -12,7 +12,8 @@ gradients move by more than ILL_CONDITIONED under the nudge, or between float64 
 problem is ill-conditioned there (`ill_conditioned`).  Either way the variant's failing rows
 become a declared skip whose note gives the numbers.  A Function that is wrong where the
 reference is stable and well-conditioned (a naive logsumexp overflowing at the magnitude
-variant) stays a failure.
+variant) stays a failure.  (Step 2 of the one judgeability rule:
+gradlab.checks.families.judgeable.)
 """
 
 from __future__ import annotations
@@ -110,7 +111,8 @@ def judged(ctx: CaseContext, family: str, inputs: Inputs, grad_outs64: Sequence[
     probes = [(f"under a {NUDGE:.0e} relative nudge of these inputs", nudged(inputs),
                family not in AT_KINKS, False)]
     if ctx.dtype == "float32":
-        # a float32 overflow where float64 is finite is the dtype's range (overflow_alike's)
+        # a float32 overflow where float64 is finite is the dtype's range (the judgeability
+        # rule's first step, overflow_alike), not ill-conditioning
         probes.append(("between float32 and float64 on these inputs",
                        plain_copy(inputs, dtype=torch.float32), True, True))
     for what, probe, grads, range_only in probes:
