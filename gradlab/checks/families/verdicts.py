@@ -24,7 +24,7 @@ the number.  Of the eleven exceptions this module and domain.py held (issue 38),
 rule's measurements now and gone as exceptions: overflow_alike (the range in the run's dtype,
 for every variant with new values, not magnitude and small alone), range_reached (the same
 measurement, which scale_limited still asks) and ill_conditioned (the reference's conditioning,
-a nudge).  Eight stay, each saying why in its docstring: expanded_refused and
+several nudges compared pairwise).  Eight stay, each saying why in its docstring: expanded_refused and
 values_refused (the Function raises where the reference computes: a capability or a policy
 warn, not a number to judge), reference_refused (the rule's "the reference raises", met before
 any row exists), scale_limited and precision_driven (the reference does better at rescaled
