@@ -20,16 +20,16 @@ Whether a variant's failing row can be judged at all is one rule, in
 gradlab.checks.families.judgeable (its docstring): a row fails only where the Function is wrong
 in a way the reference, run on the same values, is not; where the values cannot be judged, or
 show only a method's accuracy, the row is a pass or declared skip saying why, or a warn giving
-the number.  Of the eleven exceptions this module and domain.py held (issue 38), three are that
-rule's measurements now and gone as exceptions: overflow_alike (the range in the run's dtype,
-for every variant with new values, not magnitude and small alone), range_reached (the same
-measurement, which scale_limited still asks) and ill_conditioned (the reference's conditioning,
-several nudges compared pairwise).  Eight stay, each saying why in its docstring: expanded_refused and
-values_refused (the Function raises where the reference computes: a capability or a policy
-warn, not a number to judge), reference_refused (the rule's "the reference raises", met before
-any row exists), scale_limited and precision_driven (the reference does better at rescaled
-inputs; a warn by policy), near_bound and unsure (hints, no status), without_reference (no
-reference: nothing to measure the rule with).
+the number.  Of the eleven exceptions this module and domain.py held (issue 38), three are
+that rule's measurements now and gone as exceptions: overflow_alike (the range in the run's
+dtype, for every variant with new values, not magnitude and small alone), range_reached (the
+same measurement, which scale_limited still asks) and ill_conditioned (the reference's
+conditioning, several nudges compared pairwise).  Eight stay, each saying why in its docstring:
+expanded_refused and values_refused (the Function raises where the reference computes: a
+capability or a policy warn, not a number to judge), reference_refused (the rule's "the
+reference raises", met before any row exists), scale_limited and precision_driven (the
+reference does better at rescaled inputs; a warn by policy), near_bound and unsure (hints, no
+status), without_reference (no reference: nothing to measure the rule with).
 """
 
 from __future__ import annotations
