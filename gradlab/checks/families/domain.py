@@ -27,6 +27,7 @@ from torch import Tensor
 from gradlab.cases import Inputs, copy_like, plain_copy
 from gradlab.checks.numeric.context import CaseContext, first_line
 from gradlab.checks.numeric.execute import Run, run_once
+from gradlab.results import SKIP, CheckRow
 
 #: The relative change (max abs change over max abs value, per output and gradient) beyond
 #: which the reference is ill-conditioned on the inputs.  A float32 run rounds every value by
@@ -148,3 +149,20 @@ def nudge_change(ref: Callable[..., Any], inputs: Inputs, gos: list[Tensor] | No
             return worst
         runs.append(run)
     return worst
+
+
+def outside_domain(ctx: CaseContext, family: str, inputs: Inputs,
+                   grad_outs64: Sequence[Tensor], failing: list[CheckRow],
+                   gen: torch.Generator) -> list[CheckRow]:
+    """The failing rows of a variant with new values that stay failures: none when the
+    reference is not judgeable on the variant's inputs (each row then a declared skip saying
+    why), else all.  The caller asks only when the base case passed; a variant that keeps the
+    base inputs (SAME_INPUTS) keeps its failures: the base case judged those values."""
+    verdict = None if family in SAME_INPUTS else judged(ctx, family, inputs, grad_outs64, gen)
+    if verdict is None:
+        return failing
+    reason, note = verdict
+    for r in failing:
+        r.status, r.declared, r.reason, r.hint, r.note = SKIP, True, reason, "", note
+        r.findings = []
+    return []
