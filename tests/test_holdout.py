@@ -25,8 +25,9 @@ from corpus_measure import measure
 from holdout_functions import HOLDOUT
 from holdout_ops import Entry
 
-#: well under the corpus's 95% (that one is tuned on): held out, a regression floor only
-PRECISION_FLOOR = 0.80
+#: the measured precision less one entry (issue 40): benchmarks/hint_holdout.py counts 56 right
+#: of 57 hinted (79 broken, all flagged) at 3a230ef; held out, so a regression floor only
+PRECISION_FLOOR = 55 / 57
 #: enough entries that one misfire moves precision by a couple of points at most
 MIN_ENTRIES = 40
 
@@ -65,18 +66,11 @@ def test_correct_twin_passes(twin: str) -> None:
     assert v.passed, (v.crashed, v.findings)
 
 
-#: A planted "bug" inside torch.testing.assert_close's float64 tolerance (issue 28): hypot's
-#: backward computed in float32 is off by less than atol 1e-7 + rtol 1e-7 * |want| on these
-#: values, which the ecosystem calls equal: gradlab passes it.
-INSIDE_TOLERANCE = {"hypot/float32_backward"}
-
-
 @pytest.mark.parametrize("entry_id", sorted(BY_ID))
 def test_broken_function_is_flagged(entry_id: str) -> None:
     j = judged(entry_id)
     assert not j.verdict.crashed, j.verdict.crashed
-    assert j.flagged or entry_id in INSIDE_TOLERANCE, f"{entry_id} passed: a missed bug"
-    assert not (entry_id in INSIDE_TOLERANCE and j.wrong), j.wrong
+    assert j.flagged, f"{entry_id} passed: a missed bug"
 
 
 def test_hint_precision_floor() -> None:

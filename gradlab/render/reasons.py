@@ -70,6 +70,10 @@ REASONS: dict[str, str] = {
                       "valid subgradient)",
     "overflow_alike": "non-finite where the reference overflows alike in this dtype (the "
                       "dtype's range, not the Function's bug)",
+    "method_accuracy": "off only at this variant's values, by an error small everywhere with "
+                       "its direction kept, where the base case is within tolerance: an "
+                       "approximate method's accuracy on these values (the note's numbers). A "
+                       "warn: --strict fails it",
     "outside_domain": "the reference itself raises, or is finite nowhere, in float64 on the "
                       "variant's values: outside its domain, not judgeable (see the note)",
     "ill_conditioned": "the reference itself is ill-conditioned on the variant's values "

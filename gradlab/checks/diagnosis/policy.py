@@ -106,8 +106,9 @@ RULES: tuple[Rule, ...] = (
          why="declared not to be relied on, yet wrong without an error: "
              "once_differentiable would raise"),
     *(Rule(check, "precision_loss", WARN,
-           f"a float64 {check} only float32-accurate, yet as accurate as the reference run in "
-           "float32 (one warning per op and case, the evidence on it)",
+           f"a float64 run's {check} computed in float32 (float32 tensors, or float64 ones "
+           "cast from float32), as accurate as the reference run in float32, within float64's "
+           "table or not (one warning per op and case, the evidence on it)",
            why="likely a float32 step inside a float64 op: a choice or an oversight")
       for check in ("forward", "gradient")),
     Rule(ANY, "scale_limited", WARN,
@@ -116,6 +117,12 @@ RULES: tuple[Rule, ...] = (
          why="values 1e3x or 1e-12x from the user's: an unstable formula, or a method's "
              "absolute scale by design (damping, solver tolerance, step); a non-finite value "
              "stays a failure"),
+    Rule(ANY, "method_accuracy", WARN,
+         "a forward or gradient off only at a value variant's values (special, ties, ragged, "
+         "size-1), by an error small everywhere with its direction kept (an approximate "
+         "method's signature), where the base case is within tolerance",
+         why="a solver or series at its accuracy on values made harder, not a wrong formula; "
+             "the note gives the number"),
     Rule("forward", "values_refused", WARN,
          "forward raises on a variant's values (ties, a planted special value; an expanded "
          "input whose contiguous copy it refuses too) that the reference accepts",

@@ -4,20 +4,22 @@ A variant changes values (magnitude, small, ties, ragged, a stride-0 input that 
 for a correct Function with a domain (an explicit ODE solver stable for small rates, a nearest
 rotation unique for a full-rank matrix, an eigh-based square root of distinct eigenvalues) the
 new values can lie where the math itself is not judgeable.  Asked only for a variant that failed
-while its base case passed (a correct run costs nothing), with a reference: the reference runs on
-the variant's values in float64, in float64 with every differentiable input nudged by NUDGE
-relative, and (for a float32 run) in float32.  Where it raises, or is finite nowhere, in
-float64 the values are outside its domain (`outside_domain`); where its own outputs or
-gradients move by more than ILL_CONDITIONED under the nudge, or between float64 and float32, the
-problem is ill-conditioned there (`ill_conditioned`).  Either way the variant's failing rows
-become a declared skip whose note gives the numbers.  A Function that is wrong where the
-reference is stable and well-conditioned (a naive logsumexp overflowing at the magnitude
-variant) stays a failure.
+while its base case passed (a correct run costs nothing), with a reference: the reference runs
+on the variant's values in float64, in float64 with every differentiable input nudged by NUDGE
+relative in several seeded directions (NUDGE_SEEDS), and (for a float32 run) in float32.  Where
+it raises, or is finite nowhere, in float64 the values are outside its domain
+(`outside_domain`); where its own outputs or gradients move by more than ILL_CONDITIONED among
+the nudges, or between float64 and float32, the problem is ill-conditioned there
+(`ill_conditioned`).  Either way the variant's failing rows become a declared skip whose note
+gives the numbers.  A Function that is wrong where the reference is stable and well-conditioned
+(a naive logsumexp overflowing at the magnitude variant) stays a failure.  (Step 2 of the one
+judgeability rule: gradlab.checks.families.judgeable.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -42,8 +44,17 @@ SAME_INPUTS = ("grad_output", "undefined_grad")
 #: Variant families whose values sit on kinks by construction (tied or repeated values, planted
 #: special values): the nudge judges their outputs only.
 AT_KINKS = ("ties", "expanded", "special")
-#: Seed of the nudge's directions (fixed: a run is reproducible).
-NUDGE_SEED = 1618
+#: Seeds of the nudges' directions (fixed: a run is reproducible).  Two: where the reference is
+#: ill-conditioned (a rank-deficient matrix's nearest rotation), each nudge picks its own answer
+#: and the two disagree by O(1) whatever the unnudged run's rounding picked; one nudge compared
+#: with the unnudged run alone can land on the same answer by the rounding of the machine's
+#: BLAS/LAPACK path (MKL's AVX2 and AVX-512 paths did, on the issue-40 machine), and the verdict
+#: would depend on the CPU.  The largest change over every pair of runs is the measure: far
+#: above ILL_CONDITIONED there (1.5 on tests/test_domain.py's rotation), ~1e-6 or less on a
+#: well-conditioned problem.  A second nudge costs one more reference run, for a failing
+#: variant only (a stiff ODE at the magnitude variant is the slowest seen); it is skipped when
+#: the first already decides.
+NUDGE_SEEDS = (1618, 2718)
 
 
 def _values(run: Run, grads: bool) -> list[Tensor]:
@@ -72,11 +83,11 @@ def moved(a: Run, b: Run, *, grads: bool = True) -> float:
     return worst
 
 
-def nudged(inputs: Inputs) -> Inputs:
+def nudged(inputs: Inputs, seed: int = NUDGE_SEEDS[0]) -> Inputs:
     """float64 copies of `inputs` with every floating differentiable tensor moved by NUDGE
-    relative, elementwise, in a seeded random direction."""
+    relative, elementwise, in a random direction seeded by `seed`."""
     out = plain_copy(inputs, dtype=torch.float64)
-    gen = torch.Generator().manual_seed(NUDGE_SEED)
+    gen = torch.Generator().manual_seed(seed)
     for i in out.diff_index:
         t = out.args[i].detach()
         if t.is_floating_point():
@@ -106,21 +117,38 @@ def judged(ctx: CaseContext, family: str, inputs: Inputs, grad_outs64: Sequence[
         # float32 overflows at 89 where the float64 reference is finite up to 709)
         return "outside_domain", ("the reference itself is not finite anywhere in float64 "
                                   "on these inputs: not judgeable")
-    # (what, inputs, gradients judged too, a non-finite run is the dtype's range)
-    probes = [(f"under a {NUDGE:.0e} relative nudge of these inputs", nudged(inputs),
-               family not in AT_KINKS, False)]
-    if ctx.dtype == "float32":
-        # a float32 overflow where float64 is finite is the dtype's range (overflow_alike's)
-        probes.append(("between float32 and float64 on these inputs",
-                       plain_copy(inputs, dtype=torch.float32), True, True))
-    for what, probe, grads, range_only in probes:
-        run = run_once(ref, probe, gos, gen)
-        change = moved(gold, run, grads=grads) if run.error is None else float("inf")
-        if change > ILL_CONDITIONED and not (range_only and change == float("inf")):
-            return "ill_conditioned", (
-                f"the reference itself moves by {change:.2g} (relative) {what} (condition "
-                f"number above ~{ILL_CONDITIONED / NUDGE:.0e}): not judgeable")
+    change = nudge_change(ref, inputs, gos, gold, gen, grads=family not in AT_KINKS)
+    what = f"under {len(NUDGE_SEEDS)} {NUDGE:.0e} relative nudges of these inputs"
+    if change <= ILL_CONDITIONED and ctx.dtype == "float32":
+        # a float32 overflow where float64 is finite is the dtype's range (the judgeability
+        # rule's first step, overflow_alike), not ill-conditioning
+        run = run_once(ref, plain_copy(inputs, dtype=torch.float32), gos, gen)
+        change = moved(gold, run) if run.error is None else float("inf")
+        change = 0.0 if change == float("inf") else change
+        what = "between float32 and float64 on these inputs"
+    if change > ILL_CONDITIONED:
+        return "ill_conditioned", (
+            f"the reference itself moves by {change:.2g} (relative) {what} (condition "
+            f"number above ~{ILL_CONDITIONED / NUDGE:.0e}): not judgeable")
     return None
+
+
+def nudge_change(ref: Callable[..., Any], inputs: Inputs, gos: list[Tensor] | None, gold: Run,
+                 gen: torch.Generator, *, grads: bool) -> float:
+    """The largest relative change among the reference's runs on `inputs` (gold) and on each
+    nudge of them (NUDGE_SEEDS), every pair compared both ways (inf: a nudged run raised); the
+    later nudges are not run once a change above ILL_CONDITIONED is seen."""
+    runs, worst = [gold], 0.0
+    for seed in NUDGE_SEEDS:
+        run = run_once(ref, nudged(inputs, seed), gos, gen)
+        if run.error is not None:
+            return float("inf")
+        worst = max([worst, *(max(moved(a, run, grads=grads), moved(run, a, grads=grads))
+                              for a in runs)])
+        if worst > ILL_CONDITIONED:
+            return worst
+        runs.append(run)
+    return worst
 
 
 def outside_domain(ctx: CaseContext, family: str, inputs: Inputs,

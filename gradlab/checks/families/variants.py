@@ -19,7 +19,7 @@ from torch import Tensor
 
 from gradlab.cases import Inputs, copy_like, materialize, narrowed, plain_copy, relayout
 from gradlab.checks.diagnosis.hints import ONLY_HINT
-from gradlab.checks.families.domain import outside_domain
+from gradlab.checks.families.judgeable import judgeable
 from gradlab.checks.families.repeats import repeat_variants, tie_convention
 from gradlab.checks.families.sizes import magnitude_inputs, ragged_inputs, ragged_name, ragged_sizes
 from gradlab.checks.families.values import conventions, left_out, value_families
@@ -30,7 +30,6 @@ from gradlab.checks.families.verdicts import (
     expanded_refused,
     mark_value_level,
     near_bound,
-    overflow_alike,
     plain_copy_failures,
     reference_refused,
     scale_limited,
@@ -341,12 +340,11 @@ def one_variant(ctx: CaseContext, v: Variant, b: Baseline, judge: Judge,
     if "contract" in checks:
         contract_row(ctx, v.name, got.contract, passing=False)
     failing = [r for r in ctx.rows[n_before:] if r.failed and r.check != "contract"]
-    if failing and v.family in ("magnitude", "small"):
-        failing = overflow_alike(ctx, v.inputs, b.grad_outs64, got, failing, b.gen)
     if failing and v.family == "ties":
         failing = tie_convention(v.inputs, (got, want), failing, judge.tol)
-    if failing and v.new_values and not (judge.base_failed or b.stochastic):
-        failing = outside_domain(ctx, v.family, v.inputs, want.grad_outs64, failing, b.gen)
+    if failing and v.new_values:  # the one judgeability rule (gradlab.checks.families.judgeable)
+        failing = judgeable(ctx, v.family, v.inputs, b.grad_outs64, (got, want), failing, b.gen,
+                            base_passed=not (judge.base_failed or b.stochastic), tol=judge.tol)
     if failing:
         # contract rows keep their own, more specific, hint
         judge_failures(ctx, v, b, judge, failing, (got, want))

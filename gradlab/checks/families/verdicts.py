@@ -15,12 +15,26 @@ a failure is the layout's or the values'.
     own cause cannot act (ragged values at the case's sizes, magnitudes halfway) is the values'.
   A value-level failure gets the level hint of its error (precision_loss, approximate) or
   `value_dependent`, and the tolerance that would pass.
+
+Whether a variant's failing row can be judged at all is one rule, in
+gradlab.checks.families.judgeable (its docstring): a row fails only where the Function is wrong
+in a way the reference, run on the same values, is not; where the values cannot be judged, or
+show only a method's accuracy, the row is a pass or declared skip saying why, or a warn giving
+the number.  Of the eleven exceptions this module and domain.py held (issue 38), three are
+that rule's measurements now and gone as exceptions: overflow_alike (the range in the run's
+dtype, for every variant with new values, not magnitude and small alone), range_reached (the
+same measurement, which scale_limited still asks) and ill_conditioned (the reference's
+conditioning, several nudges compared pairwise).  Eight stay, each saying why in its docstring:
+expanded_refused and values_refused (the Function raises where the reference computes: a
+capability or a policy warn, not a number to judge), reference_refused (the rule's "the
+reference raises", met before any row exists), scale_limited and precision_driven (the
+reference does better at rescaled inputs; a warn by policy), near_bound and unsure (hints, no
+status), without_reference (no reference: nothing to measure the rule with).
 """
 
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -39,6 +53,7 @@ from gradlab.checks.diagnosis.hints import (
     value_level_hint,
 )
 from gradlab.checks.families.domain import moved
+from gradlab.checks.families.judgeable import compared_tensors, nonfinite_within
 from gradlab.checks.families.repeats import untied
 from gradlab.checks.families.sizes import magnitude_inputs
 from gradlab.checks.families.values import small_inputs
@@ -46,7 +61,7 @@ from gradlab.checks.numeric.compare import compared_aside
 from gradlab.checks.numeric.context import CaseContext, first_line
 from gradlab.checks.numeric.execute import Run, run_once
 from gradlab.model import Tolerance
-from gradlab.results import ERROR, PASS, SKIP, CheckRow, Finding
+from gradlab.results import ERROR, SKIP, CheckRow
 
 #: Families whose variant keeps the values and changes only the memory layout (expanded and
 #: the stride-0 grad_output repeat one slice's values: their plain copy keeps those values).
@@ -70,6 +85,8 @@ def accepts(fn: Callable[..., Any], inputs: Inputs) -> bool:
 def expanded_refused(ctx: CaseContext, name: str, inputs: Inputs, got: Run,
                      seconds: float) -> None:
     """Forward refused an expanded input: a missing capability when the reference accepts it
+    (stays outside the judgeability rule: a refusal is no number to judge; the reference
+    refusing too is the rule's "the reference raises", a declared skip)
     (a `warn`: refusing is a choice, not a wrong gradient), not applicable when it refuses too;
     values_refused when the Function refuses a contiguous copy of the same values as well."""
     note = first_line(got.error) if got.error is not None else ""
@@ -95,7 +112,8 @@ REFUSABLE = ("ties", "special")
 def values_refused(ctx: CaseContext, name: str, got: Run, seconds: float) -> None:
     """Forward raised on a variant's values that the reference accepts (in any layout): policy's
     `values_refused` (a warn: raising is the safe way to lack a domain, and may be a bug; a
-    failure under --strict), the error in the note."""
+    failure under --strict), the error in the note.  Stays outside the judgeability rule: the
+    reference computes here, so the rule would fail it; a raise is no wrong number."""
     ctx.row(name, "forward", policy.status("forward", "values_refused",
                                            strict=ctx.options.strict),
             seconds=seconds, reason="values_refused",
@@ -105,6 +123,7 @@ def values_refused(ctx: CaseContext, name: str, got: Run, seconds: float) -> Non
 def reference_refused(ctx: CaseContext, name: str, got: Run, error: BaseException,
                       seconds: float) -> None:
     """The reference's forward refuses the variant's inputs: they lie outside the op's domain
+    (the judgeability rule's "the reference raises", met before any row exists to judge)
     (a channel count the group count no longer divides), so there is nothing to compare with
     and nothing wrong with the Function: a declared skip, never a failure or a tile hint.
 
@@ -172,20 +191,6 @@ def value_variant_failures(ctx: CaseContext, family: str, inputs: Inputs, base: 
     return set()
 
 
-def compared_tensors(f: Finding, got: Run, want: Run,
-                     inputs: Inputs) -> tuple[Tensor, Tensor] | None:
-    """The got and want tensors a forward or gradient finding is about (None: no such pair)."""
-    if f.subject == "output" and f.index < min(len(got.outs), len(want.outs)):
-        return got.outs[f.index], want.outs[f.index]
-    if f.subject == "input" and f.index in inputs.diff_index:
-        k = inputs.diff_index.index(f.index)
-        if k < min(len(got.grads), len(want.grads)):
-            g, w = got.grads[k], want.grads[k]
-            if g is not None and w is not None and g.shape == w.shape:
-                return g, w
-    return None
-
-
 def tolerance_factor(passing: Tolerance | None, tol: Tolerance) -> float:
     """How many times `tol` the tolerance that would pass is (inf: none would)."""
     if passing is None:
@@ -195,7 +200,8 @@ def tolerance_factor(passing: Tolerance | None, tol: Tolerance) -> float:
 
 
 def near_bound(row: CheckRow, got: Run, want: Run, inputs: Inputs, tol: Tolerance) -> bool:
-    """Every finding of `row` passes within VALUE_LEVEL_FACTOR times `tol` (no inf or NaN)."""
+    """Every finding of `row` passes within VALUE_LEVEL_FACTOR times `tol` (no inf or NaN).
+    Decides a hint (value level or the variant's own), never a status: outside the rule."""
     if not row.findings:
         return False
     for f in row.findings:
@@ -234,43 +240,9 @@ def mark_value_level(row: CheckRow, got: Run, want: Run, inputs: Inputs, tol: To
     row.hint = levels[0] if levels else "value_dependent"
 
 
-def nonfinite_within(got: Tensor, want: Tensor) -> bool:
-    """Every non-finite element of `got` is non-finite in `want` too (same shape)."""
-    return bool((~torch.isfinite(got) <= ~torch.isfinite(want.to(got.device))).all())
-
-
-def overflow_alike(ctx: CaseContext, inputs: Inputs, grad_outs64: Sequence[Tensor], got: Run,
-                   failing: list[CheckRow], gen: torch.Generator) -> list[CheckRow]:
-    """The magnitude variant's failing rows that stay failures.
-
-    A row whose every wrong element is non-finite where the reference, run in the run's own
-    dtype on the same values and grad_outputs, is non-finite too is the dtype's range, not the
-    Function's bug (exp(100) is inf in float32, and so is its gradient times a small
-    grad_output, though the float64 product fits in float32): it passes, saying so.  A naive
-    formula that overflows where a stable one does not (softplus as exp(x) / (1 + exp(x)))
-    is finite in the reference's dtype run and stays a failure."""
-    if ctx.op.reference is None or not all(
-            f.stats is not None and f.stats.nonfinite and f.stats.nonfinite
-            == round(f.stats.frac_wrong * math.prod(f.shape or ())) for r in failing
-            for f in r.findings) or not all(r.findings for r in failing):
-        return failing
-    same = run_once(ctx.op.reference, inputs.clone(), grad_outs64, gen)
-    if same.error is not None:
-        return failing
-    kept = []
-    for r in failing:
-        pairs = [compared_tensors(f, got, same, inputs) for f in r.findings]
-        if all(p is not None and nonfinite_within(*p) for p in pairs):
-            r.status, r.hint, r.reason, r.findings = PASS, "", "overflow_alike", []
-            r.max_abs_err = r.max_rel_err = None  # measured against nothing finite
-        else:
-            kept.append(r)
-    return kept
-
-
 def unsure(r: CheckRow) -> None:
     """No level hint (but the base's), no tolerance advice on the findings of a row the base's
-    error explains."""
+    error explains (hints only, no status: outside the judgeability rule)."""
     for f in r.findings:
         if f.hint in LEVEL_HINTS and f.hint != r.hint:
             f.hint, f.passing_tolerance = "", None
@@ -295,7 +267,8 @@ PRECISION_DRIVEN = 100.0
 def precision_driven(ctx: CaseContext, inputs: Inputs, grad_outs64: Sequence[Tensor],
                      gen: torch.Generator) -> bool:
     """Whether the Function's error against the float64 reference on `inputs` grows by
-    PRECISION_DRIVEN from float64 to float32 (True too where nothing can be measured: the
+    PRECISION_DRIVEN from float64 to float32 (scale_limited's probe, outside the judgeability
+    rule with it) (True too where nothing can be measured: the
     failure stands).  A float32 inf counts: it is the cancellation itself (exp(x) - 1 = 0)."""
     ref = ctx.op.reference
     gold = run_once(ref, plain_copy(inputs, dtype=torch.float64), grad_outs64, gen) \
@@ -340,7 +313,9 @@ def scale_limited(ctx: CaseContext, family: str, got: Run, inputs: Inputs,
                   grad_outs64: Sequence[Tensor], failing: list[CheckRow],
                   gen: torch.Generator) -> None:
     """A rescaling variant's failing rows (the base case passed) that are policy's
-    `scale_limited` (a warn, a failure under --strict; the row's hint kept): every value
+    `scale_limited` (a warn, a failure under --strict; the row's hint kept).  Stays outside the
+    judgeability rule: at inputs rescaled far from the user's the reference does better, so the
+    rule would fail the row; that a method's absolute scale is no bug there is policy: every value
     finite where the reference's is (or the reference in the run's dtype leaves the range
     too), or the Function raised; at the small variant the error not rounding's
     (precision_driven).  A non-finite value where the reference is finite (a naive softplus
@@ -362,7 +337,9 @@ def scale_limited(ctx: CaseContext, family: str, got: Run, inputs: Inputs,
 
 def without_reference(family: str, rows: list[CheckRow]) -> None:
     """Rows compared with the Function's own contiguous run (no reference) say so; a value
-    variant's is that run on the same plain values again, which measures nothing: no errors."""
+    variant's is that run on the same plain values again, which measures nothing: no errors.
+    Stays outside the judgeability rule: without a reference there is nothing to measure it
+    with."""
     for r in rows:
         r.reason = r.reason or "no_reference"
         if family in VALUE_FAMILIES and not r.failed:

@@ -77,7 +77,13 @@ NUDGE = 1e-10
 def output_format(outputs: Sequence[Tensor]) -> float:
     """The epsilon of the coarsest format that FLOAT32_CAST_SHARE of the float64 outputs'
     non-integer finite values (at most FORMAT_SAMPLE of them, strided) are exact in, else
-    float64's."""
+    float64's; a float output of a coarser dtype (a Function returning float32 whatever it is
+    given) is held in that dtype whatever its values: the coarsest such differentiable
+    output's epsilon."""
+    held = [eps for dtype, eps in CAST_FORMATS for o in outputs
+            if o.requires_grad and realview(o).dtype == dtype]
+    if held:
+        return max(held)
     values = [realview(o.detach()).reshape(-1).cpu() for o in outputs
               if o.dtype in (torch.float64, torch.complex128)]
     if not values:

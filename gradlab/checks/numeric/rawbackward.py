@@ -30,6 +30,7 @@ import torch
 from torch import Tensor
 
 from gradlab.cases import Inputs, dtype_name, flat_outputs, relayout, standard_normal
+from gradlab.checks.numeric.engine import call_node
 from gradlab.results import Finding
 from gradlab.torchcompat import has, missing_note
 from gradlab.torchstate import replay
@@ -107,12 +108,6 @@ def output_metadata(node: Any, returned: Any = None) -> list[Any] | None:
         return None
     return [t for t in (returned if isinstance(returned, tuple) else (returned,))
             if isinstance(t, Tensor)]
-
-
-def call_node(node: Any, grads: Sequence[Tensor]) -> tuple[Any, ...]:
-    """The raw return value of one custom Function node's backward."""
-    raw = node.apply(*grads)
-    return raw if isinstance(raw, tuple) else (raw,)
 
 
 def node_grads(meta: Sequence[Any], layout: str, gen: torch.Generator) -> list[Tensor]:
@@ -222,7 +217,7 @@ def ctx_aliases(node: Any, args: Sequence[Any], outs: Sequence[Tensor],
 def direct_backward(fn: Callable[..., Any], inputs: Inputs, outs: Sequence[Tensor],
                     grad_outputs: Sequence[Tensor]) -> RawResult | None:
     """Call the custom Function node that made every output, with `grad_outputs`, as the engine
-    would (grad mode off), and check its return value; with the gradients when they are what
+    would (engine.call_node), and check its return value; with the gradients when they are what
     autograd would hand on.  None when the outputs do not all come from one custom node (the
     engine would pass zeros to an output without a gradient, or run other nodes too)."""
     node = outs[0].grad_fn if outs else None
@@ -235,8 +230,7 @@ def direct_backward(fn: Callable[..., Any], inputs: Inputs, outs: Sequence[Tenso
         type(node).__name__.removesuffix("Backward") or type(node).__name__)
     aliases = ctx_aliases(node, inputs.args if args is None else args, outs, name)
     try:
-        with torch.no_grad():
-            raw = call_node(node, grad_outputs)
+        raw = call_node(node, grad_outputs)
     except Exception as exc:
         return RawResult(aliases, unavailable=f"backward raised {type(exc).__name__}", error=exc)
     found = returned_gradients(args, raw) if args is not None else \
@@ -276,7 +270,8 @@ def leaf_gradients(node: Any, raw: Sequence[Any], inputs: Inputs) -> list[Any] |
 
 def raw_backward(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tensor],
                  go_layout: str) -> RawResult:
-    """Call the backward nodes of `fn`'s graph directly and check what they return."""
+    """Call the backward nodes of `fn`'s graph directly (engine.call_node: grad mode off, as the
+    engine runs a backward) and check what they return."""
     replay()  # the case's RNG state, as for every forward of the Function
     with torch.enable_grad():
         returned = fn(*inputs.args, **inputs.kwargs)
