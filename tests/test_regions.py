@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import gradlab
-from gradlab.checks.diagnosis import hints
+from gradlab.checks.diagnosis import regions
 from gradlab.checks.diagnosis.patterns import find_pattern
 from gradlab.checks.diagnosis.regions import value_region
 from gradlab.render.words import message, pattern_words
@@ -186,10 +186,10 @@ def test_scattered_wrong_elements_name_no_region() -> None:
 
 def test_region_chance_edges() -> None:
     # 8 wrong filling a region of 8 of 64 (f = 1/8): exact 8 ** -8 = 6e-8, named
-    assert hints.region_holds(8, 8, 64)
+    assert regions.region_holds(8, 8, 64)
     # 2 wrong filling a region of 4 of 64: (1/16) ** 2 = 3.9e-3 > 1e-3, chance
-    assert not hints.region_holds(2, 4, 64)
+    assert not regions.region_holds(2, 4, 64)
     # fitted bounds are judged less strictly: 4 of 8 in 64 exact 2.4e-4 holds, fitted 7.8e-3
-    assert hints.region_holds(4, 8, 64) and not hints.region_holds(4, 8, 64, fitted=True)
+    assert regions.region_holds(4, 8, 64) and not regions.region_holds(4, 8, 64, fitted=True)
     # a region mostly right is not "wrong only where": density below REGION_DENSITY
-    assert not hints.region_holds(10, 40, 400)
+    assert not regions.region_holds(10, 40, 400)

@@ -188,22 +188,6 @@ PATTERN_HINTS = {"border": "border_band", "edges": "border_band", "tail": "tail_
                  "slice": "index_range", "zero": "zero_region", "negative": "sign_region",
                  "positive": "sign_region", "ties": "near_ties", "range": "value_range",
                  "band": "magnitude_band"}
-#: A region of an input's values (regions.py) is named only when at least this share of it is
-#: wrong: it says "wrong only where ...", so most of where it says must be wrong (a sign bug
-#: fills its half wholly; a right element inside is one whose gradient happens to agree).
-#: Pins: test_regions.py's sign bug (every negative wrong) and its twin with scattered wrong
-#: elements (a fitted band of them is mostly right: no region).
-REGION_DENSITY = 0.5
-
-
-def region_holds(wrong: int, region: int, numel: int, *, fitted: bool = False) -> bool:
-    """`wrong` elements, all in a region of an input's values of `region` of `numel`, fill it
-    (REGION_DENSITY) beyond chance (MAX_CHANCE).  A region fitted to the wrong values' own
-    bounds (fitted) is judged by the chance that k random elements span a share f of the
-    values at most, k * f**(k - 1), not f**k."""
-    f = region / numel
-    chance = (math.log(wrong) + (wrong - 1) * math.log(f)) if fitted else wrong * math.log(f)
-    return wrong >= REGION_DENSITY * region and wrong > 1 and chance <= math.log(MAX_CHANCE)
 
 
 def pattern_holds(wrong: int, region: int, numel: int) -> bool:

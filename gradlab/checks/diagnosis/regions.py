@@ -11,6 +11,7 @@ give both shares ("100% of the wrong elements, 3% of the right ones").
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -18,7 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from gradlab.checks.diagnosis.hints import MIN_ELEMENTS, region_holds
+from gradlab.checks.diagnosis.hints import MAX_CHANCE, MIN_ELEMENTS
 from gradlab.results import Pattern
 
 #: Two values tie when they differ by at most this relative to the tensor's largest magnitude:
@@ -27,6 +28,24 @@ from gradlab.results import Pattern
 #: Pins: test_regions.py's test_value_regions_unit (exact ties named) and
 #: test_scattered_wrong_elements_name_no_region (random values: no ties).
 TIE_RELATIVE = 1e-6
+
+
+#: A region of an input's values (regions.py) is named only when at least this share of it is
+#: wrong: it says "wrong only where ...", so most of where it says must be wrong (a sign bug
+#: fills its half wholly; a right element inside is one whose gradient happens to agree).
+#: Pins: test_regions.py's sign bug (every negative wrong) and its twin with scattered wrong
+#: elements (a fitted band of them is mostly right: no region).
+REGION_DENSITY = 0.5
+
+
+def region_holds(wrong: int, region: int, numel: int, *, fitted: bool = False) -> bool:
+    """`wrong` elements, all in a region of an input's values of `region` of `numel`, fill it
+    (REGION_DENSITY) beyond chance (MAX_CHANCE).  A region fitted to the wrong values' own
+    bounds (fitted) is judged by the chance that k random elements span a share f of the
+    values at most, k * f**(k - 1), not f**k."""
+    f = region / numel
+    chance = (math.log(wrong) + (wrong - 1) * math.log(f)) if fitted else wrong * math.log(f)
+    return wrong >= REGION_DENSITY * region and wrong > 1 and chance <= math.log(MAX_CHANCE)
 
 
 def value_region(mask: Tensor, inputs: Sequence[Any]) -> Pattern | None:
