@@ -62,10 +62,11 @@ def _values(run: Run, grads: bool) -> list[Tensor]:
             if isinstance(t, Tensor) and (t.is_floating_point() or t.is_complex())]
 
 
-def moved(a: Run, b: Run, *, grads: bool = True) -> float:
+def moved(a: Run, b: Run, *, grads: bool = True, larger: bool = False) -> float:
     """The largest relative change from run `a` to run `b` in outputs (and gradients), over the
     elements where `a` is finite (the comparison itself leaves the others out): inf when `b`
-    is not finite where `a` is, or the shapes differ."""
+    is not finite where `a` is, or the shapes differ.  larger: relative to the larger of the
+    two runs' magnitudes (an all-zero gradient that turns nonzero moved by 1: relu at 0)."""
     va, vb = _values(a, grads), _values(b, grads)
     if len(va) != len(vb):
         return float("inf")
@@ -78,6 +79,8 @@ def moved(a: Run, b: Run, *, grads: bool = True) -> float:
         if not bool(torch.isfinite(y).all()):
             return float("inf")
         scale = float(x.abs().max()) if x.numel() else 0.0
+        if larger and x.numel():
+            scale = max(scale, float(y.abs().max()))
         if scale > 0:
             worst = max(worst, float((x - y).abs().max()) / scale)
     return worst

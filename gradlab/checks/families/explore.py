@@ -33,7 +33,7 @@ from torch import Tensor
 from gradlab.cases import Inputs, copy_like, materialize
 from gradlab.checks.diagnosis import diagnose as dg
 from gradlab.checks.diagnosis import policy
-from gradlab.checks.families.domain import ILL_CONDITIONED, NUDGE
+from gradlab.checks.families.domain import ILL_CONDITIONED, NUDGE, moved
 from gradlab.checks.families.inputspace import (
     LARGE,
     SEED,
@@ -196,31 +196,9 @@ def _ill_conditioned(ref: Callable[..., Any], inputs: Inputs, want: Run,
                 step = sign * NUDGE * noise * (t.abs() + scale)
                 nudged.args[i] = copy_like(t + step, requires_grad=True)
         again = run_once(ref, nudged, want.grad_outs64 or None, gen)
-        if again.error is not None or _moved(want, again) > ILL_CONDITIONED:
+        if again.error is not None or moved(want, again, larger=True) > ILL_CONDITIONED:
             return True
     return False
-
-
-def _moved(a: Run, b: Run) -> float:
-    """The largest change from run a to run b in outputs and gradients, relative to the larger
-    of the two's magnitudes (an all-zero gradient that turns nonzero moved by 1: relu at 0);
-    inf where b is not finite where a is, or the shapes differ."""
-    va = [t.detach() for t in [*a.outs, *a.grads] if isinstance(t, Tensor)]
-    vb = [t.detach() for t in [*b.outs, *b.grads] if isinstance(t, Tensor)]
-    if len(va) != len(vb):
-        return float("inf")
-    worst = 0.0
-    for x, y in zip(va, vb, strict=True):
-        if x.shape != y.shape:
-            return float("inf")
-        keep = torch.isfinite(x)
-        x, y = x[keep], y[keep]
-        if not bool(torch.isfinite(y).all()):
-            return float("inf")
-        scale = max(float(x.abs().max()), float(y.abs().max())) if x.numel() else 0.0
-        if scale > 0:
-            worst = max(worst, float((x - y).abs().max()) / scale)
-    return worst
 
 
 def search(judge_point: Callable[[Point], Outcome], base: Point, budget: float,
