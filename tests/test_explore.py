@@ -259,3 +259,31 @@ def test_a_failure_only_on_shapes_that_disagree_warns() -> None:
 
     row = explore_row(checked(Mul, lambda x, y: x * y, (3, 5), (3, 5)))
     assert row.status == "warn" and row.hint == "explored_broadcast", message(row)
+
+
+def safe_tanh(floor: float, naive: bool = False) -> type[torch.autograd.Function]:
+    """tanh whose derivative is floored at `floor` (a damping epsilon by design), or, naive,
+    computed as 4 / (exp(x) + exp(-x))^2 (inf / inf: NaN past |x| ~ 355 in float64)."""
+
+    class SafeTanh(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return torch.tanh(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            if naive:
+                return g * 4 / (torch.exp(x) + torch.exp(-x)) ** 2 / (
+                    torch.exp(x) * torch.exp(-x))
+            return g * (1 - torch.tanh(x) ** 2).clamp(min=floor)
+
+    return SafeTanh
+
+
+def test_a_damping_epsilon_at_rescaled_values_warns_and_a_nan_fails() -> None:
+    row = explore_row(checked(safe_tanh(2e-6), torch.tanh, (4, 3)))
+    assert row.status == "warn" and row.hint == "explored_scale", message(row)
+    row = explore_row(checked(safe_tanh(0.0, naive=True), torch.tanh, (4, 3)))
+    assert row.status == "fail" and row.hint == "explored_wrong", message(row)

@@ -110,6 +110,9 @@ HINTS: dict[str, str] = {
     "explored_broadcast": "wrong or raising only when one argument's dim is moved apart from "
                           "the others' (shapes that disagree, which the reference broadcasts): "
                           "a bug only if callers broadcast",
+    "explored_scale": "off only at values rescaled 1e-6x or 1e3x, every value finite: an "
+                      "unstable formula, or a method's absolute scale by design (a damping "
+                      "epsilon)",
     "sign_region": "wrong only for one sign of an input (a branch on the sign whose other "
                    "side's derivative is wrong, abs or a leaky slope?)",
     "zero_region": "wrong only where an input is 0 (the derivative's value at 0: a convention "

@@ -138,6 +138,11 @@ RULES: tuple[Rule, ...] = (
          "shapes disagree where the case's agree (the reference broadcasts them)",
          why="a Function made for equal shapes need not broadcast; forward accepting them "
              "without a word is the likely bug"),
+    Rule("explore", "explored_scale", WARN,
+         "under `--explore`, a result off only at values rescaled 1e-6x or 1e3x, every value "
+         "finite",
+         why="as scale_limited: an unstable formula, or a damping epsilon by design; a "
+             "non-finite result stays a failure"),
     Rule("contract", "summed_shape", WARN,
          "backward returns a gradient at a shape autograd sums down to the input's (the "
          "output's broadcast shape for a [1, 1] parameter)",

@@ -110,7 +110,17 @@ def judge(fn: Callable[..., Any], ref: Callable[..., Any], case: Case, point: Po
         # fed arguments whose shapes disagree where the case's agree (the reference
         # broadcasts them): whether a caller does is not certain either
         out.verdict = "broadcast"
+    elif (out.verdict == "wrong" and _finite(got)
+          and any(kind in RESCALED for _, kind in point.values)):
+        # every value finite, off only at values rescaled 1e-6x or 1e3x: an unstable formula,
+        # or a method's absolute scale by design (a damping epsilon), as the magnitude and
+        # small variants' scale_limited judges it; a non-finite result stays a failure
+        out.verdict = "scale"
     return out
+
+
+#: The value kinds that rescale an input (inputspace.TINY, LARGE).
+RESCALED = ("tiny", "large")
 
 
 def _disagreeing(case: Case, point: Point) -> bool:
@@ -122,9 +132,10 @@ def _disagreeing(case: Case, point: Point) -> bool:
 
 
 #: The verdicts of a failing point: certain ones, then the uncertain (a warn): a failure only
-#: on an input with an empty tensor, or on arguments whose shapes disagree.
+#: on an input with an empty tensor, on arguments whose shapes disagree, or a finite error
+#: only at rescaled values.
 FAILED = ("wrong", "raises")
-UNCERTAIN = ("empty", "broadcast")
+UNCERTAIN = ("empty", "broadcast", "scale")
 
 
 def _empty(inputs: Inputs) -> bool:
@@ -322,7 +333,8 @@ def explore_row(ctx: CaseContext, budget: float) -> None:
                 findings=[Finding("explored", -1, "", got=facts)])
         return
     hint = {"wrong": "explored_wrong", "raises": "explored_raises",
-            "broadcast": "explored_broadcast"}.get(s.outcome.verdict, "explored_empty")
+            "broadcast": "explored_broadcast", "scale": "explored_scale"}.get(
+        s.outcome.verdict, "explored_empty")
     status = policy.status("explore", hint, strict=ctx.options.strict)
     ctx.row("explore", "explore", status, seconds=s.seconds, hint=hint,
             findings=[Finding("explored", -1, hint, got=facts,
