@@ -53,8 +53,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -176,37 +175,14 @@ def has_jvp(op: str) -> bool:
     return cls.jvp is not torch.autograd.Function.jvp
 
 
-@contextmanager
-def counted(op: str) -> Iterator[dict[str, int]]:
-    """Count the custom Function's forward and backward calls (however they are reached)."""
-    cls = Exp if op == "exp" else Conv2dFunction
-    calls = {"forward": 0, "backward": 0}
-    saved = {k: cls.__dict__[k] for k in calls}
-
-    def counting(kind: str) -> Any:
-        inner = saved[kind].__func__
-
-        def call(*a: Any, **kw: Any) -> Any:
-            calls[kind] += 1
-            return inner(*a, **kw)
-        return staticmethod(call)
-
-    for kind in calls:
-        setattr(cls, kind, counting(kind))
-    try:
-        yield calls
-    finally:
-        for kind, method in saved.items():
-            setattr(cls, kind, method)
-
-
 def call_counts(op: str, n: Size) -> dict[str, dict[str, int]]:
     """{mode: {"forward": calls, "backward": calls}} of one run of every mode but slow."""
     out = {}
+    cls = Exp if op == "exp" else Conv2dFunction
     for mode in MODES[:-1]:
-        with counted(op) as calls:
+        with counted_timed(cls) as calls:  # the counts only: its seconds are --why's
             run_mode(mode, op, n)
-        out[mode] = dict(calls)
+        out[mode] = {kind: int(calls[kind]) for kind in ("forward", "backward")}
     return out
 
 
