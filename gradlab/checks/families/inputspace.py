@@ -4,6 +4,7 @@ point made into a case and its inputs (gradlab.checks.families.explore runs them
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -122,42 +123,37 @@ def combinations(base: Point, rng: random.Random,
 
 def resized(case: Case, point: Point) -> Case | None:
     """`case` at the point's sizes (every dim of a size axis in every argument), or None when a
-    tensor would pass MAX_ELEMENTS."""
+    tensor would pass MAX_ELEMENTS or one that cannot change size would have to: given values,
+    or an example index tensor (its values mean positions)."""
     size = dict(point.sizes)
     own = {(i, d): m for i, d, m in point.dims}
     args: list[Any] = []
     for i, a in enumerate(case.args):
         if isinstance(a, (TensorArg, Tensor)):
             shape = tuple(own.get((i, d), size.get(n, n)) for d, n in enumerate(a.shape))
-        if isinstance(a, TensorArg):
-            if _numel(shape) > MAX_ELEMENTS or (a.values is not None and shape != a.shape):
+            if math.prod(shape) > MAX_ELEMENTS or (shape != tuple(a.shape) and not _resizable(a)):
                 return None
-            a = replace(a, shape=shape, strides=None,
-                        layout="contiguous" if a.layout == "strided" else a.layout)
-        elif isinstance(a, Tensor):
-            if _numel(shape) > MAX_ELEMENTS:
-                return None
-            if not (a.is_floating_point() or a.is_complex()) and tuple(a.shape) != shape:
-                return None  # an index tensor's values mean positions: it cannot be resized
-            a = _reshaped(a, shape)
+            a = (replace(a, shape=shape, strides=None,
+                         layout="contiguous" if a.layout == "strided" else a.layout)
+                 if isinstance(a, TensorArg) else _reshaped(a, shape))
         args.append(a)
     return replace(case, args=tuple(args))
 
 
-def _numel(shape: Sequence[int]) -> int:
-    out = 1
-    for n in shape:
-        out *= n
-    return out
+def _resizable(a: TensorArg | Tensor) -> bool:
+    """Drawn spec tensors are (any dtype: an index's range stays its own), an example tensor
+    only when floating (grown within its values)."""
+    if isinstance(a, TensorArg):
+        return a.values is None
+    return a.is_floating_point() or a.is_complex()
 
 
 def _reshaped(a: Tensor, shape: tuple[int, ...]) -> Tensor:
-    """An API example tensor at `shape`: its leading block, grown within its value range."""
+    """An API example tensor at `shape` (a floating one: _resizable): its leading block, grown
+    within its value range."""
     if tuple(a.shape) == shape:
         return a
     lead = a.detach()[tuple(slice(0, min(n, m)) for n, m in zip(a.shape, shape, strict=True))]
-    if not (a.is_floating_point() or a.is_complex()):
-        return lead.clone()  # resized() keeps integer tensors at their own shape
     t = lead.clone() if tuple(lead.shape) == shape or lead.numel() == 0 else grown_within(
         lead, shape)
     if t.numel() == 0 and tuple(t.shape) != shape:
