@@ -390,3 +390,30 @@ def test_an_infinity_of_the_wrong_sign_fails_only_where_both_sides_agree() -> No
     case = [rand(3, 4)]
     assert edges(LogAbs, case, LogAbsRight.apply).get("zero[0]", PASSED) == PASSED
     assert edges(LogAbs, case, LogAbsRight.apply)["one_sign[0]"] == ("pass", "")
+
+
+class RowScale(Function):
+    """x * 2 for a matrix; its backward is written for 2-d (a matrix's rows): a rank more
+    raises there, where forward ran.  Not certain: the Function may be meant for matrices."""
+
+    any_rank = False
+
+    @classmethod
+    def forward(cls, ctx: Any, x: Tensor) -> Tensor:
+        ctx.shape = x.shape
+        return x * 2
+
+    @classmethod
+    def backward(cls, ctx: Any, g: Tensor) -> Tensor:
+        rows, cols = (g.shape[0], -1) if cls.any_rank else ctx.shape  # unpacks 2 dims
+        return (g.reshape(rows, cols) * 2).reshape(ctx.shape)
+
+
+class RowScaleAnyRank(RowScale):
+    any_rank = True
+
+
+def test_a_backward_raising_only_at_a_rank_more_warns() -> None:
+    ref = lambda x: x * 2  # noqa: E731
+    assert edges(RowScale, [rand(3, 4)], ref)["rank"] == ("warn", "edge_reshaped")
+    assert edges(RowScaleAnyRank, [rand(3, 4)], ref)["rank"] == ("pass", "")

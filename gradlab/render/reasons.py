@@ -93,10 +93,6 @@ REASONS: dict[str, str] = {
                             "has none",
     "edges_no_reference": "edges not checked: each edge input is compared with a reference, "
                           "and this op has none",
-    "edges_base_fails": "edges not checked: the Function already differs from the reference "
-                        "on the case's own values (its rows say where)",
-    "edges_not_judgeable": "every input of this edge was refused by forward or not judgeable "
-                           "by the reference (it raises, is not finite or ill-conditioned)",
     "cost_envelope": "stopped: this variant ran far longer than the base case (outside the "
                      "op's cost envelope, e.g. a solver's steps growing with the magnitude; "
                      "gradlab.check(cost_envelope=) sets the factor, 0 never stops)",

@@ -39,10 +39,10 @@ from gradlab.checks.families.inputspace import (
     rank_axis,
     shared_dims,
 )
-from gradlab.checks.families.pointjudge import Outcome, judge, reference_scale
+from gradlab.checks.families.pointjudge import Outcome, judge, magnitudes, reference_scale
 from gradlab.checks.numeric.context import CaseContext
-from gradlab.checks.numeric.execute import run_once
-from gradlab.model import Case
+from gradlab.checks.numeric.execute import Run, run_once
+from gradlab.model import Case, TensorArg
 from gradlab.results import PASS, SKIP, Finding
 
 #: The dtype every edge point is judged in (explore's, pointjudge.judge).
@@ -53,8 +53,10 @@ HINTS = {"wrong": "edge_wrong", "raises": "edge_raises", "empty": "edge_empty",
          "scale": "edge_scale"}
 RANK = {"wrong": 0, "raises": 1, "empty": 2, "domain": 3, "reshaped": 4, "broadcast": 5,
         "scale": 6}
-#: The value kinds each floating differentiable input takes (inputspace.VALUE_KINDS' names).
-EDGE_VALUES = ("zero", "negative", "positive")
+#: The value kinds each floating differentiable input takes (inputspace.VALUE_KINDS' names):
+#: all zero, and all of one sign (one_sign: negative, or positive where the case's values are
+#: all negative already).
+EDGE_VALUES = ("zero", "one_sign")
 
 
 @dataclass(frozen=True)
@@ -63,8 +65,8 @@ class Edge:
 
     kind: str
     point: Point
-    #: the kind whose points must all have passed for this one to be judged (a zero at one
-    #: element says nothing new where every one-element input fails already)
+    #: the kind whose points so far must all have passed for this one to be judged (a zero
+    #: at one element says nothing new where a one-element input fails already)
     after: str = ""
     #: a point that, failing, makes this one say nothing new: zeros planted at a few places
     #: (the special variant's condition, its finding) before a whole input of zeros
@@ -78,8 +80,12 @@ def edge_points(case: Case) -> Iterator[Edge]:
         sizes = list(base.sizes)
         sizes[k] = (n, 0)
         yield Edge("empty", replace(base, sizes=tuple(sizes)))
-    if base.sizes:  # every size at 1: a one-element call (a squeeze that drops a dim)
-        yield Edge("one", replace(base, sizes=tuple((n, 1) for n, _ in base.sizes)))
+    if base.sizes:  # every size at 1: a one-element call (a squeeze that drops a dim), then
+        # the same at 0 (a squeeze on a zero's path), where the first passes
+        one = tuple((n, 1) for n, _ in base.sizes)
+        yield Edge("one", replace(base, sizes=one))
+        zeros = tuple((i, "zero") for i, _ in base.values)
+        yield Edge("one", replace(base, sizes=one, values=zeros), after="one")
     for i, d, n in square_dims(case):
         # doubled, not one more: a 2x2 pooling of 5 rows still has as many output rows as
         # of 4 columns
@@ -87,18 +93,14 @@ def edge_points(case: Case) -> Iterator[Edge]:
     if base.sizes:  # every size one past twice its own: a batch past a kernel's step or tile
         yield Edge("grown", replace(base, sizes=tuple((n, 2 * n + 1) for n, _ in base.sizes)))
     for k, (i, _) in enumerate(base.values):
-        for kind in EDGE_VALUES:
+        for name in EDGE_VALUES:
+            kind = name if name == "zero" else one_sign(case.args[i])
             values = list(base.values)
             values[k] = (i, kind)
-            name = "zero" if kind == "zero" else "one_sign"
             planted = list(base.values)
             planted[k] = (i, "zeros")
             unless = replace(base, values=tuple(planted)) if kind == "zero" else None
             yield Edge(f"{name}[{i}]", replace(base, values=tuple(values)), unless=unless)
-            if kind == "zero" and base.sizes:  # and as one element (a squeeze at a zero)
-                yield Edge(f"zero[{i}]", replace(base, values=tuple(values),
-                                                 sizes=tuple((n, 1) for n, _ in base.sizes)),
-                           after="one", unless=unless)
     for i, _ in int_axes(case):
         yield Edge(f"int_zero[{i}]", replace(base, ints=((i, 0),)))
     ranked = rank_axis(case)
@@ -106,10 +108,22 @@ def edge_points(case: Case) -> Iterator[Edge]:
         yield Edge("rank", replace(base, ranked=ranked))
 
 
+def one_sign(a: object) -> str:
+    """The value kind of argument `a`'s one-sign point: "negative" (-|x|), or "positive" where
+    its values are never above 0 (then -|x| would be its own values)."""
+    if isinstance(a, TensorArg):
+        top = a.high if a.values is None else 1.0
+    elif isinstance(a, Tensor) and a.numel() and not a.is_complex():
+        top = float(a.detach().max())
+    else:
+        top = 1.0
+    return "negative" if top > 0 else "positive"
+
+
 def square_dims(case: Case) -> list[tuple[int, int, int]]:
     """(argument, dim, size) of each dim whose size another dim of the same argument shares (a
-    square image or matrix), the first such dim of each size and argument only: moved one up,
-    the argument is non-square and every other argument keeps agreeing."""
+    square image or matrix), the first such dim of each size and argument only: doubled, the
+    argument is non-square and every other argument keeps agreeing."""
     out, seen = [], set()
     for i, d, n in shared_dims(case):
         a = case.args[i]
@@ -119,16 +133,18 @@ def square_dims(case: Case) -> list[tuple[int, int, int]]:
     return out
 
 
-def edge_rows(ctx: CaseContext) -> None:
+def edge_rows(ctx: CaseContext, want: Run | None = None) -> None:
     """The `edges` rows of a case (made in its first dtype's item, judged in float64): one
-    per kind of edge point, then the float16 graph row.  torch's warnings at these inputs (a
+    per kind of edge point, then the float16 graph row.  want: the reference's run on the
+    case's values (its magnitudes are what a change under a nudge is measured against).
+    torch's warnings at these inputs (a
     variance of one element) are the probe's, not the user's: not shown."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        _edge_rows(ctx)
+        _edge_rows(ctx, want)
 
 
-def _edge_rows(ctx: CaseContext) -> None:
+def _edge_rows(ctx: CaseContext, want: Run | None) -> None:
     op, case = ctx.op, ctx.case
     if ctx.options.variants is not True or ctx.target.variants is not None:
         return  # inputs other than the case's, as variants are: off, or narrowed to a list
@@ -141,28 +157,24 @@ def _edge_rows(ctx: CaseContext) -> None:
                 dtype=JUDGED)
         return
     tol = op.tolerance("float64")
-    floor = reference_scale(op.reference, case, ctx.device)
-    base = judge(op.function, op.reference, case, base_point(case), ctx.device, tol, floor)
-    if base.verdict != "pass":
-        # wrong (or not judgeable) on the case's own values: the case's rows say so, and an
-        # edge failing too would only repeat it without the case's diagnosis
-        ctx.row("edges", "edges", SKIP, declared=True, reason="edges_base_fails",
-                note=base.note, dtype=JUDGED)
-        return
+    # the magnitudes of the reference's outputs and gradients on the case's values: the base
+    # run's when it is at hand (one reference run less)
+    floor = magnitudes(want) if want is not None else reference_scale(op.reference, case,
+                                                                      ctx.device)
     kinds: dict[str, list[tuple[Point, Outcome]]] = {}
     seconds: dict[str, float] = {}
     unless: dict[Point, str] = {}
     for e in edge_points(case):
         if e.after and any(o.verdict in RANK for _, o in kinds.get(e.after, [])):
             continue
-        if e.unless is not None:
+        t0 = time.perf_counter()
+        out = judge(op.function, op.reference, case, e.point, ctx.device, tol, floor)
+        if out.verdict in RANK and e.unless is not None:  # judged only where it matters
             if e.unless not in unless:
                 unless[e.unless] = judge(op.function, op.reference, case, e.unless,
                                          ctx.device, tol, floor).verdict
             if unless[e.unless] == "wrong":
                 continue
-        t0 = time.perf_counter()
-        out = judge(op.function, op.reference, case, e.point, ctx.device, tol, floor)
         kinds.setdefault(e.kind, []).append((e.point, out))
         seconds[e.kind] = seconds.get(e.kind, 0.0) + time.perf_counter() - t0
     for kind, outs in kinds.items():

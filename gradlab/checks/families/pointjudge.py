@@ -242,8 +242,11 @@ def reference_scale(ref: Callable[..., Any], case: Case, device: str) -> list[fl
     except Exception:
         return []
     run = run_once(ref, inputs, None, torch.Generator().manual_seed(SEED))
-    if run.error is not None:
-        return []
+    return [] if run.error is not None else magnitudes(run)
+
+
+def magnitudes(run: Run) -> list[float]:
+    """The largest magnitude of each floating output and gradient of a run."""
     return [float(t.detach().abs().max()) if t.numel() else 0.0
             for t in [*run.outs, *run.grads]
             if isinstance(t, Tensor) and (t.is_floating_point() or t.is_complex())]

@@ -101,16 +101,18 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
                                    want_inputs=ref_inputs if op.reference is not None else None,
                                    got=reusable, stochastic=got.drew,
                                    low=low if op.reference is not None else None), checks)
-    after_variants(ctx, got, checks)
+    after_variants(ctx, got, want if op.reference is not None else None, checks)
     return ctx.rows
 
 
-def after_variants(ctx: CaseContext, got: Run, checks: frozenset[str]) -> None:
+def after_variants(ctx: CaseContext, got: Run, want: Run | None,
+                   checks: frozenset[str]) -> None:
     """The rng_replay verdict of the variants that took the base's diagnosis and of the
     contract row, then the edges, last (once per case: edge_rows says when)."""
     rng_replayed([r for r in ctx.rows if r.hint == "rng_replay" or r.check == "contract"], got)
     if "edges" in checks:
-        guarded_check(ctx, "edges", lambda: edge_rows(ctx))
+        guarded_check(ctx, "edges", lambda: edge_rows(ctx, want if want and want.error is None
+                                                       else None))
 
 
 def spec_mistake(ctx: CaseContext, got: Run, want: Run) -> bool:
