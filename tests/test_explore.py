@@ -80,7 +80,8 @@ def test_a_backward_that_crashes_only_on_an_empty_batch_warns() -> None:
     assert row.status == "fail" and row.hint == "explored_wrong", message(row)
 
 
-def test_a_backward_that_raises_on_non_empty_inputs_fails() -> None:
+def test_a_backward_that_raises_only_at_other_sizes_warns() -> None:
+    # forward accepting a size is evidence, not proof, that the Function supports it
     class Rows16(torch.autograd.Function):
         @staticmethod
         def forward(ctx, x):
@@ -91,7 +92,7 @@ def test_a_backward_that_raises_on_non_empty_inputs_fails() -> None:
             return 2 * g.reshape(-1, 16).reshape(g.shape)  # assumes a multiple of 16
 
     row = explore_row(checked(Rows16, lambda x: 2 * x, (4, 8)))
-    assert row.status == "fail" and row.hint == "explored_raises", message(row)
+    assert row.status == "warn" and row.hint == "explored_reshaped", message(row)
     assert "RuntimeError" in row.note
 
 

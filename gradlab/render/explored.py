@@ -18,12 +18,12 @@ SEARCH_HINTS: dict[str, str] = {
                    "span (0, or one sign): a bug if callers pass such values",
     "explored_domain": "wrong or raising only at values beyond the range the case's own "
                        "values span (0, or one sign): a bug if callers pass such values",
-    "edge_reshaped": "backward raises only at a rank or an int argument the case does not "
+    "edge_reshaped": "backward raises only at a shape or an int argument the case does not "
                      "have, where forward and the reference ran: a bug if the Function is "
                      "meant for it",
-    "explored_reshaped": "backward raises only at a rank or an int argument the case does not "
-                         "have, where forward and the reference ran: a bug if the Function is "
-                         "meant for it",
+    "explored_reshaped": "backward raises only at a shape or an int argument the case does "
+                         "not have, where forward and the reference ran: a bug if the Function "
+                         "is meant for it",
     "edge_broadcast": "wrong or raising only where one argument's dim is moved apart from the "
                       "others' (the reference broadcasts them)",
     "edge_scale": "off only at rescaled values, every value finite",

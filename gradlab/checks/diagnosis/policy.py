@@ -140,10 +140,12 @@ RULES: tuple[Rule, ...] = (
          why="a case's values are the only evidence of the Function's domain (a cumprod "
              "written for x away from 0 divides by x): likely a bug, not certain"),
     Rule("edges", "edge_reshaped", WARN,
-         "a backward that raises only at a rank or an int argument the case does not have (a "
-         "trailing dim more, an int argument at 0), where forward and the reference ran",
+         "a backward that raises only at a shape or an int argument the case does not have (a "
+         "size at 1 or grown, a dim doubled, a rank more, an int argument at 0), where forward "
+         "and the reference ran",
          why="forward accepting the shape is evidence, not proof, that the Function supports "
-             "it (a row norm written for 2-d); a wrong value there stays a failure"),
+             "it (a constraint forward does not check: xitorch's symeig asked for 3 "
+             "eigenvalues of a 1x1 matrix); a raise is loud; a wrong value stays a failure"),
     Rule("edges", "edge_broadcast", WARN,
          "a wrong result or a backward that raises only where one argument's dim is moved "
          "apart from the others'",
@@ -161,7 +163,7 @@ RULES: tuple[Rule, ...] = (
          "the range the case's own span",
          why="as edge_domain"),
     Rule("explore", "explored_reshaped", WARN,
-         "under `--explore`, a backward that raises only at a rank or an int argument the "
+         "under `--explore`, a backward that raises only at a shape or an int argument the "
          "case does not have",
          why="as edge_reshaped"),
     Rule("explore", "explored_broadcast", WARN,

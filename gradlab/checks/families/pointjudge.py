@@ -81,15 +81,15 @@ def judge(fn: Callable[..., Any], ref: Callable[..., Any], case: Case, point: Po
         # all positive): a case's values are the only evidence of the domain (a cumprod
         # whose backward divides by x, written for x away from 0), so not certain
         out.verdict = "domain"
-    elif out.verdict == "raises" and _reshaped(point):
-        # a backward that raises at a rank or an int argument the case does not have:
-        # forward accepting it is evidence, not proof, that the Function supports it
-        out.verdict = "reshaped"
     elif out.verdict in FAILED and _disagreeing(case, point) and _coupled(ref, case, point,
                                                                            device):
         # fed arguments whose shapes disagree where the case's agree (the reference
         # broadcasts them): whether a caller does is not certain either
         out.verdict = "broadcast"
+    elif out.verdict == "raises" and _reshaped(point):
+        # a backward that raises at a shape or an int argument the case does not have:
+        # forward accepting it is evidence, not proof, that the Function supports it
+        out.verdict = "reshaped"
     elif (out.verdict == "wrong" and _finite(got)
           and any(kind in RESCALED for _, kind in point.values)):
         # every value finite, off only at values rescaled 1e-6x or 1e3x: an unstable formula,
@@ -153,10 +153,13 @@ REGION_KINDS = {"zero": lambda lo, hi: lo <= 0 <= hi, "zeros": lambda lo, hi: lo
 
 
 def _reshaped(point: Point) -> bool:
-    """The point changes what an argument is, not how large: a rank more, an int argument
-    moved.  (A size the case has at another value stays certain: a backward that raises for
-    a batch of 5 where it ran for 4 is broken.)"""
-    return bool(point.ranked) or bool(point.ints)
+    """The point changes a shape or an int argument of the case, not only its values.  A
+    backward raising there is loud, and forward accepting the shape is evidence, not proof,
+    that the Function supports it: a hidden constraint forward does not check (xitorch's
+    symeig asked for 3 eigenvalues of a 1x1 matrix) raises too.  A wrong value stays
+    certain."""
+    return (any(n != m for n, m in point.sizes) or bool(point.dims) or bool(point.ranked)
+            or bool(point.ints))
 
 
 def _coupled(ref: Callable[..., Any], case: Case, point: Point, device: str) -> bool:
