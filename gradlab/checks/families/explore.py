@@ -141,7 +141,9 @@ def shrink(s: Search, judge_point: Callable[[Point], Outcome], p: Point, out: Ou
            ) -> tuple[Point, Outcome]:
     """The failing point made smaller while it still fails the same way: each value axis back
     to its draw, then each size axis to its smallest failing size (sizes tried ascending), in
-    passes until one changes nothing."""
+    passes until one changes nothing.  A backward raising at the case's shape that raises at
+    a smaller one too (there a `reshaped` verdict on its own) is the same failure: it keeps
+    its verdict."""
     changed = True
     while changed and not over():
         changed = False
@@ -149,8 +151,8 @@ def shrink(s: Search, judge_point: Callable[[Point], Outcome], p: Point, out: Ou
             if over():
                 break
             o = _tried(s, judge_point, cand)
-            if o.verdict == out.verdict:
-                p, out, changed = cand, o, True
+            if o.verdict == out.verdict or (out.verdict, o.verdict) == ("raises", "reshaped"):
+                p, out, changed = cand, Outcome(out.verdict, o.note), True
                 break
     return p, out
 

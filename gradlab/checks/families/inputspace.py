@@ -100,7 +100,7 @@ def shared_dims(case: Case) -> list[tuple[int, int, int]]:
     """(argument, dim, size) of every dim whose size another dim shares: each also moves on its
     own (where the sizes must agree the reference refuses it, a point not judgeable)."""
     dims = [(i, d, n) for i, a in enumerate(case.args) if isinstance(a, (TensorArg, Tensor))
-            for d, n in enumerate(tuple(a.shape)) if n > 0]
+            for d, n in enumerate(tuple(a.shape)) if n > 1]  # a 1 is the case's broadcast
     count: dict[int, int] = {}
     for _, _, n in dims:
         count[n] = count.get(n, 0) + 1

@@ -63,9 +63,11 @@ def judge(fn: Callable[..., Any], ref: Callable[..., Any], case: Case, point: Po
         # forward refusing an input is validation (a clear error is the right answer to a
         # size it does not support); backward raising where forward accepted it is a bug
         note = f"{type(got.error).__name__}: {got.error}".splitlines()[0]
-        if got.stage != "forward" and any(w in note for w in INVALID_RETURN):
-            # autograd refused what backward returned (a shape, a count): wrong, not a crash
-            # of the Function's own code, on an empty input as on any other
+        if (got.stage != "forward" and any(w in note for w in INVALID_RETURN)
+                and not point.dims):
+            # autograd refused what backward returned (a shape, a count) where the arguments'
+            # shapes agree as the case's do: wrong, not a crash of the Function's own code, on
+            # an empty input as on any other
             return Outcome("wrong", note)
         out = Outcome("refused" if got.stage == "forward" else "raises", note)
     else:
