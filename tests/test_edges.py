@@ -3,15 +3,19 @@ gradlab must flag, beside its correct twin, which must pass (gradlab.checks.fami
 
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 from torch import Tensor
 from torch.autograd import Function
+from typer.testing import CliRunner
 
 import gradlab
 from gradlab.checks.families.edges import edge_points
+from gradlab.cli import app
 from gradlab.model import Case
 from gradlab.render.words import message
 
@@ -417,3 +421,40 @@ def test_a_backward_raising_only_at_a_rank_more_warns() -> None:
     ref = lambda x: x * 2  # noqa: E731
     assert edges(RowScale, [rand(3, 4)], ref)["rank"] == ("warn", "edge_reshaped")
     assert edges(RowScaleAnyRank, [rand(3, 4)], ref)["rank"] == ("pass", "")
+
+
+EDGE_BUG = '''
+import torch
+
+
+class LastDimNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.shape = x.shape
+        return x / x[0].numel()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g / ctx.shape[-1]  # right for 2-d only
+
+
+def reference(x):
+    return x / x[0].numel()
+'''
+
+
+def test_an_edge_rows_repro_line_reruns_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                           ) -> None:
+    (tmp_path / "edgebug.py").write_text(EDGE_BUG)
+    (tmp_path / "edge.yaml").write_text("function: edgebug:LastDimNorm\n"
+                                        "reference: edgebug:reference\n"
+                                        "args: [{shape: [3, 4]}]\n")
+    monkeypatch.chdir(tmp_path)
+    first = CliRunner().invoke(app, ["check", "edge.yaml", "--no-isolate"])
+    assert first.exit_code == 1, first.output
+    (line,) = [ln.strip() for ln in first.output.splitlines()
+               if ln.strip().startswith("gradlab check edge.yaml")]
+    assert "--variant" not in line and "--show edges" in line, line
+    again = CliRunner().invoke(app, [*shlex.split(line)[1:], "--no-isolate"])
+    assert again.exit_code == 1, again.output
+    assert "edge_wrong" in again.output and "rank" in again.output, again.output
