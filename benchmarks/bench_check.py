@@ -2,6 +2,7 @@
 
     python benchmarks/bench_check.py [--rounds 5] [--sizes 1e2 1e4 1e5 1e6] [--memory]
     python benchmarks/bench_check.py --rounds 5 --shapes 100x100 316x316 [--warm-heap]
+    python benchmarks/bench_check.py --edges [--rounds 5]   # what the edges check adds
 
 Interleaved rounds (every mode once per round, in a seeded random order), medians, one intra-op
 thread for every mode, each run from a trimmed heap (as a fresh process would start).  Modes
@@ -70,6 +71,7 @@ from check_costs import counted_timed, per_check_seconds, profile_top  # noqa: E
 
 import gradlab  # noqa: E402
 from gradlab.bench.heap import libc  # noqa: E402
+from gradlab.model import CHECKS, OPT_IN_CHECKS  # noqa: E402
 from gradlab.ops.conv2d import Conv2dFunction  # noqa: E402
 from gradlab.ops.exp import Exp  # noqa: E402
 
@@ -148,6 +150,11 @@ def run_mode(mode: str, op: str, n: Size | int) -> Any:
     if mode == "gradlab":
         report = gradlab.check(fn, args, reference=ref, name=op)
         assert report.passed, [r for r in report.rows if r.status != "pass"][:3]
+        return report
+    elif mode == "gradlab no edges":  # the defaults without the edges check (--edges)
+        report = gradlab.check(fn, args, reference=ref, name=op,
+                               checks=[c for c in CHECKS if c not in ("edges", *OPT_IN_CHECKS)])
+        assert report.passed
         return report
     elif mode == "gradlab probes":
         report = gradlab.check(fn, args, reference=ref, name=op, checks=["jacobian"],
@@ -386,6 +393,35 @@ def where_it_goes(op: str, n: Size, missed: bool) -> None:
     print(profile_top(lambda: run_mode("gradlab", op, n)))
 
 
+#: Issue 39: the default check may cost at most 20% more than before its new parts (the edges).
+EDGES_TARGET = 1.2
+
+
+def edges_cost(rounds: int, ops: list[str], sizes: list[Size]) -> None:
+    """gradlab's defaults against the same without the edges check, interleaved, medians."""
+    modes = ("gradlab", "gradlab no edges")
+    cells = [(op, n, m) for op in ops for n in sizes for m in modes]
+    for op, n, m in cells:  # warm-up: imports, first-call costs
+        run_mode(m, op, n)
+    times: dict[tuple[str, Size, str], list[float]] = {c: [] for c in cells}
+    rng = random.Random(0)
+    for r in range(rounds):
+        order = cells[:]
+        rng.shuffle(order)
+        for c in order:
+            times[c].append(timed(c[2], c[0], c[1]))
+        print(f"round {r + 1}/{rounds} done", file=sys.stderr)
+    print(f"median seconds over {rounds} interleaved rounds, 1 thread, torch {torch.__version__}")
+    print(f"{'op':<7}{'size':>9}{'gradlab':>12}{'no edges':>12}{'ratio':>8}  target")
+    for op in ops:
+        for n in sizes:
+            a = statistics.median(times[(op, n, "gradlab")])
+            b = statistics.median(times[(op, n, "gradlab no edges")])
+            met = "met" if a / b <= EDGES_TARGET else "MISSED"
+            print(f"{op:<7}{label(n):>9}{a:>12.3f}{b:>12.3f}{a / b:>8.2f}  <= {EDGES_TARGET}: "
+                  f"{met}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -407,12 +443,18 @@ def main() -> None:
                         help="only issue 40's targets (sizes default to 1e4 1e5 1e6)")
     parser.add_argument("--suite", action="store_true",
                         help="--targets: also the bundled suite / importing torch")
+    parser.add_argument("--edges", action="store_true",
+                        help="only what the default edges check costs: gradlab against gradlab "
+                             "without it (issue 39: at most EDGES_TARGET more)")
     parser.add_argument("--why", nargs="*", default=["exp:1e4"],
                         help="--targets: op:size cells whose time is broken down if they miss")
     args = parser.parse_args()
     global WARM_HEAP
     WARM_HEAP = args.warm_heap
     torch.set_num_threads(1)
+    if args.edges:
+        edges_cost(args.rounds, args.ops, [(int(s),) for s in args.sizes or [SMALL, 1e4, 1e5]])
+        return
     if args.targets:
         why = [(w.split(":")[0], (int(float(w.split(":")[1])),)) for w in args.why]
         targets(args.rounds, args.ops, [(int(s),) for s in args.sizes or [1e4, 1e5, 1e6]],

@@ -58,11 +58,14 @@ LAYOUTS = ("contiguous", "channels_last", "transposed", "strided")
 #:   gradlab.checks.numeric.capabilities):
 #:                 torch.compile, torch.func vmap and grad, a deterministic backward,
 #:                 non-contiguous inputs, CUDA;
+#: - edges:        the inputs at the edges of the case's signature (an empty size, a dim made
+#:                 non-square, all-zero and one-sign values, an int argument at 0, a rank
+#:                 more, float16's graph) against the reference (gradlab.checks.families.edges);
 #: - opcheck:      for a torch.library op only, torch.library.opcheck's test utilities, a row
 #:                 each: schema and undeclared mutation, the fake kernel against the real one,
 #:                 the autograd registration, AOT dispatch (gradlab.checks.numeric.opcheck).
 CHECKS = ("forward", "gradient", "contract", "jacobian", "second_order", "forward_ad",
-          "autocast", "capabilities", "opcheck", "explore")
+          "autocast", "capabilities", "edges", "opcheck", "explore")
 #: Checks that run only when asked for by an option of their own (explore: `--explore`,
 #: gradlab.check(explore=)); `checks:` and `--check` still narrow them.
 OPT_IN_CHECKS = ("explore",)

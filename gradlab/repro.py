@@ -59,6 +59,8 @@ def save_failures(rows: list[CheckRow], target: Target, case: Case, dtype: str, 
 #: The checks of a case's per-dtype item (its base run and variants); the others are its
 #: numerical item's (gradlab.checks.run.plan).
 CASE_CHECKS = ("forward", "gradient", "contract")
+#: The dtype an edges row re-runs in (its points are judged in float64: checks.families.edges).
+EDGES_DTYPE = "float64"
 
 
 @dataclass(frozen=True)
@@ -90,13 +92,20 @@ class ReproCommand:
         # a numerical item's rows are its base case's, whatever they name (a capability, an
         # opcheck utility): --variant takes variant families only
         variant = row.variant if row.check in CASE_CHECKS else "base"
-        if variant == "base":
+        pick = ["--variant", variant]
+        dtype = row.dtype
+        if row.check == "edges":
+            # the edges run after the case and every variant pass, in the case item, judged in
+            # float64 (float16's row too): no --variant narrowing them away
+            checks = [c for c in (checks or CHECKS) if c in (*CASE_CHECKS, "edges")]
+            pick, dtype = [], EDGES_DTYPE
+        elif variant == "base":
             mine = set(CASE_CHECKS) if row.check in CASE_CHECKS else set(CHECKS) - set(CASE_CHECKS)
             checks = [c for c in (checks or CHECKS) if c in mine]
         # --show: of what runs, only this row's check is reported (one row)
-        words = ["gradlab", "check", *self.what, "--op", row.op, "--case", row.case,
-                 "--variant", variant, *(w for c in checks for w in ("--check", c)),
-                 "--show", row.check, "--dtype", row.dtype, "--device", row.device]
+        words = ["gradlab", "check", *self.what, "--op", row.op, "--case", row.case, *pick,
+                 *(w for c in checks for w in ("--check", c)),
+                 "--show", row.check, "--dtype", dtype, "--device", row.device]
         if self.seed:
             words += ["--seed", str(self.seed)]
         words += [w for p in self.paths for w in ("--path", p)]

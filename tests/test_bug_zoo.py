@@ -806,9 +806,14 @@ def test_squeezed_bias_grad_caught_by_size1_variant() -> None:
             and x.hint in ("wrong_shape", "size1_only")]
     assert rows, table(r.failures)
     assert any(names_input(message(x), 2) for x in rows), table(rows)
-    # only the size-1 variant shows it
-    assert all(x.variant.startswith("size1[") for x in r.failures), table(r.failures)
+    # only the size-1 variant shows it, and the default edges' one-element input
+    assert all(x.variant.startswith("size1[") or (x.check, x.variant) == ("edges", "one")
+               for x in r.failures), table(r.failures)
     assert_passes(gradlab.check(Conv2d, args, reference=conv2d_reference, size1=size1))
+    # without the size-1 group, the edges' one-element input finds it by default
+    plain = gradlab.check(Conv2dSqueeze, args, reference=conv2d_reference)
+    assert [(x.check, x.variant) for x in plain.failures] == [("edges", "one")], table(
+        plain.failures)
 
 
 def test_symmetric_kernel_hides_the_missing_flip() -> None:

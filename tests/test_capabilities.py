@@ -55,6 +55,8 @@ CLASSES_TABLE = {
                        "autocast", "autocast_only", FAIL),
     "vmap_wrong": (bf.ExpBadVmapRule, bf.ExpFunc, torch.exp, SQUARE, (), "capabilities",
                    "vmap_wrong", FAIL),
+    "vmap_graph_lost": (bf.exp_vmap_detached, bf.exp_func, torch.exp, SQUARE, (),
+                        "capabilities", "vmap_wrong", FAIL),
     "transforms_required": (bf.Exp, bf.ExpFunc, torch.exp, SQUARE, ("vmap", "func_grad"),
                             "capabilities", "vmap_missing", FAIL),
     "deterministic_required": (bf.ExpNoisyBackward, bf.Exp, torch.exp, SQUARE,

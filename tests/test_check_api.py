@@ -18,7 +18,7 @@ from gradlab.results.capabilities import NO, WRONG, capability_matrix
 
 F64 = torch.float64
 CHECKS = {"forward", "gradient", "contract", "jacobian", "second_order", "forward_ad", "autocast",
-          "capabilities"}
+          "capabilities", "edges"}
 
 
 def rand(*shape: int, seed: int = 0) -> Tensor:
@@ -121,7 +121,9 @@ def test_rows_carry_the_table_columns() -> None:
             assert hasattr(row, column), column
         assert row.op == "Square"  # the Function's name by default
         # autocast computes in bfloat16 on the CPU; everything else in the example's dtype
-        dtype = "bfloat16" if row.check == "autocast" else "float64"
+        # edges/float16 runs the case in float16 (its graph)
+        dtype = {"autocast": "bfloat16", "float16": "float16"}.get(
+            row.check if row.check == "autocast" else row.variant, "float64")
         assert (row.case, row.dtype, row.device) == ("example", dtype, "cpu")
         # Square has no jvp: forward_ad warns (a capability the reference has)
         assert row.status in {"pass", "fail", "error", "skip"} or (

@@ -80,7 +80,8 @@ def test_a_backward_that_crashes_only_on_an_empty_batch_warns() -> None:
     assert row.status == "fail" and row.hint == "explored_wrong", message(row)
 
 
-def test_a_backward_that_raises_on_non_empty_inputs_fails() -> None:
+def test_a_backward_that_raises_only_at_other_sizes_warns() -> None:
+    # forward accepting a size is evidence, not proof, that the Function supports it
     class Rows16(torch.autograd.Function):
         @staticmethod
         def forward(ctx, x):
@@ -91,7 +92,7 @@ def test_a_backward_that_raises_on_non_empty_inputs_fails() -> None:
             return 2 * g.reshape(-1, 16).reshape(g.shape)  # assumes a multiple of 16
 
     row = explore_row(checked(Rows16, lambda x: 2 * x, (4, 8)))
-    assert row.status == "fail" and row.hint == "explored_raises", message(row)
+    assert row.status == "warn" and row.hint == "explored_reshaped", message(row)
     assert "RuntimeError" in row.note
 
 
@@ -287,3 +288,47 @@ def test_a_damping_epsilon_at_rescaled_values_warns_and_a_nan_fails() -> None:
     assert row.status == "warn" and row.hint == "explored_scale", message(row)
     row = explore_row(checked(safe_tanh(0.0, naive=True), torch.tanh, (4, 3)))
     assert row.status == "fail" and row.hint == "explored_wrong", message(row)
+
+
+def test_an_int_argument_is_an_axis_and_its_value_goes_in_the_spec_case() -> None:
+    class Scale(torch.autograd.Function):
+        """x * n; backward uses max(n, 1): wrong only at n = 0."""
+
+        @staticmethod
+        def forward(ctx, x, n):
+            ctx.n = n
+            return x * n
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * max(ctx.n, 1), None
+
+    x = torch.rand(3, 4, dtype=torch.float64, requires_grad=True)
+    report = gradlab.check(Scale, [x, 3], reference=lambda x, n: x * n, explore=BUDGET,
+                           checks=["forward", "gradient", "explore"])
+    row = explore_row(report)
+    assert row.status == "fail" and row.hint == "explored_wrong", message(row)
+    assert row.findings[0].want["set"][1] == 0
+    assert "1: 0}" in message(row)
+
+
+def test_one_dim_of_a_shared_size_shrinks_on_its_own() -> None:
+    class StepMatmul(torch.autograd.Function):
+        """x @ w whose w gradient keeps the first 4 rows' share only."""
+
+        @staticmethod
+        def forward(ctx, x, w):
+            ctx.save_for_backward(x, w)
+            return x @ w
+
+        @staticmethod
+        def backward(ctx, g):
+            x, w = ctx.saved_tensors
+            return g @ w.t(), x[:4].t() @ g[:4]
+
+    # the batch (2) and the out-features (2) share a size: a batch of 5 fails, and the
+    # out-features shrink back to 1 on their own
+    row = explore_row(checked(StepMatmul, torch.matmul, (2, 3), (3, 2)))
+    assert row.status == "fail", message(row)
+    got = row.findings[0].want["set"]
+    assert got[0]["shape"][0] == 5 and got[1]["shape"][1] == 1, got

@@ -89,7 +89,7 @@ def test_checks_and_variants_switches() -> None:
                            "variants": ["grad_output"]})
     # explore is among them, run only when --explore asks (model.OPT_IN_CHECKS)
     assert t.checks == frozenset({"forward", "gradient", "contract", "jacobian", "forward_ad",
-                                  "autocast", "capabilities", "opcheck", "explore"})
+                                  "autocast", "capabilities", "edges", "opcheck", "explore"})
     assert t.variants == frozenset({"grad_output"})
 
 
@@ -97,7 +97,7 @@ def test_former_check_names_and_numerical_dtype_key_are_accepted() -> None:
     (t,) = parse_document({"op": "exp", "checks": {"gradgradcheck": False}})
     # explore is among them, run only when --explore asks (model.OPT_IN_CHECKS)
     assert t.checks == frozenset({"forward", "gradient", "contract", "jacobian", "forward_ad",
-                                  "autocast", "capabilities", "opcheck", "explore"})
+                                  "autocast", "capabilities", "edges", "opcheck", "explore"})
     (t,) = parse_document({"op": "exp", "checks": ["gradcheck", "gradgradcheck"]})
     assert t.checks == frozenset({"jacobian", "second_order"})
     (t,) = parse_document({"op": "exp", "numerical_dtype": "float32"})

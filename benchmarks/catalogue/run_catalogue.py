@@ -83,8 +83,22 @@ def summary(rows: list[tuple[Entry, dict[str, Any]]]) -> list[str]:
         "| tool | bugs caught | false alarms on the twins |",
         "| --- | ---: | ---: |",
         f"| gradlab, defaults | {pct(t['gradlab_buggy'], n)} | {t['gradlab_twin']} |",
+        f"| gradlab, defaults, a fail or a warn | {pct(flagged(rows, 'gradlab_buggy'), n)} | "
+        f"{flagged(rows, 'gradlab_twin')} |",
         f"| gradcheck + gradgradcheck, defaults | {pct(t['gradcheck_buggy'], n)} | "
-        f"{t['gradcheck_twin']} |", ""]
+        f"{t['gradcheck_twin']} |", "",
+        "A warn is gradlab's word for a likely bug that is not certain (a backward that "
+        "raises only on an empty tensor, a wrong value only beyond the range of the case's "
+        "own values, a capability missing under autocast); the first row counts fail and "
+        "error rows only.", ""]
+
+
+def flagged(rows: list[tuple[Entry, dict[str, Any]]], key: str) -> int:
+    """Entries with a fail, error or warn row (forward_ad's information-like warn aside: a
+    classic Function without a jvp, which every twin has too)."""
+    return sum(bool(r[key]["red"] or [w for w in r[key]["warns"]
+                                      if not w.startswith("base/forward_ad")])
+               for _, r in rows)
 
 
 def method(rows: list[tuple[Entry, dict[str, Any]]]) -> list[str]:

@@ -22,4 +22,12 @@ pipi torchdiffeq==0.2.5 torchsde==0.2.6 trampoline==0.1.2 POT==0.9.7.post1 roma=
 pipi entmax==1.3 sparsemax==0.1.9 qpth==0.0.18 \
      pytorch-wavelets==1.3.0 PyWavelets==1.8.0 six==1.17.0 torch-struct==0.5
 
+# fresh picks (issue 39's session: a helper who had not read gradlab's checks)
+# configs_fresh.py and demos/fresh/: timm (its activations_me.py loaded by path), pyro-ppl (+
+# pyro-api, opt-einsum), zuko, xitorch, diffsort, torchlie, memory-efficient-attention-pytorch
+# (+ einops)
+pipi timm==1.0.31 pyro-ppl==1.9.2 pyro-api==0.1.2 opt-einsum==3.4.0 zuko==1.6.0 \
+     xitorch==0.5.1 diffsort==0.2.0 torchlie==0.1.0 memory-efficient-attention-pytorch==0.1.6 \
+     einops==0.8.2 revlib==1.7.2 tqdm==4.70.1
+
 echo "installed into $TARGET"

@@ -5,6 +5,47 @@ from __future__ import annotations
 
 from typing import Any
 
+#: The words of the hints of the edges check and the explore search (words.HINTS has them).
+SEARCH_HINTS: dict[str, str] = {
+    "edge_wrong": "wrong on an input at an edge of the case's signature (an empty size, a "
+                  "non-square dim, all-zero or one-sign values, an int argument at 0, a rank "
+                  "more): the spec case to paste follows",
+    "edge_raises": "backward raises on an input at an edge of the case's signature, where "
+                   "forward and the reference ran: the spec case to paste follows",
+    "edge_empty": "wrong or raising only on an input with an empty tensor (a size at 0): "
+                  "likely a bug, not certain (a caller may never pass one)",
+    "edge_domain": "wrong or raising only at values beyond the range the case's own values "
+                   "span (0, or one sign): a bug if callers pass such values",
+    "explored_domain": "wrong or raising only at values beyond the range the case's own "
+                       "values span (0, or one sign): a bug if callers pass such values",
+    "edge_reshaped": "backward raises only at a shape or an int argument the case does not "
+                     "have, where forward and the reference ran: a bug if the Function is "
+                     "meant for it",
+    "explored_reshaped": "backward raises only at a shape or an int argument the case does "
+                         "not have, where forward and the reference ran: a bug if the Function "
+                         "is meant for it",
+    "edge_broadcast": "wrong or raising only where one argument's dim is moved apart from the "
+                      "others' (the reference broadcasts them)",
+    "edge_scale": "off only at rescaled values, every value finite",
+    "graph_cut": "in float16 the output does not require grad (it does in float64): the half "
+                 "path cuts the graph (a .detach() or a conversion outside autograd), so "
+                 "nothing upstream trains",
+    "explored_wrong": "wrong on an input the explore search found (shrunk to the smallest that "
+                      "fails; the spec case to paste follows)",
+    "explored_raises": "backward raises on an input the explore search found, where forward "
+                       "and the reference ran (shrunk to the smallest that does; the spec case "
+                       "to paste follows)",
+    "explored_empty": "wrong or raising only on an input with an empty tensor (an empty batch, "
+                      "no points) where the reference runs: shrunk to the smallest; a likely "
+                      "bug if callers can pass one",
+    "explored_broadcast": "wrong or raising only when one argument's dim is moved apart from "
+                          "the others' (shapes that disagree, which the reference broadcasts): "
+                          "a bug only if callers broadcast",
+    "explored_scale": "off only at values rescaled 1e-6x or 1e3x, every value finite: an "
+                      "unstable formula, or a method's absolute scale by design (a damping "
+                      "epsilon)",
+}
+
 
 def explored_words(facts: dict[str, Any], case: dict[str, Any] | None) -> str:
     """What the explore search tried, and the shrunk failing input as a spec case (one flow
@@ -18,14 +59,25 @@ def explored_words(facts: dict[str, Any], case: dict[str, Any] | None) -> str:
         said += f"; {facts['unjudgeable']} not judgeable (the reference raises, is not finite " \
                 "or ill-conditioned there)"
     if case is not None:
-        sets = ", ".join(f"{i}: {{{', '.join(f'{k}: {v}' for k, v in kv.items())}}}"
-                         for i, kv in case["set"].items())
-        said += f"; smallest failing input, as a spec case: - {{name: {case['name']}, set: " \
-                f"{{{sets}}}}}"
-        if any(0 in kv.get("shape", [1]) for kv in case["set"].values()):
-            said += " (an empty shape, which a spec cannot hold: gradlab.check with tensors of " \
-                    "these shapes reproduces it)"
+        said += f"; smallest failing input, as a spec case: {case_words(case)}"
     return said
+
+
+def case_words(case: dict[str, Any]) -> str:
+    """A point as a spec case to paste (explore.spec_case's), saying where a spec cannot."""
+    sets = ", ".join(f"{i}: {_argument(kv)}" for i, kv in case["set"].items())
+    said = f"- {{name: {case['name']}, set: {{{sets}}}}}"
+    if any(isinstance(kv, dict) and 0 in kv.get("shape", [1]) for kv in case["set"].values()):
+        said += " (an empty shape, which a spec cannot hold: gradlab.check with tensors of " \
+                "these shapes reproduces it)"
+    return said
+
+
+def _argument(kv: Any) -> str:
+    """One argument of a spec case's `set`: a tensor's keys in braces, a plain value as is."""
+    if isinstance(kv, dict):
+        return "{" + ", ".join(f"{k}: {v}" for k, v in kv.items()) + "}"
+    return str(kv)
 
 
 def explored_summary(facts: dict[str, Any]) -> str:

@@ -5,7 +5,7 @@ No rich here: the terminal renderer, the report files and the API's messages all
 
 from __future__ import annotations
 
-from gradlab.render.explored import explored_words
+from gradlab.render.explored import SEARCH_HINTS, case_words, explored_words
 from gradlab.render.reasons import REASONS
 from gradlab.results import CheckRow, Finding, Pattern
 
@@ -99,20 +99,7 @@ HINTS: dict[str, str] = {
     "tail_tile": "wrong only in the last partial tile along a dim (a launch grid of n // BLOCK "
                  "instead of cdiv(n, BLOCK), or a loop that drops the remainder?)",
     "index_range": "wrong only in one range of one dim (an index or group offset?)",
-    "explored_wrong": "wrong on an input the explore search found (shrunk to the smallest that "
-                      "fails; the spec case to paste follows)",
-    "explored_raises": "backward raises on an input the explore search found, where forward "
-                       "and the reference ran (shrunk to the smallest that does; the spec case "
-                       "to paste follows)",
-    "explored_empty": "wrong or raising only on an input with an empty tensor (an empty batch, "
-                      "no points) where the reference runs: shrunk to the smallest; a likely "
-                      "bug if callers can pass one",
-    "explored_broadcast": "wrong or raising only when one argument's dim is moved apart from "
-                          "the others' (shapes that disagree, which the reference broadcasts): "
-                          "a bug only if callers broadcast",
-    "explored_scale": "off only at values rescaled 1e-6x or 1e3x, every value finite: an "
-                      "unstable formula, or a method's absolute scale by design (a damping "
-                      "epsilon)",
+    **SEARCH_HINTS,
     "sign_region": "wrong only for one sign of an input (a branch on the sign whose other "
                    "side's derivative is wrong, abs or a leaky slope?)",
     "zero_region": "wrong only where an input is 0 (the derivative's value at 0: a convention "
@@ -292,6 +279,8 @@ def _fact(f: Finding) -> str:
     """The finding's own facts: what came against what was expected."""
     if f.subject == "explored" and isinstance(f.got, dict):
         return explored_words(f.got, f.want if isinstance(f.want, dict) else None)
+    if f.subject == "edge" and isinstance(f.want, dict):
+        return f"failing input, as a spec case: {case_words(f.want)}"
     if f.hint == "wrong_count":
         return f"backward returned {f.got} values for {f.want} forward inputs"
     if f.subject == "outputs":

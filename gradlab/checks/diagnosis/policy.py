@@ -128,11 +128,44 @@ RULES: tuple[Rule, ...] = (
          "input whose contiguous copy it refuses too) that the reference accepts",
          why="a domain narrower than the reference's (a Cholesky solve of a singular "
              "matrix): raising is safe, and may be a bug"),
+    Rule("edges", "edge_empty", WARN,
+         "a wrong result or a backward that raises only on an input with an empty tensor (a "
+         "size of the case at 0, an int argument at 0), where the reference runs",
+         why="as explored_empty: a crash on an empty batch is likely a bug, yet 6 of the bug "
+             "catalogue's 72 correct twins crash there too (reshape(-1, 0), a stack of no "
+             "tensors): not certain"),
+    Rule("edges", "edge_domain", WARN,
+         "a wrong result or a backward that raises only at values beyond the range the case's "
+         "own span (0, or one sign, where the case's values are all positive)",
+         why="a case's values are the only evidence of the Function's domain (a cumprod "
+             "written for x away from 0 divides by x): likely a bug, not certain"),
+    Rule("edges", "edge_reshaped", WARN,
+         "a backward that raises only at a shape or an int argument the case does not have (a "
+         "size at 1 or grown, a dim doubled, a rank more, an int argument at 0), where forward "
+         "and the reference ran",
+         why="forward accepting the shape is evidence, not proof, that the Function supports "
+             "it (a constraint forward does not check: xitorch's symeig asked for 3 "
+             "eigenvalues of a 1x1 matrix); a raise is loud; a wrong value stays a failure"),
+    Rule("edges", "edge_broadcast", WARN,
+         "a wrong result or a backward that raises only where one argument's dim is moved "
+         "apart from the others'",
+         why="as explored_broadcast"),
+    Rule("edges", "edge_scale", WARN,
+         "a result off only at values rescaled, every value finite",
+         why="as explored_scale"),
     Rule("explore", "explored_empty", WARN,
          "under `--explore`, a wrong result or a backward that raises only on an input with "
          "an empty tensor, where the reference runs",
          why="a crash on an empty batch is likely a bug, yet whether a caller passes one is "
              "not certain"),
+    Rule("explore", "explored_domain", WARN,
+         "under `--explore`, a wrong result or a backward that raises only at values beyond "
+         "the range the case's own span",
+         why="as edge_domain"),
+    Rule("explore", "explored_reshaped", WARN,
+         "under `--explore`, a backward that raises only at a shape or an int argument the "
+         "case does not have",
+         why="as edge_reshaped"),
     Rule("explore", "explored_broadcast", WARN,
          "under `--explore`, a wrong result or a backward that raises only on arguments whose "
          "shapes disagree where the case's agree (the reference broadcasts them)",

@@ -62,16 +62,20 @@ def _values(run: Run, grads: bool) -> list[Tensor]:
             if isinstance(t, Tensor) and (t.is_floating_point() or t.is_complex())]
 
 
-def moved(a: Run, b: Run, *, grads: bool = True, larger: bool = False) -> float:
+def moved(a: Run, b: Run, *, grads: bool = True, larger: bool = False,
+          floor: Sequence[float] = ()) -> float:
     """The largest relative change from run `a` to run `b` in outputs (and gradients), over the
     elements where `a` is finite (the comparison itself leaves the others out): inf when `b`
     is not finite where `a` is, or the shapes differ.  larger: relative to the larger of the
-    two runs' magnitudes (an all-zero gradient that turns nonzero moved by 1: relu at 0)."""
+    two runs' magnitudes (an all-zero gradient that turns nonzero moved by 1: relu at 0).
+    floor: the least scale of each value in turn (the magnitudes the case's own values give:
+    explore.reference_scale), when the runs' own are smaller."""
     va, vb = _values(a, grads), _values(b, grads)
     if len(va) != len(vb):
         return float("inf")
     worst = 0.0
-    for x, y in zip(va, vb, strict=True):
+    floors = list(floor) if len(floor) == len(va) else [0.0] * len(va)
+    for x, y, least in zip(va, vb, floors, strict=True):
         if x.shape != y.shape:
             return float("inf")
         keep = torch.isfinite(x)
@@ -81,6 +85,7 @@ def moved(a: Run, b: Run, *, grads: bool = True, larger: bool = False) -> float:
         scale = float(x.abs().max()) if x.numel() else 0.0
         if larger and x.numel():
             scale = max(scale, float(y.abs().max()))
+        scale = max(scale, least)
         if scale > 0:
             worst = max(worst, float((x - y).abs().max()) / scale)
     return worst

@@ -40,23 +40,67 @@ class Point:
     sizes: tuple[tuple[int, int], ...]
     values: tuple[tuple[int, str], ...]
     dims: tuple[tuple[int, int, int], ...] = ()
+    #: (argument, value) of each plain int argument moved (a count, a number of bins or repeats)
+    ints: tuple[tuple[int, int], ...] = ()
+    #: arguments that gain a trailing dim of RANK_SIZE (a 4-d image where the case has 3-d)
+    ranked: tuple[int, ...] = ()
 
     def moved_axes(self) -> int:
-        return (sum(a != b for a, b in self.sizes) + len(self.dims)
-                + sum(k != "drawn" for _, k in self.values))
+        return (sum(a != b for a, b in self.sizes) + len(self.dims) + len(self.ints)
+                + len(self.ranked) + sum(k != "drawn" for _, k in self.values))
+
+
+#: The size of the dim a rank point appends.
+RANK_SIZE = 2
 
 
 def size_axes(case: Case) -> list[int]:
-    """The case's distinct tensor sizes above 0, largest first (each one axis)."""
+    """The case's distinct tensor sizes above 1, largest first (each one axis).  A dim of 1 is
+    a broadcast or keepdim dim by the case's own choice (a [1] scale, a [1, 1] parameter):
+    growing it changes what the argument means, not how large it is."""
     shapes = [tuple(a.shape) for a in case.args if isinstance(a, (TensorArg, Tensor))]
-    return sorted({n for s in shapes for n in s if n > 0}, reverse=True)
+    return sorted({n for s in shapes for n in s if n > 1}, reverse=True)
+
+
+def size_dims(case: Case) -> dict[int, list[tuple[int, int]]]:
+    """Every (argument, dim) of each size axis, by size."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for i, a in enumerate(case.args):
+        if isinstance(a, (TensorArg, Tensor)):
+            for d, n in enumerate(tuple(a.shape)):
+                out.setdefault(n, []).append((i, d))
+    return out
+
+
+def int_axes(case: Case) -> list[tuple[int, int]]:
+    """(position, value) of every plain positive int argument (not a bool): a count, a number
+    of bins, repeats or groups, each its own axis."""
+    return [(i, a) for i, a in enumerate(case.args)
+            if isinstance(a, int) and not isinstance(a, bool) and a > 0]
+
+
+def int_values(n: int) -> list[int]:
+    """The values an int axis takes: none, one, one more."""
+    return sorted({0, 1, n + 1} - {n})
+
+
+def rank_axis(case: Case) -> tuple[int, ...]:
+    """The argument of the highest rank (2 or more), when one alone has it: the tensor whose
+    trailing dims a caller extends (a 3-d [N, C, L] input fed as 4-d [N, C, H, W])."""
+    ranks = [(len(a.shape), i) for i, a in enumerate(case.args)
+             if isinstance(a, (TensorArg, Tensor)) and _resizable(a)]
+    if not ranks:
+        return ()
+    top = max(r for r, _ in ranks)
+    tops = [i for r, i in ranks if r == top]
+    return tuple(tops) if top >= 2 and len(tops) == 1 else ()
 
 
 def shared_dims(case: Case) -> list[tuple[int, int, int]]:
     """(argument, dim, size) of every dim whose size another dim shares: each also moves on its
     own (where the sizes must agree the reference refuses it, a point not judgeable)."""
     dims = [(i, d, n) for i, a in enumerate(case.args) if isinstance(a, (TensorArg, Tensor))
-            for d, n in enumerate(tuple(a.shape)) if n > 0]
+            for d, n in enumerate(tuple(a.shape)) if n > 1]  # a 1 is the case's broadcast
     count: dict[int, int] = {}
     for _, _, n in dims:
         count[n] = count.get(n, 0) + 1
@@ -87,9 +131,12 @@ def base_point(case: Case) -> Point:
                  tuple((i, "drawn") for i in value_axes(case)))
 
 
-def one_at_a_time(base: Point, shared: Sequence[tuple[int, int, int]] = ()) -> Iterator[Point]:
+def one_at_a_time(base: Point, shared: Sequence[tuple[int, int, int]] = (),
+                  ints: Sequence[tuple[int, int]] = (),
+                  ranked: tuple[int, ...] = ()) -> Iterator[Point]:
     """Each axis alone at each of its values, the rest as the case has them: the size axes,
-    each shared dim on its own (one more, empty), the value axes."""
+    each shared dim on its own (one more, empty), the value axes, the int arguments, a rank
+    more."""
     for k, (n, _) in enumerate(base.sizes):
         for m in size_values(n):
             sizes = list(base.sizes)
@@ -103,10 +150,16 @@ def one_at_a_time(base: Point, shared: Sequence[tuple[int, int, int]] = ()) -> I
             values = list(base.values)
             values[k] = (i, kind)
             yield replace(base, values=tuple(values))
+    for i, n in ints:
+        for m in int_values(n):
+            yield replace(base, ints=((i, m),))
+    if ranked:
+        yield replace(base, ranked=ranked)
 
 
 def combinations(base: Point, rng: random.Random,
-                 shared: Sequence[tuple[int, int, int]] = ()) -> Iterator[Point]:
+                 shared: Sequence[tuple[int, int, int]] = (),
+                 ints: Sequence[tuple[int, int]] = ()) -> Iterator[Point]:
     """Seeded random points, each moving about MOVE of the axes (and, one time in three, one
     shared dim on its own)."""
     while True:
@@ -118,7 +171,8 @@ def combinations(base: Point, rng: random.Random,
         if shared and rng.random() < 1 / 3:
             i, d, n = rng.choice(list(shared))
             dims = ((i, d, rng.choice((n + 1, 2 * n + 1, 1, 0))),)
-        yield Point(sizes, values, dims)
+        moved = tuple((i, rng.choice(int_values(n))) for i, n in ints if rng.random() < MOVE)
+        yield Point(sizes, values, dims, moved)
 
 
 def resized(case: Case, point: Point) -> Case | None:
@@ -127,11 +181,15 @@ def resized(case: Case, point: Point) -> Case | None:
     or an example index tensor (its values mean positions)."""
     size = dict(point.sizes)
     own = {(i, d): m for i, d, m in point.dims}
+    ints = dict(point.ints)
     args: list[Any] = []
     for i, a in enumerate(case.args):
-        if isinstance(a, (TensorArg, Tensor)):
+        if i in ints:
+            a = ints[i]
+        elif isinstance(a, (TensorArg, Tensor)):
             shape = tuple(own.get((i, d), size.get(n, n)) for d, n in enumerate(a.shape))
-            if math.prod(shape) > MAX_ELEMENTS or (shape != tuple(a.shape) and not _resizable(a)):
+            shape += (RANK_SIZE,) * (i in point.ranked)
+            if math.prod(shape) > MAX_ELEMENTS or not _may_take(a, shape):
                 return None
             a = (replace(a, shape=shape, strides=None,
                          layout="contiguous" if a.layout == "strided" else a.layout)
@@ -148,17 +206,31 @@ def _resizable(a: TensorArg | Tensor) -> bool:
     return a.is_floating_point() or a.is_complex()
 
 
+def _may_take(a: TensorArg | Tensor, shape: tuple[int, ...]) -> bool:
+    """Whether `a` may be made `shape`: its own shape; any shape when resizable; an example
+    tensor of other values (an index: positions) only its leading block, at its rank (a
+    shorter list of positions stays a list of valid positions)."""
+    own = tuple(a.shape)
+    if shape == own or _resizable(a):
+        return True
+    return (isinstance(a, Tensor) and len(shape) == len(own)
+            and all(m <= n for m, n in zip(shape, own, strict=True)))
+
+
 def _reshaped(a: Tensor, shape: tuple[int, ...]) -> Tensor:
     """An API example tensor at `shape` (a floating one: _resizable): its leading block, grown
     within its value range."""
     if tuple(a.shape) == shape:
         return a
+    grad = a.requires_grad
+    if len(shape) > a.dim():  # a rank point: the tensor is the first slice of the new dims
+        a = a.detach().reshape(*a.shape, *(1,) * (len(shape) - a.dim()))
     lead = a.detach()[tuple(slice(0, min(n, m)) for n, m in zip(a.shape, shape, strict=True))]
     t = lead.clone() if tuple(lead.shape) == shape or lead.numel() == 0 else grown_within(
         lead, shape)
     if t.numel() == 0 and tuple(t.shape) != shape:
         t = torch.zeros(shape, dtype=a.dtype)
-    return t.requires_grad_(a.requires_grad)
+    return t.requires_grad_(grad)
 
 
 def with_values(inputs: Inputs, point: Point) -> Inputs:
@@ -173,8 +245,10 @@ def with_values(inputs: Inputs, point: Point) -> Inputs:
             x = x.abs()
         elif kind == "negative":
             x = -x.abs()
-        elif kind == "zeros":
-            x.view(-1)[torch.rand(x.numel(), generator=gen) < 0.25] = 0
+        elif kind == "zeros":  # a quarter of the elements, the first always (one-element too)
+            planted = torch.rand(x.numel(), generator=gen) < 0.25
+            planted[0] = True
+            x.view(-1)[planted] = 0
         elif kind == "zero":  # every element: a zero rotation, an all-zero mask
             x = torch.zeros_like(x)
         elif kind == "ties":

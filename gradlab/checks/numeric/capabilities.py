@@ -163,7 +163,38 @@ def probe_vmap(ctx: CaseContext, inputs: Inputs) -> Measured:
         if not d.ok:
             found.append(Finding("output", k, "vmap_wrong", shape=tuple(g.shape),
                                  stats=d.stats))
+    lost = None if found else graph_lost(fn, batched, in_dims, samples[0],
+                                         inputs.diff_index)
+    if lost is not None:
+        return Measured("vmap", WRONG, lost)
     return Measured("vmap", WRONG if found else YES, "", found)
+
+
+def graph_lost(fn: Callable[..., Any], batched: Sequence[Any], in_dims: tuple[Any, ...],
+               sample: Inputs, diff: Sequence[int]) -> str | None:
+    """What vmap's outputs lose of the graph where the batched inputs require grad (an output
+    that does not require grad: per-sample gradients through it are silently zero), or None:
+    each output that requires grad in an eager call of one sample must under vmap too (a
+    metric returned detached by design does neither)."""
+
+    def grads_on(args: Sequence[Any]) -> list[Any]:
+        return [a.detach().requires_grad_() if i in diff and isinstance(a, Tensor)
+                and (a.is_floating_point() or a.is_complex()) else a
+                for i, a in enumerate(args)]
+
+    try:
+        with torch.enable_grad():
+            eager = flat_outputs(fn(*grads_on(sample.args), **sample.kwargs))
+            outs = flat_outputs(torch.func.vmap(fn, in_dims=in_dims)(*grads_on(batched),
+                                                                     **sample.kwargs))
+    except Exception:
+        return None  # only under grad: the no_grad run above measured the capability
+    cut = [k for k, (o, e) in enumerate(zip(outs, eager, strict=False))
+           if e.requires_grad and not o.requires_grad]
+    if cut:
+        return (f"output {cut[0]} under vmap does not require grad (the graph is lost: a "
+                f"gradient through vmap of it is silently absent)")
+    return None
 
 
 def summed(fn: Callable[..., Any], plain: Inputs, diff: Sequence[int],

@@ -32,7 +32,7 @@ def plan(targets: Sequence[Target], options: Options) -> Iterator[Item]:
         checks = enabled_checks(t, options)
         numerical = bool(checks & PER_CASE_CHECKS)
         # a case item makes only forward, gradient and contract rows (variants included)
-        per_dtype = bool(checks & {"forward", "gradient", "contract"})
+        per_dtype = bool(checks & {"forward", "gradient", "contract", "edges"})
         for case in t.op.cases:
             for device in options.devices or t.devices or ("cpu",):
                 for dtype in (options.dtypes or t.dtypes or t.op.dtypes) if per_dtype else ():

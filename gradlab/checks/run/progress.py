@@ -32,7 +32,8 @@ PROGRESS_S = 0.25
 CHECK_OF_FRAME = {"jacobian_check": "jacobian", "second_order_row": "second_order",
                   "forward_ad_row": "forward_ad", "autocast_row": "autocast",
                   "capability_rows": "capabilities", "base_contract": "contract",
-                  "opcheck_rows": "opcheck", "explore_row": "explore"}
+                  "opcheck_rows": "opcheck", "explore_row": "explore",
+                  "edge_rows": "edges"}
 #: torch's functions that run a backward (autograd.grad, Tensor.backward, the engine's entry).
 BACKWARD_FRAMES = frozenset({"grad", "backward", "_engine_run_backward"})
 

@@ -16,6 +16,7 @@ from gradlab import ops, tf32
 from gradlab.cases import NonLeafInputs, case_seed, materialize
 from gradlab.checks.diagnosis import policy
 from gradlab.checks.diagnosis.hints import crash_hint
+from gradlab.checks.families.edges import edge_rows
 from gradlab.checks.families.explore import explore_row
 from gradlab.checks.families.variants import Baseline, variant_rows
 from gradlab.checks.numeric import lowprec
@@ -100,9 +101,18 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
                                    want_inputs=ref_inputs if op.reference is not None else None,
                                    got=reusable, stochastic=got.drew,
                                    low=low if op.reference is not None else None), checks)
-    # the variants that took the base's diagnosis, and the contract row
-    rng_replayed([r for r in ctx.rows if r.hint == "rng_replay" or r.check == "contract"], got)
+    after_variants(ctx, got, want if op.reference is not None else None, checks)
     return ctx.rows
+
+
+def after_variants(ctx: CaseContext, got: Run, want: Run | None,
+                   checks: frozenset[str]) -> None:
+    """The rng_replay verdict of the variants that took the base's diagnosis and of the
+    contract row, then the edges, last (once per case: edge_rows says when)."""
+    rng_replayed([r for r in ctx.rows if r.hint == "rng_replay" or r.check == "contract"], got)
+    if "edges" in checks:
+        guarded_check(ctx, "edges", lambda: edge_rows(ctx, want if want and want.error is None
+                                                       else None))
 
 
 def spec_mistake(ctx: CaseContext, got: Run, want: Run) -> bool:

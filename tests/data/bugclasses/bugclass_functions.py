@@ -386,3 +386,17 @@ class ExpNoisyBackward(Exp):
 #: A generator of its own: gradlab replays the global RNG between runs (dropout-style
 #: randomness is deterministic), not a kernel's scheduling.
 NOISE = torch.Generator().manual_seed(0)
+
+
+def exp_vmap_detached(x: Tensor) -> Tensor:
+    """BROKEN under vmap with autograd only: ExpFunc, except that a batched input (inside
+    torch.func.vmap) runs on its detached data, as an extension kernel with no batching rule
+    does: the values are right, the graph is lost (per-sample gradients silently absent)."""
+    if torch._C._functorch.is_batchedtensor(x):
+        return x.detach().exp()
+    return ExpFunc.apply(x)
+
+
+def exp_func(x: Tensor) -> Tensor:
+    """ExpFunc.apply as a plain callable: exp_vmap_detached's twin."""
+    return ExpFunc.apply(x)

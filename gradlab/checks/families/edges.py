@@ -1,0 +1,252 @@
+"""The `edges` check, run by default: the inputs at the edges of what a case's signature lets a
+caller pass, each judged as `--explore` judges a point (explore.judge, against the reference in
+float64).
+
+The bug catalogue (benchmarks/catalogue/) shows where real Functions break on calls their
+authors never checked: an empty batch, a square input made non-square, an all-zero input (a
+zero rotation, an empty mask), one sign (a negative slope's branch), an int argument at 0
+(bins, repeats), a rank more (a 4-d image where the tests used 3-d), float16 (a graph cut in
+the half path).  Each is a handful of points, not a search: every size axis at 0, every dim
+that another dim of its argument shares moved one up, every floating differentiable input all
+zero and of one sign, every int argument at 0, the one highest-rank argument with a trailing
+dim more, and the case in float16.  `--explore` searches the rest.
+
+One row per kind of edge (`edges/empty`, `edges/zero[0]`, ...): a wrong value or a backward
+that raises where forward and the reference ran fails; failing only on an empty tensor, on
+shapes that disagree, or only at rescaled values warns (explore's judgeability rule, the
+verdicts of gradlab.checks.families.explore); points the reference refuses, is not finite or
+ill-conditioned at, or forward refuses, are not judged.  Without a reference, a declared skip.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+import torch
+from torch import Tensor
+
+from gradlab.cases import copy_like, materialize
+from gradlab.checks.diagnosis import policy
+from gradlab.checks.families.explore import spec_case
+from gradlab.checks.families.inputspace import (
+    SEED,
+    Point,
+    base_point,
+    int_axes,
+    rank_axis,
+    shared_dims,
+)
+from gradlab.checks.families.pointjudge import Outcome, judge, magnitudes, reference_scale
+from gradlab.checks.numeric.context import CaseContext
+from gradlab.checks.numeric.execute import Run, run_once
+from gradlab.model import Case, TensorArg
+from gradlab.results import PASS, SKIP, Finding
+
+#: The dtype every edge point is judged in (explore's, pointjudge.judge).
+JUDGED = "float64"
+#: A verdict's hint and what it ranks (the worst point of a kind is the row's).
+HINTS = {"wrong": "edge_wrong", "raises": "edge_raises", "empty": "edge_empty",
+         "domain": "edge_domain", "reshaped": "edge_reshaped", "broadcast": "edge_broadcast",
+         "scale": "edge_scale"}
+RANK = {"wrong": 0, "raises": 1, "empty": 2, "domain": 3, "reshaped": 4, "broadcast": 5,
+        "scale": 6}
+#: The value kinds each floating differentiable input takes at the edges: all zero (one sign,
+#: ties and the rest are `--explore`'s: a point per input each, for no certain catch in the
+#: bug catalogue, cost the default check more than its 20% (bench_check.py --edges)).
+EDGE_VALUES = ("zero",)
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One edge point: the row it belongs to (`empty`, `non_square`, `zero[0]`, ...)."""
+
+    kind: str
+    point: Point
+    #: the kind whose points so far must all have passed for this one to be judged (a zero
+    #: at one element says nothing new where a one-element input fails already)
+    after: str = ""
+    #: a point that, failing, makes this one say nothing new: zeros planted at a few places
+    #: (the special variant's condition, its finding) before a whole input of zeros
+    unless: Point | None = None
+
+
+def edge_points(case: Case) -> Iterator[Edge]:
+    """The case's edge points, in row order."""
+    base = base_point(case)
+    for n in empty_sizes(case):
+        yield Edge("empty", replace(base, sizes=tuple((m, 0 if m == n else m)
+                                                      for m, _ in base.sizes)))
+    if base.sizes:  # every size at 1: a one-element call (a squeeze that drops a dim), then
+        # the same at 0 (a squeeze on a zero's path), where the first passes
+        one = tuple((n, 1) for n, _ in base.sizes)
+        yield Edge("one", replace(base, sizes=one))
+        zeros = tuple((i, "zero") for i, _ in base.values)
+        yield Edge("one", replace(base, sizes=one, values=zeros), after="one")
+    for i, d, n in square_dims(case):
+        # doubled, not one more: a 2x2 pooling of 5 rows still has as many output rows as
+        # of 4 columns
+        yield Edge("non_square", replace(base, dims=((i, d, 2 * n),)))
+    if base.sizes:  # every size one past twice its own: a batch past a kernel's step or tile
+        yield Edge("grown", replace(base, sizes=tuple((n, 2 * n + 1) for n, _ in base.sizes)))
+    for k, (i, _) in enumerate(base.values):
+        for kind in EDGE_VALUES:
+            values = list(base.values)
+            values[k] = (i, kind)
+            name = kind
+            planted = list(base.values)
+            planted[k] = (i, "zeros")
+            unless = replace(base, values=tuple(planted)) if kind == "zero" else None
+            yield Edge(f"{name}[{i}]", replace(base, values=tuple(values)), unless=unless)
+    for i, _ in int_axes(case):
+        yield Edge(f"int_zero[{i}]", replace(base, ints=((i, 0),)))
+    ranked = rank_axis(case)
+    if ranked:
+        yield Edge("rank", replace(base, ranked=ranked))
+
+
+def empty_sizes(case: Case) -> list[int]:
+    """The sizes the empty points set to 0: the first tensor argument's leading dim (a batch,
+    rows, points) and its last (features, a sequence), each with every dim of its size; two
+    points at most, whatever the case's rank (the empty kind warns: a cheap look, not a
+    search; `--explore` sets every size to 0)."""
+    first = next((a for a in case.args if isinstance(a, (TensorArg, Tensor))
+                  and len(a.shape) > 0), None)
+    if first is None:
+        return []
+    ends = [n for n in (first.shape[0], first.shape[-1]) if n > 1]
+    return list(dict.fromkeys(ends))
+
+
+def square_dims(case: Case) -> list[tuple[int, int, int]]:
+    """(argument, dim, size) of each dim whose size another dim of the same argument shares (a
+    square image or matrix), the first such dim of each size and argument only: doubled, the
+    argument is non-square and every other argument keeps agreeing."""
+    out, seen = [], set()
+    for i, d, n in shared_dims(case):
+        a = case.args[i]
+        if list(a.shape).count(n) > 1 and (i, n) not in seen:
+            seen.add((i, n))
+            out.append((i, d, n))
+    return out
+
+
+def edge_rows(ctx: CaseContext, want: Run | None = None) -> None:
+    """The `edges` rows of a case (made in its first dtype's item, judged in float64): one
+    per kind of edge point, then the float16 graph row.  want: the reference's run on the
+    case's values (its magnitudes are what a change under a nudge is measured against).
+    torch's warnings at these inputs (a
+    variance of one element) are the probe's, not the user's: not shown."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _edge_rows(ctx, want)
+
+
+def _edge_rows(ctx: CaseContext, want: Run | None) -> None:
+    op, case = ctx.op, ctx.case
+    if ctx.options.variants is not True or ctx.target.variants is not None:
+        return  # inputs other than the case's, as variants are: off, or narrowed to a list
+    if ctx.dtype != first_dtype(ctx) or any(r.failed for r in ctx.rows):
+        # once per case, and only where the case and its variants all pass: a failure the
+        # variants show is theirs to diagnose (an edge would repeat it, unexplained)
+        return
+    if op.reference is None:
+        ctx.row("edges", "edges", SKIP, declared=True, reason="edges_no_reference",
+                dtype=JUDGED)
+        return
+    tol = op.tolerance("float64")
+    # the magnitudes of the reference's outputs and gradients on the case's values: the base
+    # run's when it is at hand (one reference run less)
+    floor = magnitudes(want) if want is not None else reference_scale(op.reference, case,
+                                                                      ctx.device)
+    kinds: dict[str, list[tuple[Point, Outcome]]] = {}
+    seconds: dict[str, float] = {}
+    unless: dict[Point, str] = {}
+    for e in edge_points(case):
+        if e.after and any(o.verdict in RANK for _, o in kinds.get(e.after, [])):
+            continue
+        t0 = time.perf_counter()
+        out = judge(op.function, op.reference, case, e.point, ctx.device, tol, floor)
+        if out.verdict in RANK and e.unless is not None:  # judged only where it matters
+            if e.unless not in unless:
+                unless[e.unless] = judge(op.function, op.reference, case, e.unless,
+                                         ctx.device, tol, floor).verdict
+            if unless[e.unless] == "wrong":
+                continue
+        kinds.setdefault(e.kind, []).append((e.point, out))
+        seconds[e.kind] = seconds.get(e.kind, 0.0) + time.perf_counter() - t0
+    for kind, outs in kinds.items():
+        _kind_row(ctx, kind, outs, seconds[kind])
+    half_row(ctx)
+
+
+def first_dtype(ctx: CaseContext) -> str:
+    """The first dtype a case runs in (its item makes the case's edges rows)."""
+    return (ctx.options.dtypes or ctx.target.dtypes or ctx.op.dtypes)[0]
+
+
+def _kind_row(ctx: CaseContext, kind: str, outs: list[tuple[Point, Outcome]],
+              seconds: float) -> None:
+    failing = sorted((o for o in outs if o[1].verdict in RANK), key=lambda o: RANK[o[1].verdict])
+    judged = [o for o in outs if o[1].verdict not in ("unjudgeable", "refused")]
+    if not failing:
+        if judged:  # else every point was refused by forward or not judgeable: no row
+            ctx.row(kind, "edges", PASS, seconds=seconds, dtype=JUDGED)
+        return
+    point, out = failing[0]
+    hint = HINTS[out.verdict]
+    ctx.row(kind, "edges", policy.status("edges", hint, strict=ctx.options.strict),
+            seconds=seconds, hint=hint, note=out.note, dtype=JUDGED,
+            findings=[Finding("edge", -1, hint, want={**spec_case(ctx.case, point),
+                                                      "name": f"edge_{kind}"})])
+
+
+#: The low-precision dtype whose path the float16 row runs (autocast's on a GPU; torch runs it
+#: on CPU too).
+HALF = "float16"
+
+
+def half_row(ctx: CaseContext) -> None:
+    """`edges/float16`: the case in float16 must keep its graph (an output requires grad where
+    an input does and the float64 run's output does); a Function that detaches its inputs on a
+    half path (a dtype conversion through .detach()) silently trains nothing.  Forward refusing
+    float16 is not judged (no row)."""
+    t0 = time.perf_counter()
+    try:
+        inputs = materialize(ctx.case, HALF, ctx.device, SEED)
+    except Exception:
+        return
+    wants = [i for i in inputs.diff_index if isinstance(inputs.args[i], Tensor)]
+    if not wants:
+        return
+    gen = torch.Generator().manual_seed(SEED)
+    got = _graph(ctx, inputs)
+    if got is None:
+        return
+    full = _graph(ctx, materialize(ctx.case, "float64", ctx.device, SEED))
+    cut = [k for k, (g, f) in enumerate(zip(got, full or [], strict=False)) if f and not g]
+    # the reference running in float16 makes it a dtype the op is meant for
+    reference = ctx.op.reference
+    ref = run_once(reference, inputs.clone(), None, gen) if cut and reference else None
+    if cut and ref is not None and ref.error is None:
+        ctx.row("float16", "edges", policy.wrong("edges"), seconds=time.perf_counter() - t0,
+                hint="graph_cut", dtype=HALF,
+                note=f"output {cut[0]} does not require grad in float16 (it does in float64)")
+    else:
+        ctx.row("float16", "edges", PASS, seconds=time.perf_counter() - t0, dtype=HALF)
+
+
+def _graph(ctx: CaseContext, inputs: object) -> list[bool] | None:
+    """Whether each floating output of the Function requires grad (None: forward raised)."""
+    args = [copy_like(a, requires_grad=True) if isinstance(a, Tensor) and a.requires_grad
+            else a for a in inputs.args]  # type: ignore[attr-defined]
+    try:
+        with torch.enable_grad():
+            out = ctx.op.function(*args, **inputs.kwargs)  # type: ignore[attr-defined]
+    except Exception:
+        return None
+    outs = out if isinstance(out, (tuple, list)) else [out]
+    return [bool(o.requires_grad) for o in outs
+            if isinstance(o, Tensor) and o.is_floating_point()]

@@ -1,0 +1,312 @@
+"""One explored point judged: the Function against the reference on the same float64 values,
+and whether a failure there is certain (a fail) or likely (a warn).  `--explore`'s search
+(gradlab.checks.families.explore) and the default `edges` check (edges.py) judge their points
+here.
+
+Judgeable only where the reference is: where it raises, returns no finite value, or moves by
+more than domain.ILL_CONDITIONED under a nudge (ill-conditioned, or on a kink such as relu at
+a planted 0), the point is not judgeable and never fails.  A forward that refuses an input is
+validation, never a failure; a backward that raises where forward and the reference ran, or a
+wrong value, fails, unless only on an empty tensor, on argument shapes that disagree, or at
+rescaled values (UNCERTAIN: a warn).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from gradlab.cases import Inputs, copy_like, materialize
+from gradlab.checks.diagnosis import diagnose as dg
+from gradlab.checks.families.domain import ILL_CONDITIONED, NUDGE, moved
+from gradlab.checks.families.inputspace import SEED, Point, resized, with_values
+from gradlab.checks.numeric.execute import Run, run_once
+from gradlab.model import Case, TensorArg
+
+
+@dataclass
+class Outcome:
+    """What one point showed: "pass", "wrong", "raises" or "unjudgeable", with a note."""
+
+    verdict: str
+    note: str = ""
+
+
+#: What autograd says where a backward returned a gradient of the wrong shape or count.
+INVALID_RETURN = ("returned an invalid gradient", "returned an incorrect number of gradients")
+
+
+def judge(fn: Callable[..., Any], ref: Callable[..., Any], case: Case, point: Point,
+          device: str, tol: Any, floor: Sequence[float] = ()) -> Outcome:
+    """One point: the Function against the reference on the same float64 values.  floor: the
+    magnitude of each of the reference's outputs and gradients on the case's own values, the
+    least scale a change under a nudge is measured against (reference_scale)."""
+    sized = resized(case, point)
+    if sized is None:
+        return Outcome("unjudgeable", "too large")
+    try:
+        inputs = with_values(materialize(sized, "float64", device, SEED), point)
+    except Exception as exc:  # a size the spec's own constraints refuse
+        return Outcome("unjudgeable", f"inputs: {type(exc).__name__}")
+    gen = torch.Generator().manual_seed(SEED)
+    want = run_once(ref, inputs.clone(), None, gen)
+    if want.error is not None:
+        return Outcome("unjudgeable", "the reference raises")
+    got = run_once(fn, inputs.clone(), want.grad_outs64 or None, gen)
+    if not _finite(want):
+        out = at_poles(ref, inputs, want, got, gen)
+    elif got.error is not None:
+        # forward refusing an input is validation (a clear error is the right answer to a
+        # size it does not support); backward raising where forward accepted it is a bug
+        note = f"{type(got.error).__name__}: {got.error}".splitlines()[0]
+        if (got.stage != "forward" and any(w in note for w in INVALID_RETURN)
+                and not point.dims):
+            # autograd refused what backward returned (a shape, a count) where the arguments'
+            # shapes agree as the case's do: wrong, not a crash of the Function's own code, on
+            # an empty input as on any other
+            return Outcome("wrong", note)
+        out = Outcome("refused" if got.stage == "forward" else "raises", note)
+    else:
+        out = _compared(got, want, tol)
+        if out.verdict == "wrong" and _ill_conditioned(ref, inputs, want, gen, floor):
+            return Outcome("unjudgeable", "the reference is ill-conditioned there")
+    if out.verdict in FAILED and (_empty(inputs) or _empty(got.outs)):
+        # wrong or raising only where a tensor is empty: likely a bug, but whether a caller
+        # ever hands it an empty tensor is not certain (policy: a warn)
+        out.verdict = "empty"
+    elif out.verdict in FAILED and _outside(case, point, inputs, device):
+        # values beyond the range the case's own span (0 or one sign where its values are
+        # all positive): a case's values are the only evidence of the domain (a cumprod
+        # whose backward divides by x, written for x away from 0), so not certain
+        out.verdict = "domain"
+    elif out.verdict in FAILED and _disagreeing(case, point) and _coupled(ref, case, point,
+                                                                           device):
+        # fed arguments whose shapes disagree where the case's agree (the reference
+        # broadcasts them): whether a caller does is not certain either
+        out.verdict = "broadcast"
+    elif out.verdict == "raises" and _reshaped(point):
+        # a backward that raises at a shape or an int argument the case does not have:
+        # forward accepting it is evidence, not proof, that the Function supports it
+        out.verdict = "reshaped"
+    elif (out.verdict == "wrong" and _finite(got)
+          and any(kind in RESCALED for _, kind in point.values)):
+        # every value finite, off only at values rescaled 1e-6x or 1e3x: an unstable formula,
+        # or a method's absolute scale by design (a damping epsilon), as the magnitude and
+        # small variants' scale_limited judges it; a non-finite result stays a failure
+        out.verdict = "scale"
+    return out
+
+
+#: The value kinds that rescale an input (inputspace.TINY, LARGE).
+RESCALED = ("tiny", "large")
+
+
+def _disagreeing(case: Case, point: Point) -> bool:
+    """Two dims of different arguments that agree in the case are 1 against more at the point
+    (the reference broadcasts them).  Other sizes that the reference accepts show the dims
+    were never coupled (a batch and out-features of one size)."""
+    if not point.dims:
+        return False
+    sized = resized(case, point)
+    if sized is None:
+        return False
+    dims = [(i, n, m) for i, (a, b) in enumerate(zip(case.args, sized.args, strict=True))
+            if isinstance(a, (TensorArg, Tensor))
+            for n, m in zip(tuple(a.shape), tuple(b.shape), strict=False)]
+    return any(i != j and n == n2 and n > 1 and 1 in (m, m2) and max(m, m2) > 1
+               for i, n, m in dims for j, n2, m2 in dims)
+
+
+#: The verdicts of a failing point: certain ones, then the uncertain (a warn): a failure only
+#: on an input with an empty tensor, on arguments whose shapes disagree, or a finite error
+#: only at rescaled values.
+FAILED = ("wrong", "raises")
+UNCERTAIN = ("empty", "domain", "reshaped", "broadcast", "scale")
+
+
+def _outside(case: Case, point: Point, inputs: Inputs, device: str) -> bool:
+    """Some moved value axis holds values in a region the case's own values of that argument
+    never reach: 0 where they are all of one sign, a sign they never take (magnitudes are the
+    rescaled kinds' concern: RESCALED)."""
+    moved = [(i, kind) for i, kind in point.values if kind in REGION_KINDS]
+    if not moved:
+        return False
+    try:
+        own = materialize(case, "float64", device, SEED)
+    except Exception:
+        return False
+    for i, kind in moved:
+        a = own.args[i]
+        if isinstance(a, Tensor) and a.numel() and not a.is_complex():
+            lo, hi = float(a.detach().min()), float(a.detach().max())
+            if not REGION_KINDS[kind](lo, hi):
+                return True
+    return False
+
+
+#: The value kinds that move values to a region, and whether a case's values spanning lo..hi
+#: reach it.
+REGION_KINDS = {"zero": lambda lo, hi: lo <= 0 <= hi, "zeros": lambda lo, hi: lo <= 0 <= hi,
+                "negative": lambda lo, hi: lo < 0, "positive": lambda lo, hi: hi > 0}
+
+
+def _reshaped(point: Point) -> bool:
+    """The point changes a shape or an int argument of the case, not only its values.  A
+    backward raising there is loud, and forward accepting the shape is evidence, not proof,
+    that the Function supports it: a hidden constraint forward does not check (xitorch's
+    symeig asked for 3 eigenvalues of a 1x1 matrix) raises too.  A wrong value stays
+    certain."""
+    return (any(n != m for n, m in point.sizes) or bool(point.dims) or bool(point.ranked)
+            or bool(point.ints))
+
+
+def _coupled(ref: Callable[..., Any], case: Case, point: Point, device: str) -> bool:
+    """Whether the dims the point moves on its own must agree with others: the reference
+    refuses them at a size no other dim has (an elementwise product's dims, broadcast at 1);
+    it accepts them where they were never coupled (a batch against out-features)."""
+    sizes = [m for _, m in point.sizes] + [m for *_, m in point.dims]
+    fresh = max([*sizes, 2]) + 2
+    # no 1 anywhere (a 1 broadcasts against anything), the moved dims at a size of their own
+    apart = replace(point, sizes=tuple((n, max(m, 2)) for n, m in point.sizes),
+                    dims=tuple((i, d, fresh) for i, d, _ in point.dims))
+    sized = resized(case, apart)
+    if sized is None:
+        return True
+    try:
+        inputs = materialize(sized, "float64", device, SEED)
+        with torch.no_grad():
+            ref(*inputs.args, **inputs.kwargs)
+    except Exception:
+        return True
+    return False
+
+
+def _empty(values: Inputs | Sequence[Any]) -> bool:
+    """Some tensor argument (or output) has no elements (an empty batch, no points, repeats
+    of 0)."""
+    args = values.args if isinstance(values, Inputs) else values
+    return any(isinstance(a, Tensor) and a.numel() == 0 for a in args)
+
+
+def _compared(got: Run, want: Run, tol: Any) -> Outcome:
+    """The Function's run against the reference's: pass, or wrong with what differs."""
+    for name, g, w in _pairs(got, want):
+        if g is None or w is None or g.shape != w.shape:
+            return Outcome("wrong", f"{name}: shape {None if g is None else list(g.shape)}, "
+                                    f"expected {None if w is None else list(w.shape)}")
+        if g.numel() and not dg.compare(g.detach(), w.detach(), tol, scaled=True).ok:
+            return _wrong(name, g.detach(), w.detach())
+    return Outcome("pass")
+
+
+#: An error below this relative to the reference's largest magnitude, in the reference's
+#: direction (cosine above 1 - APPROXIMATE), is an accuracy the base case's checks judge (a
+#: formula as good as another at 1e3x values), not a condition that breaks a Function: not
+#: judgeable here.  Pins: the catalogue's pt102720 twin (3.5e-6 at values of 1e3: 1e-9
+#: relative) and test_explore.py's doubled gradient (relative error 1: a failure).
+APPROXIMATE = 1e-4
+
+
+def _wrong(name: str, g: Tensor, w: Tensor) -> Outcome:
+    err = float((g - w).abs().nan_to_num(float("inf")).max())
+    scale = float(w.abs().max())
+    if scale > 0 and err <= APPROXIMATE * scale and bool(torch.isfinite(g).all()):
+        cos = float(torch.nn.functional.cosine_similarity(g.reshape(1, -1), w.reshape(1, -1)))
+        if cos >= 1 - APPROXIMATE:
+            return Outcome("unjudgeable", f"{name} within {err / scale:.1g} of the reference")
+    return Outcome("wrong", f"{name} wrong (max abs err {err:.3g})")
+
+
+def _pairs(got: Run, want: Run) -> Iterator[tuple[str, Tensor | None, Tensor | None]]:
+    if len(got.outs) != len(want.outs) or len(got.grads) != len(want.grads):
+        yield "outputs", None, None
+        return
+    for k, (g, w) in enumerate(zip(got.outs, want.outs, strict=True)):
+        yield f"output {k}", g, w
+    for k, (g, w) in enumerate(zip(got.grads, want.grads, strict=True)):
+        if g is not None or w is not None:
+            yield f"gradient {k}", g, w
+
+
+def _finite(run: Run) -> bool:
+    return all(bool(torch.isfinite(t).all()) for t in [*run.outs, *run.grads]
+               if isinstance(t, Tensor) and t.is_floating_point())
+
+
+def reference_scale(ref: Callable[..., Any], case: Case, device: str) -> list[float]:
+    """The largest magnitude of each of the reference's outputs and gradients on the case's
+    own values (float64): at an all-zero point a smooth reference's gradient is 0 and moves
+    by ~NUDGE under a nudge, nothing against the values the case shows, while a kink's
+    (relu at 0) moves by the whole gradient.  Empty when the reference does not run."""
+    try:
+        inputs = materialize(case, "float64", device, SEED)
+    except Exception:
+        return []
+    run = run_once(ref, inputs, None, torch.Generator().manual_seed(SEED))
+    return [] if run.error is not None else magnitudes(run)
+
+
+def magnitudes(run: Run) -> list[float]:
+    """The largest magnitude of each floating output and gradient of a run."""
+    return [float(t.detach().abs().max()) if t.numel() else 0.0
+            for t in [*run.outs, *run.grads]
+            if isinstance(t, Tensor) and (t.is_floating_point() or t.is_complex())]
+
+
+def _ill_conditioned(ref: Callable[..., Any], inputs: Inputs, want: Run,
+                     gen: torch.Generator, floor: Sequence[float] = ()) -> bool:
+    """The reference's outputs or gradients move by more than ILL_CONDITIONED under a nudge of
+    NUDGE relative to each value plus NUDGE of the tensor's mean magnitude (so planted zeros
+    move too), one way and the other: a point on a kink (relu at 0, a max at a tie) is where
+    the derivative is a convention, not judgeable; a smooth reference moves ~NUDGE."""
+    for again in _nudged_runs(ref, inputs, want, gen):
+        if again.error is not None or moved(want, again, larger=True,
+                                            floor=floor) > ILL_CONDITIONED:
+            return True
+    return False
+
+
+def _nudged_runs(ref: Callable[..., Any], inputs: Inputs, want: Run,
+                 gen: torch.Generator) -> Iterator[Run]:
+    """The reference on the inputs nudged one way, then the other (both sides of a kink)."""
+    g = torch.Generator().manual_seed(SEED + 1)
+    noises = {i: torch.randn(inputs.args[i].shape, generator=g, dtype=inputs.args[i].dtype)
+              for i in inputs.diff_index}
+    for sign in (1.0, -1.0):  # both ways: a kink's one side alone may agree with the point
+        nudged = inputs.clone()
+        for i, noise in noises.items():
+            t = nudged.args[i].detach()
+            if t.numel():
+                # an all-zero tensor moves by NUDGE itself (its mean magnitude is no scale)
+                scale = float(t.abs().mean()) or 1.0
+                step = sign * NUDGE * noise * (t.abs() + scale)
+                nudged.args[i] = copy_like(t + step, requires_grad=True)
+        yield run_once(ref, nudged, want.grad_outs64 or None, gen)
+
+
+def at_poles(ref: Callable[..., Any], inputs: Inputs, want: Run, got: Run,
+             gen: torch.Generator) -> Outcome:
+    """A point where the reference's gradient is infinite (rsqrt at 0): judged only by the
+    sign of those infinities.  Wrong where the Function's is the opposite infinity and the
+    reference, nudged either way, keeps that sign (or is undefined: rsqrt below 0), so the
+    sign is the limit's own, not a side's convention (1/x at 0)."""
+    flipped = [(k, torch.isinf(g) & torch.isinf(w) & (g.sign() != w.sign()), w)
+               for k, (g, w) in enumerate(zip(got.grads, want.grads, strict=False))
+               if isinstance(g, Tensor) and isinstance(w, Tensor) and g.shape == w.shape]
+    flipped = [(k, m, w) for k, m, w in flipped if bool(m.any())]
+    if got.error is not None or not flipped:
+        return Outcome("unjudgeable", "the reference is not finite there")
+    for again in _nudged_runs(ref, inputs, want, gen):
+        if again.error is not None:
+            return Outcome("unjudgeable", "the reference raises beside a pole")
+        for k, m, w in flipped:
+            side = again.grads[k]
+            if not isinstance(side, Tensor) or bool(((side[m] * w[m].sign()) < 0).any()):
+                return Outcome("unjudgeable", "the reference's sign differs by side")
+    k, m, w = flipped[0]
+    return Outcome("wrong", f"gradient {k}: {int(m.sum())} infinities of the other sign than "
+                            f"the reference's (which keeps its sign on either side)")

@@ -1,0 +1,466 @@
+"""The default `edges` check: each kind of edge input with a Function broken only there, which
+gradlab must flag, beside its correct twin, which must pass (gradlab.checks.families.edges)."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import Tensor
+from torch.autograd import Function
+from typer.testing import CliRunner
+
+import gradlab
+from gradlab.checks.families.edges import edge_points
+from gradlab.cli import app
+from gradlab.model import Case
+from gradlab.render.words import message
+
+F64 = torch.float64
+PASSED = ("pass", "")
+
+
+def rand(*shape: int, seed: int = 0, low: float = -1.0, high: float = 1.0) -> Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    return (low + (high - low) * torch.rand(shape, generator=gen, dtype=F64)).requires_grad_()
+
+
+def explored(fn: Any, args: list[Any], ref: Any) -> tuple[str, str]:
+    """(status, hint) of the explore row (the judge it shares with the edges)."""
+    report = gradlab.check(fn, args, reference=ref, checks=["explore"], explore=2.0)
+    (row,) = [r for r in report.rows if r.check == "explore"]
+    return row.status, row.hint
+
+
+def edges(fn: Any, args: list[Any], ref: Any) -> dict[str, tuple[str, str]]:
+    """variant -> (status, hint) of the edges rows of one check."""
+    report = gradlab.check(fn, args, reference=ref, checks=["edges"])
+    return {r.variant: (r.status, r.hint) for r in report.rows if r.check == "edges"}
+
+
+class RowMean(Function):
+    """x.sum(0); BROKEN: backward sizes a launch by the row count (1 // rows), a
+    ZeroDivisionError for zero rows."""
+
+    guard = False
+
+    @classmethod
+    def forward(cls, ctx: Any, x: Tensor) -> Tensor:
+        ctx.rows = x.shape[0]
+        ctx.shape = x.shape
+        return x.sum(0)
+
+    @classmethod
+    def backward(cls, ctx: Any, g: Tensor) -> Tensor:
+        if not (cls.guard and ctx.rows == 0):
+            _ = 1 // ctx.rows  # a launch sized by the row count
+        return g.expand(ctx.shape).clone()
+
+
+class RowMeanFixed(RowMean):
+    guard = True
+
+
+def test_a_backward_crashing_only_on_an_empty_batch_warns() -> None:
+    got = edges(RowMean, [rand(4, 3)], lambda x: x.sum(0))
+    assert got["empty"] == ("warn", "edge_empty")
+    assert "fail" not in {s for s, _ in got.values()}
+    assert edges(RowMeanFixed, [rand(4, 3)], lambda x: x.sum(0))["empty"] == ("pass", "")
+
+
+class AddColumn(Function):
+    """a + b[:, None]; BROKEN: an empty gradient is returned unreduced for b (autograd refuses
+    its shape): wrong, not a crash, on an empty input as on any other."""
+
+    always_sum = False
+
+    @classmethod
+    def forward(cls, ctx: Any, a: Tensor, b: Tensor) -> Tensor:
+        return a + b[:, None]
+
+    @classmethod
+    def backward(cls, ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+        return g, g.sum(1) if cls.always_sum or g.numel() else g
+
+
+class AddColumnFixed(AddColumn):
+    always_sum = True
+
+
+def test_a_gradient_of_the_wrong_shape_on_an_empty_input_fails() -> None:
+    def ref(a: Tensor, b: Tensor) -> Tensor:
+        return a + b[:, None]
+
+    got = edges(AddColumn, [rand(4, 3), rand(4, seed=1)], ref)
+    assert got["empty"] == ("fail", "edge_wrong")
+    assert edges(AddColumnFixed, [rand(4, 3), rand(4, seed=1)], ref)["empty"] == ("pass", "")
+
+
+class Pool(Function):
+    """2x2 average pooling; BROKEN: backward swaps the output's rows and columns."""
+
+    swapped = True
+
+    @classmethod
+    def forward(cls, ctx: Any, x: Tensor) -> Tensor:
+        ctx.shape = x.shape
+        return torch.nn.functional.avg_pool2d(x, 2)
+
+    @classmethod
+    def backward(cls, ctx: Any, g: Tensor) -> Tensor:
+        oh, ow = g.shape[-2:]
+        rows, cols = (ow, oh) if cls.swapped else (oh, ow)
+        out = torch.zeros(ctx.shape, dtype=g.dtype)
+        block = g[..., :rows, :cols].repeat_interleave(2, -2).repeat_interleave(2, -1) / 4
+        out[..., :2 * rows, :2 * cols] = block
+        return out
+
+
+class PoolFixed(Pool):
+    swapped = False
+
+
+def test_a_square_only_backward_fails_on_the_non_square_edge() -> None:
+    ref = lambda x: torch.nn.functional.avg_pool2d(x, 2)  # noqa: E731
+    assert edges(Pool, [rand(1, 2, 4, 4)], ref)["non_square"] == ("fail", "edge_wrong")
+    assert edges(PoolFixed, [rand(1, 2, 4, 4)], ref)["non_square"] == ("pass", "")
+
+
+class Sinc(Function):
+    """sin(|w|)/|w| per row; BROKEN: backward's formula is 0/0 at w = 0."""
+
+    series = False
+
+    @staticmethod
+    def value(w: Tensor) -> Tensor:
+        r = w.norm(dim=-1)
+        small = r < 1e-4
+        rs = torch.where(small, torch.ones_like(r), r)
+        return torch.where(small, 1 - r * r / 6, rs.sin() / rs)
+
+    @classmethod
+    def forward(cls, ctx: Any, w: Tensor) -> Tensor:
+        ctx.save_for_backward(w)
+        return cls.value(w)
+
+    @classmethod
+    def backward(cls, ctx: Any, g: Tensor) -> Tensor:
+        (w,) = ctx.saved_tensors
+        r = w.norm(dim=-1, keepdim=True)
+        small = r < 1e-4 if cls.series else torch.zeros_like(r, dtype=torch.bool)
+        rs = torch.where(small, torch.ones_like(r), r)
+        d = torch.where(small, -torch.ones_like(r) / 3, (rs.cos() / rs - rs.sin() / rs ** 2) / rs)
+        return g[..., None] * d * w
+
+
+class SincFixed(Sinc):
+    series = True
+
+
+def test_a_nan_at_an_all_zero_input_fails_and_a_kink_there_does_not() -> None:
+    got = edges(Sinc, [rand(4, 3)], Sinc.value)
+    assert got["zero[0]"] == ("fail", "edge_wrong")
+    assert edges(SincFixed, [rand(4, 3)], Sinc.value)["zero[0]"] == ("pass", "")
+    # relu at 0: its derivative is a convention there (0 or 1), never judged
+    # (no row when no point of the kind could be judged)
+    assert edges(torch.relu, [rand(4, 3)], torch.relu).get("zero[0]", PASSED) == PASSED
+    assert edges(lambda x: (x.abs() + x) / 2, [rand(4, 3)], torch.relu).get(
+        "zero[0]", PASSED) == PASSED
+
+
+class Leaky(Function):
+    """leaky relu with slope 0.1; BROKEN: backward uses 0.01 for negative inputs."""
+
+    slope = 0.01
+
+    @classmethod
+    def forward(cls, ctx: Any, x: Tensor) -> Tensor:
+        ctx.save_for_backward(x)
+        return torch.where(x > 0, x, 0.1 * x)
+
+    @classmethod
+    def backward(cls, ctx: Any, g: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return g * torch.where(x > 0, torch.ones_like(x), torch.full_like(x, cls.slope))
+
+
+class LeakyFixed(Leaky):
+    slope = 0.1
+
+
+def test_a_sign_only_bug_beyond_the_cases_values_warns() -> None:
+    # the case's values are all positive: the only evidence of the domain, so a failure at
+    # negative values is likely, not certain
+    ref = lambda x: torch.nn.functional.leaky_relu(x, 0.1)  # noqa: E731
+    positive = [rand(3, 4, low=0.5, high=1.0)]
+    assert explored(Leaky, positive, ref) == ("warn", "explored_domain")
+    assert explored(LeakyFixed, positive, ref) == ("pass", "")
+
+
+class AllNegative(Function):
+    """x * 2; BROKEN: a fast path for an all-negative input returns a zero gradient."""
+
+    fast_path = True
+
+    @classmethod
+    def forward(cls, ctx: Any, x: Tensor) -> Tensor:
+        ctx.negative = bool((x < 0).all())
+        return x * 2
+
+    @classmethod
+    def backward(cls, ctx: Any, g: Tensor) -> Tensor:
+        return torch.zeros_like(g) if cls.fast_path and ctx.negative else g * 2
+
+
+class AllNegativeFixed(AllNegative):
+    fast_path = False
+
+
+def test_a_bug_only_when_every_value_has_one_sign_fails_within_the_cases_range() -> None:
+    ref = lambda x: x * 2  # noqa: E731
+    both = [rand(3, 4)]  # within [-1, 1): one sign stays in the case's range
+    assert explored(AllNegative, both, ref) == ("fail", "explored_wrong")
+    assert explored(AllNegativeFixed, both, ref) == ("pass", "")
+
+
+class Scale(Function):
+    """x * n for an int n; BROKEN: backward uses max(n, 1) (a count's guard in the wrong
+    place): wrong only at n = 0."""
+
+    guard_count = True
+
+    @classmethod
+    def forward(cls, ctx: Any, x: Tensor, n: int) -> Tensor:
+        ctx.n = n
+        return x * n
+
+    @classmethod
+    def backward(cls, ctx: Any, g: Tensor) -> tuple[Tensor, None]:
+        return g * (max(ctx.n, 1) if cls.guard_count else ctx.n), None
+
+
+class ScaleFixed(Scale):
+    guard_count = False
+
+
+def test_an_int_argument_at_zero_is_an_edge() -> None:
+    ref = lambda x, n: x * n  # noqa: E731
+    assert edges(Scale, [rand(3, 4), 3], ref)["int_zero[1]"] == ("fail", "edge_wrong")
+    assert edges(ScaleFixed, [rand(3, 4), 3], ref)["int_zero[1]"] == ("pass", "")
+
+
+class LastDimNorm(Function):
+    """x / (number of elements per row), rows being dim 0; BROKEN: backward counts the last
+    dim only (right for 2-d, wrong for 3-d)."""
+
+    flatten = False
+
+    @classmethod
+    def forward(cls, ctx: Any, x: Tensor) -> Tensor:
+        ctx.shape = x.shape
+        return x / x[0].numel()
+
+    @classmethod
+    def backward(cls, ctx: Any, g: Tensor) -> Tensor:
+        count = torch.Size(ctx.shape[1:]).numel() if cls.flatten else ctx.shape[-1]
+        return g / count
+
+
+class LastDimNormFixed(LastDimNorm):
+    flatten = True
+
+
+def test_a_rank_more_is_an_edge() -> None:
+    ref = lambda x: x / x[0].numel()  # noqa: E731
+    assert edges(LastDimNorm, [rand(3, 4)], ref)["rank"] == ("fail", "edge_wrong")
+    assert edges(LastDimNormFixed, [rand(3, 4)], ref)["rank"] == ("pass", "")
+
+
+STEP = 4  # a kernel's batch step
+
+
+class StepMatmul(Function):
+    """x @ w; BROKEN: w's gradient keeps only the first STEP rows' share."""
+
+    all_steps = False
+
+    @classmethod
+    def forward(cls, ctx: Any, x: Tensor, w: Tensor) -> Tensor:
+        ctx.save_for_backward(x, w)
+        return x @ w
+
+    @classmethod
+    def backward(cls, ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+        x, w = ctx.saved_tensors
+        rows = x.shape[0] if cls.all_steps else min(x.shape[0], STEP)
+        return g @ w.t(), x[:rows].t() @ g[:rows]
+
+
+class StepMatmulFixed(StepMatmul):
+    all_steps = True
+
+
+def test_a_batch_past_a_step_is_an_edge() -> None:
+    args = [rand(2, 3), rand(3, 2, seed=1)]
+    assert edges(StepMatmul, args, torch.matmul)["grown"] == ("fail", "edge_wrong")
+    assert edges(StepMatmulFixed, args, torch.matmul)["grown"] == ("pass", "")
+
+
+def half_detached(x: Tensor) -> Tensor:
+    """exp(x); BROKEN: the float16 path goes through .detach()."""
+    return (x.detach() if x.dtype == torch.float16 else x).exp()
+
+
+def test_a_graph_cut_in_float16_fails() -> None:
+    assert edges(half_detached, [rand(3, 4)], torch.exp)["float16"] == ("fail", "graph_cut")
+    assert edges(torch.exp, [rand(3, 4)], torch.exp)["float16"] == ("pass", "")
+
+
+def test_a_failing_edge_says_its_input_as_a_spec_case() -> None:
+    report = gradlab.check(Scale, [rand(3, 4), 3], reference=lambda x, n: x * n,
+                           checks=["edges"])
+    (row,) = [r for r in report.rows if r.variant == "int_zero[1]"]
+    assert "{name: edge_int_zero[1], set: {1: 0}}" in message(row)
+
+
+def test_without_a_reference_edges_is_a_declared_skip() -> None:
+    report = gradlab.check(torch.exp, [rand(3, 4)], checks=["edges"])
+    (row,) = [r for r in report.rows if r.check == "edges"]
+    assert (row.status, row.declared, row.reason) == ("skip", True, "edges_no_reference")
+
+
+@pytest.mark.parametrize("shape", [(3, 4), (2, 3, 3), (5,)])
+def test_the_edge_points_are_few(shape: tuple[int, ...]) -> None:
+    # a handful per argument, not a search: the default check stays cheap
+    case = Case("c", (rand(*shape),))
+    points = list(edge_points(case))
+    assert 3 <= len(points) <= 4 + 2 * len(shape) + 4
+
+
+class Rsqrt(Function):
+    """rsqrt; BROKEN: backward writes +inf at 0 whatever grad_output's sign."""
+
+    overwrite = True
+
+    @classmethod
+    def forward(cls, ctx: Any, x: Tensor) -> Tensor:
+        ctx.save_for_backward(x)
+        return x.rsqrt()
+
+    @classmethod
+    def backward(cls, ctx: Any, g: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        gx = -0.5 * g * x.rsqrt() ** 3
+        return torch.where(x == 0, torch.full_like(gx, float("inf")), gx) if cls.overwrite \
+            else gx
+
+
+class RsqrtFixed(Rsqrt):
+    overwrite = False
+
+
+class LogAbs(Function):
+    """log|x| whose backward takes the left side's limit at 0 (-inf) where torch's 1/x gives
+    +inf (the right side's): a pole whose sides disagree, not judged."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.save_for_backward(x)
+        return x.abs().log()
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return g * torch.where(x == 0, torch.full_like(x, -float("inf")), 1 / x)
+
+
+class LogAbsRight(Function):
+    """log|x| with backward g / x: +inf at +0 (the right side's limit)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.save_for_backward(x)
+        return x.abs().log()
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return g / x
+
+
+def test_an_infinity_of_the_wrong_sign_fails_only_where_both_sides_agree() -> None:
+    positive = [rand(3, 4, low=0.5, high=2.0)]
+    # 0 is beyond the case's values: likely, not certain
+    assert edges(Rsqrt, positive, torch.rsqrt)["zero[0]"] == ("warn", "edge_domain")
+    assert edges(RsqrtFixed, positive, torch.rsqrt).get("zero[0]", PASSED) == PASSED
+    # (abs's derivative at 0 is 0, so torch's own log|x| gives NaN there: a Function for the
+    # reference, whose gradient is +inf at +0)
+    case = [rand(3, 4)]
+    assert edges(LogAbs, case, LogAbsRight.apply).get("zero[0]", PASSED) == PASSED
+
+
+class RowScale(Function):
+    """x * 2 for a matrix; its backward is written for 2-d (a matrix's rows): a rank more
+    raises there, where forward ran.  Not certain: the Function may be meant for matrices."""
+
+    any_rank = False
+
+    @classmethod
+    def forward(cls, ctx: Any, x: Tensor) -> Tensor:
+        ctx.shape = x.shape
+        return x * 2
+
+    @classmethod
+    def backward(cls, ctx: Any, g: Tensor) -> Tensor:
+        rows, cols = (g.shape[0], -1) if cls.any_rank else ctx.shape  # unpacks 2 dims
+        return (g.reshape(rows, cols) * 2).reshape(ctx.shape)
+
+
+class RowScaleAnyRank(RowScale):
+    any_rank = True
+
+
+def test_a_backward_raising_only_at_a_rank_more_warns() -> None:
+    ref = lambda x: x * 2  # noqa: E731
+    assert edges(RowScale, [rand(3, 4)], ref)["rank"] == ("warn", "edge_reshaped")
+    assert edges(RowScaleAnyRank, [rand(3, 4)], ref)["rank"] == ("pass", "")
+
+
+EDGE_BUG = '''
+import torch
+
+
+class LastDimNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.shape = x.shape
+        return x / x[0].numel()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g / ctx.shape[-1]  # right for 2-d only
+
+
+def reference(x):
+    return x / x[0].numel()
+'''
+
+
+def test_an_edge_rows_repro_line_reruns_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                           ) -> None:
+    (tmp_path / "edgebug.py").write_text(EDGE_BUG)
+    (tmp_path / "edge.yaml").write_text("function: edgebug:LastDimNorm\n"
+                                        "reference: edgebug:reference\n"
+                                        "args: [{shape: [3, 4]}]\n")
+    monkeypatch.chdir(tmp_path)
+    first = CliRunner().invoke(app, ["check", "edge.yaml", "--no-isolate"])
+    assert first.exit_code == 1, first.output
+    (line,) = [ln.strip() for ln in first.output.splitlines()
+               if ln.strip().startswith("gradlab check edge.yaml")]
+    assert "--variant" not in line and "--show edges" in line, line
+    again = CliRunner().invoke(app, [*shlex.split(line)[1:], "--no-isolate"])
+    assert again.exit_code == 1, again.output
+    assert "edge_wrong" in again.output and "rank" in again.output, again.output
