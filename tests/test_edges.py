@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 import torch
+from bug_catalogue.shapes import BatchStepLinear, BatchStepLinearFixed
+from bug_catalogue.values import SincNorm, SincNormFixed
 from torch import Tensor
 from torch.autograd import Function
 from typer.testing import CliRunner
@@ -129,41 +131,11 @@ def test_a_square_only_backward_fails_on_the_non_square_edge() -> None:
     assert edges(PoolFixed, [rand(1, 2, 4, 4)], ref)["non_square"] == ("pass", "")
 
 
-class Sinc(Function):
-    """sin(|w|)/|w| per row; BROKEN: backward's formula is 0/0 at w = 0."""
-
-    series = False
-
-    @staticmethod
-    def value(w: Tensor) -> Tensor:
-        r = w.norm(dim=-1)
-        small = r < 1e-4
-        rs = torch.where(small, torch.ones_like(r), r)
-        return torch.where(small, 1 - r * r / 6, rs.sin() / rs)
-
-    @classmethod
-    def forward(cls, ctx: Any, w: Tensor) -> Tensor:
-        ctx.save_for_backward(w)
-        return cls.value(w)
-
-    @classmethod
-    def backward(cls, ctx: Any, g: Tensor) -> Tensor:
-        (w,) = ctx.saved_tensors
-        r = w.norm(dim=-1, keepdim=True)
-        small = r < 1e-4 if cls.series else torch.zeros_like(r, dtype=torch.bool)
-        rs = torch.where(small, torch.ones_like(r), r)
-        d = torch.where(small, -torch.ones_like(r) / 3, (rs.cos() / rs - rs.sin() / rs ** 2) / rs)
-        return g[..., None] * d * w
-
-
-class SincFixed(Sinc):
-    series = True
-
-
 def test_a_nan_at_an_all_zero_input_fails_and_a_kink_there_does_not() -> None:
-    got = edges(Sinc, [rand(4, 3)], Sinc.value)
+    # sin(|w|)/|w| per row, the bug catalogue's kornia3275 (its formula is 0/0 at w = 0)
+    got = edges(SincNorm, [rand(4, 3)], SincNorm.value)
     assert got["zero[0]"] == ("fail", "edge_wrong")
-    assert edges(SincFixed, [rand(4, 3)], Sinc.value)["zero[0]"] == ("pass", "")
+    assert edges(SincNormFixed, [rand(4, 3)], SincNorm.value)["zero[0]"] == ("pass", "")
     # relu at 0: its derivative is a convention there (0 or 1), never judged
     # (no row when no point of the kind could be judged)
     assert edges(torch.relu, [rand(4, 3)], torch.relu).get("zero[0]", PASSED) == PASSED
@@ -279,34 +251,11 @@ def test_a_rank_more_is_an_edge() -> None:
     assert edges(LastDimNormFixed, [rand(3, 4)], ref)["rank"] == ("pass", "")
 
 
-STEP = 4  # a kernel's batch step
-
-
-class StepMatmul(Function):
-    """x @ w; BROKEN: w's gradient keeps only the first STEP rows' share."""
-
-    all_steps = False
-
-    @classmethod
-    def forward(cls, ctx: Any, x: Tensor, w: Tensor) -> Tensor:
-        ctx.save_for_backward(x, w)
-        return x @ w
-
-    @classmethod
-    def backward(cls, ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
-        x, w = ctx.saved_tensors
-        rows = x.shape[0] if cls.all_steps else min(x.shape[0], STEP)
-        return g @ w.t(), x[:rows].t() @ g[:rows]
-
-
-class StepMatmulFixed(StepMatmul):
-    all_steps = True
-
-
 def test_a_batch_past_a_step_is_an_edge() -> None:
+    # x @ w over a batch of BATCH_STEP rows at a time, the catalogue's mmcv565
     args = [rand(2, 3), rand(3, 2, seed=1)]
-    assert edges(StepMatmul, args, torch.matmul)["grown"] == ("fail", "edge_wrong")
-    assert edges(StepMatmulFixed, args, torch.matmul)["grown"] == ("pass", "")
+    assert edges(BatchStepLinear, args, torch.matmul)["grown"] == ("fail", "edge_wrong")
+    assert edges(BatchStepLinearFixed, args, torch.matmul)["grown"] == ("pass", "")
 
 
 def half_detached(x: Tensor) -> Tensor:
