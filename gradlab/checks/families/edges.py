@@ -1,21 +1,18 @@
 """The `edges` check, run by default: the inputs at the edges of what a case's signature lets a
-caller pass, each judged as `--explore` judges a point (explore.judge, against the reference in
-float64).
+caller pass, each judged as `--explore` judges a point (pointjudge.judge, against the reference
+in float64).
 
 The bug catalogue (benchmarks/catalogue/) shows where real Functions break on calls their
-authors never checked: an empty batch, a square input made non-square, an all-zero input (a
-zero rotation, an empty mask), one sign (a negative slope's branch), an int argument at 0
+authors never checked: an empty batch, one element, a square input made non-square, a batch
+past a kernel's step, an all-zero input (a zero rotation, an empty mask), an int argument at 0
 (bins, repeats), a rank more (a 4-d image where the tests used 3-d), float16 (a graph cut in
-the half path).  Each is a handful of points, not a search: every size axis at 0, every dim
-that another dim of its argument shares moved one up, every floating differentiable input all
-zero and of one sign, every int argument at 0, the one highest-rank argument with a trailing
-dim more, and the case in float16.  `--explore` searches the rest.
+the half path).  Each is a handful of points, not a search (edge_points); `--explore`
+searches the rest (one sign, ties, rescaled values, every size).
 
-One row per kind of edge (`edges/empty`, `edges/zero[0]`, ...): a wrong value or a backward
-that raises where forward and the reference ran fails; failing only on an empty tensor, on
-shapes that disagree, or only at rescaled values warns (explore's judgeability rule, the
-verdicts of gradlab.checks.families.explore); points the reference refuses, is not finite or
-ill-conditioned at, or forward refuses, are not judged.  Without a reference, a declared skip.
+One row per kind of edge (`edges/empty`, `edges/zero[0]`, ...), with pointjudge's verdicts: a
+wrong value fails, a likely but uncertain failure warns (pointjudge.UNCERTAIN), points the
+reference refuses, is not finite or ill-conditioned at, or forward refuses, are not judged.
+Without a reference, a declared skip.
 """
 
 from __future__ import annotations
@@ -28,7 +25,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor
 
-from gradlab.cases import copy_like, materialize
+from gradlab.cases import materialize
 from gradlab.checks.diagnosis import policy
 from gradlab.checks.families.explore import spec_case
 from gradlab.checks.families.inputspace import (
@@ -41,7 +38,7 @@ from gradlab.checks.families.inputspace import (
 )
 from gradlab.checks.families.pointjudge import Outcome, judge, magnitudes, reference_scale
 from gradlab.checks.numeric.context import CaseContext
-from gradlab.checks.numeric.execute import Run, run_once
+from gradlab.checks.numeric.execute import Run, requiring_grad, run_once
 from gradlab.model import Case, TensorArg
 from gradlab.results import PASS, SKIP, Finding
 
@@ -53,10 +50,6 @@ HINTS = {"wrong": "edge_wrong", "raises": "edge_raises", "empty": "edge_empty",
          "scale": "edge_scale"}
 RANK = {"wrong": 0, "raises": 1, "empty": 2, "domain": 3, "reshaped": 4, "broadcast": 5,
         "scale": 6}
-#: The value kinds each floating differentiable input takes at the edges: all zero (one sign,
-#: ties and the rest are `--explore`'s: a point per input each, for no certain catch in the
-#: bug catalogue, cost the default check more than its 20% (bench_check.py --edges)).
-EDGE_VALUES = ("zero",)
 
 
 @dataclass(frozen=True)
@@ -91,20 +84,23 @@ def edge_points(case: Case) -> Iterator[Edge]:
         yield Edge("non_square", replace(base, dims=((i, d, 2 * n),)))
     if base.sizes:  # every size one past twice its own: a batch past a kernel's step or tile
         yield Edge("grown", replace(base, sizes=tuple((n, 2 * n + 1) for n, _ in base.sizes)))
+    # each floating differentiable input all zero (one sign, ties and the rest are
+    # `--explore`'s: a point per input each, for no certain catch in the bug catalogue, cost
+    # the default check more than its 20%: bench_check.py --edges)
     for k, (i, _) in enumerate(base.values):
-        for kind in EDGE_VALUES:
-            values = list(base.values)
-            values[k] = (i, kind)
-            name = kind
-            planted = list(base.values)
-            planted[k] = (i, "zeros")
-            unless = replace(base, values=tuple(planted)) if kind == "zero" else None
-            yield Edge(f"{name}[{i}]", replace(base, values=tuple(values)), unless=unless)
+        yield Edge(f"zero[{i}]", _valued(base, k, "zero"), unless=_valued(base, k, "zeros"))
     for i, _ in int_axes(case):
         yield Edge(f"int_zero[{i}]", replace(base, ints=((i, 0),)))
     ranked = rank_axis(case)
     if ranked:
         yield Edge("rank", replace(base, ranked=ranked))
+
+
+def _valued(base: Point, k: int, kind: str) -> Point:
+    """`base` with its k-th value axis at `kind`."""
+    values = list(base.values)
+    values[k] = (values[k][0], kind)
+    return replace(base, values=tuple(values))
 
 
 def empty_sizes(case: Case) -> list[int]:
@@ -137,8 +133,8 @@ def edge_rows(ctx: CaseContext, want: Run | None = None) -> None:
     """The `edges` rows of a case (made in its first dtype's item, judged in float64): one
     per kind of edge point, then the float16 graph row.  want: the reference's run on the
     case's values (its magnitudes are what a change under a nudge is measured against).
-    torch's warnings at these inputs (a
-    variance of one element) are the probe's, not the user's: not shown."""
+    torch's warnings at these inputs (a variance of one element) are the probe's, not the
+    user's: not shown."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         _edge_rows(ctx, want)
@@ -214,19 +210,21 @@ def half_row(ctx: CaseContext) -> None:
     half path (a dtype conversion through .detach()) silently trains nothing.  Forward refusing
     float16 is not judged (no row)."""
     t0 = time.perf_counter()
+    fn = ctx.op.function
     try:
         inputs = materialize(ctx.case, HALF, ctx.device, SEED)
+        if not inputs.diff_index:
+            return
+        got = requiring_grad(fn, inputs.args, inputs.kwargs, inputs.diff_index)
+    except Exception:  # float16 refused: not judged
+        return
+    try:
+        full = materialize(ctx.case, JUDGED, ctx.device, SEED)
+        want = requiring_grad(fn, full.args, full.kwargs, full.diff_index)
     except Exception:
-        return
-    wants = [i for i in inputs.diff_index if isinstance(inputs.args[i], Tensor)]
-    if not wants:
-        return
+        want = []
+    cut = [k for k, (g, f) in enumerate(zip(got, want, strict=False)) if f and not g]
     gen = torch.Generator().manual_seed(SEED)
-    got = _graph(ctx, inputs)
-    if got is None:
-        return
-    full = _graph(ctx, materialize(ctx.case, "float64", ctx.device, SEED))
-    cut = [k for k, (g, f) in enumerate(zip(got, full or [], strict=False)) if f and not g]
     # the reference running in float16 makes it a dtype the op is meant for
     reference = ctx.op.reference
     ref = run_once(reference, inputs.clone(), None, gen) if cut and reference else None
@@ -236,17 +234,3 @@ def half_row(ctx: CaseContext) -> None:
                 note=f"output {cut[0]} does not require grad in float16 (it does in float64)")
     else:
         ctx.row("float16", "edges", PASS, seconds=time.perf_counter() - t0, dtype=HALF)
-
-
-def _graph(ctx: CaseContext, inputs: object) -> list[bool] | None:
-    """Whether each floating output of the Function requires grad (None: forward raised)."""
-    args = [copy_like(a, requires_grad=True) if isinstance(a, Tensor) and a.requires_grad
-            else a for a in inputs.args]  # type: ignore[attr-defined]
-    try:
-        with torch.enable_grad():
-            out = ctx.op.function(*args, **inputs.kwargs)  # type: ignore[attr-defined]
-    except Exception:
-        return None
-    outs = out if isinstance(out, (tuple, list)) else [out]
-    return [bool(o.requires_grad) for o in outs
-            if isinstance(o, Tensor) and o.is_floating_point()]

@@ -10,13 +10,11 @@ empty and size-1 dims, odd sizes past a tile, one sign, ties), then draws seeded
 until the budget is spent.  Each point runs the Function and the reference on the same values
 (float64) and compares forward and gradients by the op's float64 tolerance.
 
-Judgeable only where the reference is: where it raises, returns no finite value, or moves by
-more than domain.ILL_CONDITIONED under a nudge (ill-conditioned, or on a kink such as relu at
-a planted 0), the point is counted as not judgeable and never fails.  A forward that refuses
-an input is validation, counted and never a failure; a backward that raises where forward and
-the reference ran, or a wrong value, fails.  The search is plain Python, not hypothesis:
-the space is a few integer and categorical axes, a greedy per-axis shrink reaches each axis'
-smallest failing size directly, and the budget is a wall clock this module keeps.
+Each point is judged by gradlab.checks.families.pointjudge (what is not judgeable, what fails,
+what only warns), as the default edges check judges its points.  The search is plain Python,
+not hypothesis: the space is a few integer and categorical axes, a greedy per-axis shrink
+reaches each axis' smallest failing size directly, and the budget is a wall clock this module
+keeps.
 """
 
 from __future__ import annotations
@@ -30,7 +28,6 @@ from typing import Any
 
 from torch import Tensor
 
-from gradlab.cases import Inputs
 from gradlab.checks.diagnosis import policy
 from gradlab.checks.families.inputspace import (
     LARGE,
@@ -55,7 +52,6 @@ from gradlab.checks.families.pointjudge import (
     reference_scale,
 )
 from gradlab.checks.numeric.context import CaseContext
-from gradlab.checks.numeric.execute import Run
 from gradlab.model import Case, TensorArg
 from gradlab.results import PASS, SKIP, Finding
 
@@ -73,8 +69,6 @@ class Search:
     sizes_seen: dict[int, set[int]] | None = None
     kinds_seen: set[str] | None = None
 
-
-Runner = Callable[[Callable[..., Any], Inputs, Sequence[Tensor] | None], Run]
 
 
 @dataclass(frozen=True)

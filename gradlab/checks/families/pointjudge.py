@@ -3,12 +3,14 @@ and whether a failure there is certain (a fail) or likely (a warn).  `--explore`
 (gradlab.checks.families.explore) and the default `edges` check (edges.py) judge their points
 here.
 
-Judgeable only where the reference is: where it raises, returns no finite value, or moves by
-more than domain.ILL_CONDITIONED under a nudge (ill-conditioned, or on a kink such as relu at
-a planted 0), the point is not judgeable and never fails.  A forward that refuses an input is
-validation, never a failure; a backward that raises where forward and the reference ran, or a
-wrong value, fails, unless only on an empty tensor, on argument shapes that disagree, or at
-rescaled values (UNCERTAIN: a warn).
+Judgeable only where the reference is: where it raises, or moves by more than
+domain.ILL_CONDITIONED under a nudge (ill-conditioned, or on a kink such as relu at a planted
+0), the point is not judgeable and never fails; where it is not finite, only an infinity of
+the other sign is judged (at_poles).  A forward that refuses an input is validation, never a
+failure.  A wrong value, or a backward that raises at the case's own shapes, fails; a failure
+only on an empty tensor or output, at values beyond the region the case's own reach, on
+arguments broadcast where their dims are coupled, at a shape or int argument the case lacks
+(a raise), or at rescaled values is likely, not certain (UNCERTAIN: a warn).
 """
 
 from __future__ import annotations

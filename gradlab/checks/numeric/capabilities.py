@@ -43,7 +43,7 @@ from gradlab.checks.numeric.batched_grad import batched_grad_row
 from gradlab.checks.numeric.compare import compared_aside
 from gradlab.checks.numeric.context import CaseContext, first_line
 from gradlab.checks.numeric.contract import same
-from gradlab.checks.numeric.execute import Run, run_once
+from gradlab.checks.numeric.execute import Run, requiring_grad, run_once
 from gradlab.checks.numeric.jacobian import realview
 from gradlab.checks.numeric.rawbackward import custom_nodes
 from gradlab.model import INFO_CAPABILITIES, Tolerance
@@ -176,21 +176,13 @@ def graph_lost(fn: Callable[..., Any], batched: Sequence[Any], in_dims: tuple[An
     that does not require grad: per-sample gradients through it are silently zero), or None:
     each output that requires grad in an eager call of one sample must under vmap too (a
     metric returned detached by design does neither)."""
-
-    def grads_on(args: Sequence[Any]) -> list[Any]:
-        return [a.detach().requires_grad_() if i in diff and isinstance(a, Tensor)
-                and (a.is_floating_point() or a.is_complex()) else a
-                for i, a in enumerate(args)]
-
     try:
-        with torch.enable_grad():
-            eager = flat_outputs(fn(*grads_on(sample.args), **sample.kwargs))
-            outs = flat_outputs(torch.func.vmap(fn, in_dims=in_dims)(*grads_on(batched),
-                                                                     **sample.kwargs))
+        eager = requiring_grad(fn, sample.args, sample.kwargs, diff)
+        outs = requiring_grad(torch.func.vmap(fn, in_dims=in_dims), batched, sample.kwargs,
+                              diff)
     except Exception:
         return None  # only under grad: the no_grad run above measured the capability
-    cut = [k for k, (o, e) in enumerate(zip(outs, eager, strict=False))
-           if e.requires_grad and not o.requires_grad]
+    cut = [k for k, (o, e) in enumerate(zip(outs, eager, strict=False)) if e and not o]
     if cut:
         return (f"output {cut[0]} under vmap does not require grad (the graph is lost: a "
                 f"gradient through vmap of it is silently absent)")

@@ -70,6 +70,18 @@ def random_like(o: Tensor, gen: torch.Generator) -> Tensor:
     return standard_normal(o.shape, gen)
 
 
+def requiring_grad(fn: Callable[..., Any], args: Sequence[Any], kwargs: Any,
+                   diff: Sequence[int]) -> list[bool]:
+    """Whether each floating output of `fn` (flat_outputs) requires grad, called with the
+    floating tensors at `diff` as leaves that require grad; raises what `fn` raises.  The
+    graph a transform or a dtype's path may cut (edges' float16, capabilities' vmap)."""
+    leaves = [a.detach().requires_grad_() if i in diff and isinstance(a, Tensor)
+              and (a.is_floating_point() or a.is_complex()) else a
+              for i, a in enumerate(args)]
+    with torch.enable_grad():
+        return [o.requires_grad for o in flat_outputs(fn(*leaves, **kwargs))]
+
+
 def run_once(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tensor] | None,
              gen: torch.Generator, *, go_layout: str = "contiguous",
              check_contract: bool = False, keep_outputs: bool = False) -> Run:
