@@ -66,10 +66,11 @@ class RowMeanFixed(RowMean):
     guard = True
 
 
-def test_a_backward_crashing_only_on_an_empty_batch_warns() -> None:
+def test_a_backward_crashing_only_on_an_empty_batch_fails() -> None:
+    # forward accepted the empty batch and the reference differentiates it: certain
     got = edges(RowMean, [rand(4, 3)], lambda x: x.sum(0))
-    assert got["empty"] == ("warn", "edge_empty")
-    assert "fail" not in {s for s, _ in got.values()}
+    assert got["empty"] == ("fail", "edge_empty")
+    assert {s for k, (s, _) in got.items() if k != "empty"} == {"pass"}
     assert edges(RowMeanFixed, [rand(4, 3)], lambda x: x.sum(0))["empty"] == ("pass", "")
 
 
@@ -275,8 +276,52 @@ def test_a_failing_edge_says_its_input_as_a_spec_case() -> None:
     assert "{name: edge_int_zero[1], set: {1: 0}}" in message(row)
 
 
-def test_without_a_reference_edges_is_a_declared_skip() -> None:
-    report = gradlab.check(torch.exp, [rand(3, 4)], checks=["edges"])
+class RowsLinear(Function):
+    """x @ w over a batch of rows; BROKEN (`bug`): for an empty batch, backward sizes a launch
+    by the row count ("crash": 1 // rows) or w's gradient is a mean over no rows times their
+    count ("nan"), where no element reaches a loss and it must be zero."""
+
+    bug = ""
+
+    @classmethod
+    def forward(cls, ctx: Any, x: Tensor, w: Tensor) -> Tensor:
+        ctx.save_for_backward(x, w)
+        return x @ w
+
+    @classmethod
+    def backward(cls, ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+        x, w = ctx.saved_tensors
+        rows = x.shape[0]
+        if cls.bug == "crash":
+            _ = 1 // rows
+        gw = x.t() @ g
+        return g @ w.t(), gw / rows * rows if cls.bug == "nan" else gw
+
+
+@pytest.mark.parametrize("bug", ["crash", "nan"])
+def test_without_a_reference_an_empty_output_is_judged(bug: str) -> None:
+    # where every output is empty the gradient is zero whatever the math: no reference needed
+    broken = type("Broken", (RowsLinear,), {"bug": bug})
+    args = [rand(4, 3), rand(3, 2, seed=1)]
+    assert edges(broken, args, None) == {"empty": ("fail", "edge_empty")}
+    assert edges(RowsLinear, args, None) == {"empty": ("pass", "")}
+
+
+class AllSum(Function):
+    """x.sum(): a 0-d output, never empty."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.shape = x.shape
+        return x.sum()
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        return g.expand(ctx.shape).clone()
+
+
+def test_without_a_reference_and_no_empty_output_edges_is_a_declared_skip() -> None:
+    report = gradlab.check(AllSum, [rand(3, 4)], checks=["edges"])
     (row,) = [r for r in report.rows if r.check == "edges"]
     assert (row.status, row.declared, row.reason) == ("skip", True, "edges_no_reference")
 

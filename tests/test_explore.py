@@ -68,13 +68,13 @@ def test_a_bug_at_a_batch_of_one_is_found_and_shrunk_to_a_spec_case() -> None:
     assert "- {name: explored, set: {0: {shape: [1, 1]}}}" in message(row)
 
 
-def test_a_backward_that_crashes_only_on_an_empty_batch_warns() -> None:
-    # likely a bug, yet whether a caller hands it an empty batch is not certain: a warn
+def test_a_backward_that_crashes_only_on_an_empty_batch_fails() -> None:
+    # forward accepted the empty batch and the reference differentiates it: certain
     row = explore_row(checked(column_sum(empty_crash=True), lambda x: x.sum(0), (6, 4)))
-    assert row.status == "warn" and row.hint == "explored_empty", message(row)
+    assert row.status == "fail" and row.hint == "explored_empty", message(row)
     assert row.findings[0].want["set"][0]["shape"][0] == 0
     assert "IndexError" in row.note
-    # a certain failure elsewhere wins over the empty one (searched on past it)
+    # a failure at a non-empty input wins over the empty one (searched on past it)
     row = explore_row(checked(column_sum(alone_wrong=True, empty_crash=True),
                               lambda x: x.sum(0), (6, 4)))
     assert row.status == "fail" and row.hint == "explored_wrong", message(row)

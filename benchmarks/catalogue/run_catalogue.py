@@ -87,9 +87,9 @@ def summary(rows: list[tuple[Entry, dict[str, Any]]]) -> list[str]:
         f"{flagged(rows, 'gradlab_twin')} |",
         f"| gradcheck + gradgradcheck, defaults | {pct(t['gradcheck_buggy'], n)} | "
         f"{t['gradcheck_twin']} |", "",
-        "A warn is gradlab's word for a likely bug that is not certain (a backward that "
-        "raises only on an empty tensor, a wrong value only beyond the range of the case's "
-        "own values, a capability missing under autocast); the first row counts fail and "
+        "A warn is gradlab's word for a likely bug that is not certain (a wrong value only "
+        "beyond the range of the case's own values, a backward that raises only at a shape "
+        "the case lacks, a capability missing under autocast); the first row counts fail and "
         "error rows only.", ""]
 
 
@@ -169,9 +169,9 @@ def missed(rows: list[tuple[Entry, dict[str, Any]]]) -> list[str]:
            "smallest failing input, and what gradlab's report shows on the example inputs "
            "(its warn rows) with the variants it ran. The demo (tests/bug_catalogue/demo.py) "
            "shows each bug on its smallest input; none of the variants gradlab ran produces "
-           "that input or call (an empty tensor, an exact zero where the example values "
-           "avoid 0, a rank, batch or aspect ratio the example lacks, float16), except where "
-           "an entry says otherwise below.", ""]
+           "that input or call (an exact zero where the example values avoid 0, 65,520 tied "
+           "float16 values, double backward's raw return), except where an entry says "
+           "otherwise below.", ""]
     for e, r in rows:
         if r["gradlab_buggy"]["red"]:
             continue

@@ -12,8 +12,8 @@ SEARCH_HINTS: dict[str, str] = {
                   "more): the spec case to paste follows",
     "edge_raises": "backward raises on an input at an edge of the case's signature, where "
                    "forward and the reference ran: the spec case to paste follows",
-    "edge_empty": "wrong or raising only on an input with an empty tensor (a size at 0): "
-                  "likely a bug, not certain (a caller may never pass one)",
+    "edge_empty": "wrong, or backward raises, on an input with an empty tensor (a size or an "
+                  "int argument at 0) that forward accepted: the spec case to paste follows",
     "edge_domain": "wrong or raising only at values beyond the range the case's own values "
                    "span (0, or one sign): a bug if callers pass such values",
     "explored_domain": "wrong or raising only at values beyond the range the case's own "
@@ -35,9 +35,9 @@ SEARCH_HINTS: dict[str, str] = {
     "explored_raises": "backward raises on an input the explore search found, where forward "
                        "and the reference ran (shrunk to the smallest that does; the spec case "
                        "to paste follows)",
-    "explored_empty": "wrong or raising only on an input with an empty tensor (an empty batch, "
-                      "no points) where the reference runs: shrunk to the smallest; a likely "
-                      "bug if callers can pass one",
+    "explored_empty": "wrong, or backward raises, on an input with an empty tensor (an empty "
+                      "batch, no points) that forward accepted: shrunk to the smallest (the "
+                      "spec case to paste follows)",
     "explored_broadcast": "wrong or raising only when one argument's dim is moved apart from "
                           "the others' (shapes that disagree, which the reference broadcasts): "
                           "a bug only if callers broadcast",

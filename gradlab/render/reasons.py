@@ -91,8 +91,9 @@ REASONS: dict[str, str] = {
     "no_reference": "no reference: compared with the Function's own contiguous run",
     "explore_no_reference": "not explored: the search compares with a reference, and this op "
                             "has none",
-    "edges_no_reference": "edges not checked: each edge input is compared with a reference, "
-                          "and this op has none",
+    "edges_no_reference": "edges not checked: an edge input is compared with a reference, "
+                          "and this op has none (without one only an empty output is judged, "
+                          "and no edge input gave one)",
     "cost_envelope": "stopped: this variant ran far longer than the base case (outside the "
                      "op's cost envelope, e.g. a solver's steps growing with the magnitude; "
                      "gradlab.check(cost_envelope=) sets the factor, 0 never stops)",

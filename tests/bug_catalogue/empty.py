@@ -119,7 +119,8 @@ class TileChunks(Function):
     @classmethod
     def backward(cls, ctx: Any, g: Tensor) -> tuple[Tensor, None]:
         if cls.reshape:
-            return g.reshape(-1, ctx.n).sum(0), None
+            # no -1: an empty x leaves it ambiguous
+            return g.reshape(g.numel() // ctx.n if ctx.n else 0, ctx.n).sum(0), None
         reps = g.shape[0] // ctx.n
         return torch.stack(g.chunk(reps)).sum(0), None
 

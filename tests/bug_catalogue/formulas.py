@@ -158,7 +158,8 @@ class ProdAll(Function):
     @classmethod
     def backward(cls, ctx: Any, g: Tensor) -> Tensor:
         (x,) = ctx.saved_tensors
-        others = torch.stack([torch.cat([x[:i], x[i + 1:]]).prod() for i in range(x.numel())])
+        others = torch.stack([torch.cat([x[:i], x[i + 1:]]).prod() for i in range(x.numel())]
+                             ) if x.numel() else torch.zeros_like(x)
         return others * g if cls.chain else others
 
 

@@ -185,6 +185,8 @@ class ScatterProd(Function):
     @classmethod
     def backward(cls, ctx: Any, g: Tensor) -> tuple[Tensor, None, None]:
         x, idx, out = ctx.saved_tensors
+        if cls.fixed and not x.numel():
+            return torch.zeros_like(x), None, None
         if cls.fixed:
             others = torch.stack([torch.cat([x[:i], x[i + 1:]])[torch.cat(
                 [idx[:i], idx[i + 1:]]) == idx[i]].prod() for i in range(x.numel())])

@@ -108,7 +108,7 @@ class LinearView(Function):
     def backward(cls, ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
         x, w = ctx.saved_tensors
         g2 = cls.flatten(g, w.shape[0])
-        return (g2 @ w).view(x.shape), g2.t() @ x.reshape(-1, x.shape[-1])
+        return (g2 @ w).view(x.shape), g2.t() @ x.flatten(0, -2)
 
 
 class LinearReshape(LinearView):

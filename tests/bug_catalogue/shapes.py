@@ -7,6 +7,7 @@ that is no power of two, a single element equal to zero.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -41,15 +42,16 @@ class GroupNorm(Function):
     def backward(cls, ctx: Any, g: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         x, w = ctx.saved_tensors
         n, c = x.shape[:2]
-        spatial = x[0, 0].numel() if cls.flatten_first else g.shape[-1]
+        spatial = math.prod(x.shape[2:]) if cls.flatten_first else g.shape[-1]
         m = spatial * (c // GROUPS)
-        xg = x.reshape(n, GROUPS, -1)
+        per = math.prod(x.shape[1:]) // GROUPS  # no -1: an empty batch leaves it ambiguous
+        xg = x.reshape(n, GROUPS, per)
         mu = xg.mean(-1, keepdim=True)
         rstd = (xg.var(-1, unbiased=False, keepdim=True) + EPS).rsqrt()
         xhat = ((xg - mu) * rstd).reshape(x.shape)
         shape = [1, c] + [1] * (x.dim() - 2)
-        dxhat = (g * w.reshape(shape)).reshape(n, GROUPS, -1)
-        xh = xhat.reshape(n, GROUPS, -1)
+        dxhat = (g * w.reshape(shape)).reshape(n, GROUPS, per)
+        xh = xhat.reshape(n, GROUPS, per)
         dx = rstd * (dxhat - dxhat.sum(-1, keepdim=True) / m
                      - xh * (dxhat * xh).sum(-1, keepdim=True) / m)
         dims = [0, *range(2, x.dim())]
@@ -105,7 +107,7 @@ class BlockCumsum(Function):
             out.insert(0, local)
             partial = blk.shape[-1] < SCAN_BLOCK
             carry = local[..., :1] if cls.carry_partial or not partial else carry
-        return torch.cat(out, -1)
+        return torch.cat(out, -1) if out else torch.zeros_like(g)
 
 
 class BlockCumsumFixed(BlockCumsum):
@@ -242,7 +244,8 @@ class ProdDim(Function):
     @classmethod
     def backward(cls, ctx: Any, g: Tensor) -> Tensor:
         (x,) = ctx.saved_tensors
-        others = torch.stack([torch.cat([x[:i], x[i + 1:]]).prod(0) for i in range(x.shape[0])])
+        others = torch.stack([torch.cat([x[:i], x[i + 1:]]).prod(0) for i in range(x.shape[0])]
+                             ) if x.shape[0] else torch.zeros_like(x)
         gx = g * others
         if (x == 0).any() and not cls.keep_shape:
             gx = gx.squeeze()

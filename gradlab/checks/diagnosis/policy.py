@@ -128,12 +128,13 @@ RULES: tuple[Rule, ...] = (
          "input whose contiguous copy it refuses too) that the reference accepts",
          why="a domain narrower than the reference's (a Cholesky solve of a singular "
              "matrix): raising is safe, and may be a bug"),
-    Rule("edges", "edge_empty", WARN,
-         "a wrong result or a backward that raises only on an input with an empty tensor (a "
-         "size of the case at 0, an int argument at 0), where the reference runs",
-         why="as explored_empty: a crash on an empty batch is likely a bug, yet 6 of the bug "
-             "catalogue's 72 correct twins crash there too (reshape(-1, 0), a stack of no "
-             "tensors): not certain"),
+    Rule("edges", "edge_empty", FAIL,
+         "a wrong result or a backward that raises on an input with an empty tensor (a size "
+         "of the case at 0, an int argument at 0) that forward accepted, where the reference "
+         "runs; or, where every output is empty, a gradient that is not zero",
+         why="forward accepted the call and the gradient is defined (zero where no element "
+             "reaches a loss): the bug catalogue's empty batches, zero rows and repeats of 0 "
+             "(8 reports), each a crash users hit"),
     Rule("edges", "edge_domain", WARN,
          "a wrong result or a backward that raises only at values beyond the range the case's "
          "own span (0, or one sign, where the case's values are all positive)",
@@ -153,11 +154,10 @@ RULES: tuple[Rule, ...] = (
     Rule("edges", "edge_scale", WARN,
          "a result off only at values rescaled, every value finite",
          why="as explored_scale"),
-    Rule("explore", "explored_empty", WARN,
-         "under `--explore`, a wrong result or a backward that raises only on an input with "
-         "an empty tensor, where the reference runs",
-         why="a crash on an empty batch is likely a bug, yet whether a caller passes one is "
-             "not certain"),
+    Rule("explore", "explored_empty", FAIL,
+         "under `--explore`, a wrong result or a backward that raises on an input with an "
+         "empty tensor that forward accepted, where the reference runs",
+         why="as edge_empty"),
     Rule("explore", "explored_domain", WARN,
          "under `--explore`, a wrong result or a backward that raises only at values beyond "
          "the range the case's own span",

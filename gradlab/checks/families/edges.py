@@ -12,7 +12,8 @@ searches the rest (one sign, ties, rescaled values, every size).
 One row per kind of edge (`edges/empty`, `edges/zero[0]`, ...), with pointjudge's verdicts: a
 wrong value fails, a likely but uncertain failure warns (pointjudge.UNCERTAIN), points the
 reference refuses, is not finite or ill-conditioned at, or forward refuses, are not judged.
-Without a reference, a declared skip.
+Without a reference, only the points whose outputs are all empty are judged (the gradient is
+zero there: pointjudge.empty_output); none such, a declared skip.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ from gradlab.checks.numeric.execute import Run, requiring_grad, run_once
 from gradlab.model import Case, TensorArg
 from gradlab.results import PASS, SKIP, Finding
 
+#: The kinds of edge judged without a reference (where every output is empty, the gradient
+#: is zero: pointjudge.empty_output).
+ORACLE_KINDS = ("empty", "int_zero")
 #: The dtype every edge point is judged in (explore's, pointjudge.judge).
 JUDGED = "float64"
 #: A verdict's hint and what it ranks (the worst point of a kind is the row's).
@@ -148,19 +152,17 @@ def _edge_rows(ctx: CaseContext, want: Run | None) -> None:
         # once per case, and only where the case and its variants all pass: a failure the
         # variants show is theirs to diagnose (an edge would repeat it, unexplained)
         return
-    if op.reference is None:
-        ctx.row("edges", "edges", SKIP, declared=True, reason="edges_no_reference",
-                dtype=JUDGED)
-        return
     tol = op.tolerance("float64")
     # the magnitudes of the reference's outputs and gradients on the case's values: the base
     # run's when it is at hand (one reference run less)
-    floor = magnitudes(want) if want is not None else reference_scale(op.reference, case,
-                                                                      ctx.device)
+    floor = (magnitudes(want) if want is not None else
+             reference_scale(op.reference, case, ctx.device) if op.reference else [])
     kinds: dict[str, list[tuple[Point, Outcome]]] = {}
     seconds: dict[str, float] = {}
     unless: dict[Point, str] = {}
     for e in edge_points(case):
+        if op.reference is None and not e.kind.startswith(ORACLE_KINDS):
+            continue  # judged by the reference only
         if e.after and any(o.verdict in RANK for _, o in kinds.get(e.after, [])):
             continue
         t0 = time.perf_counter()
@@ -173,8 +175,12 @@ def _edge_rows(ctx: CaseContext, want: Run | None) -> None:
                 continue
         kinds.setdefault(e.kind, []).append((e.point, out))
         seconds[e.kind] = seconds.get(e.kind, 0.0) + time.perf_counter() - t0
-    for kind, outs in kinds.items():
-        _kind_row(ctx, kind, outs, seconds[kind])
+    made = [_kind_row(ctx, kind, outs, seconds[kind]) for kind, outs in kinds.items()]
+    if op.reference is None:
+        if not any(made):  # no point had an empty output, the only one judged without it
+            ctx.row("edges", "edges", SKIP, declared=True, reason="edges_no_reference",
+                    dtype=JUDGED)
+        return
     half_row(ctx)
 
 
@@ -184,19 +190,21 @@ def first_dtype(ctx: CaseContext) -> str:
 
 
 def _kind_row(ctx: CaseContext, kind: str, outs: list[tuple[Point, Outcome]],
-              seconds: float) -> None:
+              seconds: float) -> bool:
+    """The row of one kind of edge; False where no point of it was judged (no row)."""
     failing = sorted((o for o in outs if o[1].verdict in RANK), key=lambda o: RANK[o[1].verdict])
     judged = [o for o in outs if o[1].verdict not in ("unjudgeable", "refused")]
     if not failing:
         if judged:  # else every point was refused by forward or not judgeable: no row
             ctx.row(kind, "edges", PASS, seconds=seconds, dtype=JUDGED)
-        return
+        return bool(judged)
     point, out = failing[0]
     hint = HINTS[out.verdict]
     ctx.row(kind, "edges", policy.status("edges", hint, strict=ctx.options.strict),
             seconds=seconds, hint=hint, note=out.note, dtype=JUDGED,
             findings=[Finding("edge", -1, hint, want={**spec_case(ctx.case, point),
                                                       "name": f"edge_{kind}"})])
+    return True
 
 
 #: The low-precision dtype whose path the float16 row runs (autocast's on a GPU; torch runs it

@@ -45,6 +45,7 @@ from gradlab.checks.families.inputspace import (
     size_dims,
 )
 from gradlab.checks.families.pointjudge import (
+    CERTAIN,
     FAILED,
     UNCERTAIN,
     Outcome,
@@ -95,7 +96,7 @@ def search(judge_point: Callable[[Point], Outcome], base: Point, budget: float,
     start = clock()
     points = _chain(one_at_a_time(base, axes.shared, axes.ints, axes.ranked),
                     combinations(base, random.Random(SEED), axes.shared, axes.ints))
-    empty: tuple[Point, Outcome] | None = None
+    likely: tuple[Point, Outcome] | None = None
     for p in points:
         if clock() - start > budget:
             break
@@ -104,13 +105,21 @@ def search(judge_point: Callable[[Point], Outcome], base: Point, budget: float,
             s.failure, s.outcome = shrink(s, judge_point, p, out, lambda: clock() - start
                                           > budget * 2, axes.dims_of)
             break
-        if out.verdict in UNCERTAIN and empty is None:
-            empty = (p, out)  # kept; the search goes on for a certain failure
-    if s.failure is None and empty is not None:
-        s.failure, s.outcome = shrink(s, judge_point, *empty, lambda: clock() - start
+        if out.verdict in KEPT and (likely is None or KEPT.index(out.verdict)
+                                    < KEPT.index(likely[1].verdict)):
+            # kept; the search goes on for a failure at a non-empty input (the edges check
+            # names an empty one already)
+            likely = (p, out)
+    if s.failure is None and likely is not None:
+        s.failure, s.outcome = shrink(s, judge_point, *likely, lambda: clock() - start
                                       > budget * 2, axes.dims_of)
     s.seconds = clock() - start
     return s
+
+
+#: The verdicts a search keeps while it looks on, the best first: a certain failure on an
+#: empty tensor, then the uncertain ones.
+KEPT = (*(v for v in CERTAIN if v not in FAILED), *UNCERTAIN)
 
 
 def _chain(*its: Iterator[Point]) -> Iterator[Point]:

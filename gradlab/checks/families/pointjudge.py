@@ -3,14 +3,16 @@ and whether a failure there is certain (a fail) or likely (a warn).  `--explore`
 (gradlab.checks.families.explore) and the default `edges` check (edges.py) judge their points
 here.
 
-Judgeable only where the reference is: where it raises, or moves by more than
-domain.ILL_CONDITIONED under a nudge (ill-conditioned, or on a kink such as relu at a planted
-0), the point is not judgeable and never fails; where it is not finite, only an infinity of
-the other sign is judged (at_poles).  A forward that refuses an input is validation, never a
-failure.  A wrong value, or a backward that raises at the case's own shapes, fails; a failure
-only on an empty tensor or output, at values beyond the region the case's own reach, on
-arguments broadcast where their dims are coupled, at a shape or int argument the case lacks
-(a raise), or at rescaled values is likely, not certain (UNCERTAIN: a warn).
+Judgeable only where the reference is: where it moves by more than domain.ILL_CONDITIONED
+under a nudge (ill-conditioned, or on a kink such as relu at a planted 0), the point is not
+judgeable and never fails; where it is not finite, only an infinity of the other sign is
+judged (at_poles); where it raises or there is none, only an output that is empty, whose
+gradient is zero whatever the math (empty_output).  A forward that refuses an input is
+validation, never a failure.  A wrong value, a backward that raises at the case's own shapes,
+or either on an empty tensor forward accepted, fails (CERTAIN); a failure only at values
+beyond the region the case's own reach, on arguments broadcast where their dims are coupled,
+at a shape or int argument the case lacks (a raise), or at rescaled values is likely, not
+certain (UNCERTAIN: a warn).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ class Outcome:
 INVALID_RETURN = ("returned an invalid gradient", "returned an incorrect number of gradients")
 
 
-def judge(fn: Callable[..., Any], ref: Callable[..., Any], case: Case, point: Point,
+def judge(fn: Callable[..., Any], ref: Callable[..., Any] | None, case: Case, point: Point,
           device: str, tol: Any, floor: Sequence[float] = ()) -> Outcome:
     """One point: the Function against the reference on the same float64 values.  floor: the
     magnitude of each of the reference's outputs and gradients on the case's own values, the
@@ -55,9 +57,11 @@ def judge(fn: Callable[..., Any], ref: Callable[..., Any], case: Case, point: Po
     except Exception as exc:  # a size the spec's own constraints refuse
         return Outcome("unjudgeable", f"inputs: {type(exc).__name__}")
     gen = torch.Generator().manual_seed(SEED)
-    want = run_once(ref, inputs.clone(), None, gen)
-    if want.error is not None:
-        return Outcome("unjudgeable", "the reference raises")
+    want = run_once(ref, inputs.clone(), None, gen) if ref is not None else None
+    if want is None or want.error is not None:
+        # no reference to judge by here: only an empty output is judged (empty_output)
+        return empty_output(fn, inputs, gen, "no reference" if want is None
+                            else "the reference raises")
     got = run_once(fn, inputs.clone(), want.grad_outs64 or None, gen)
     if not _finite(want):
         out = at_poles(ref, inputs, want, got, gen)
@@ -76,11 +80,14 @@ def judge(fn: Callable[..., Any], ref: Callable[..., Any], case: Case, point: Po
         out = _compared(got, want, tol)
         if out.verdict == "wrong" and _ill_conditioned(ref, inputs, want, gen, floor):
             return Outcome("unjudgeable", "the reference is ill-conditioned there")
-    if out.verdict in FAILED and (_empty(inputs) or _empty(got.outs)):
-        # wrong or raising only where a tensor is empty: likely a bug, but whether a caller
-        # ever hands it an empty tensor is not certain (policy: a warn)
-        out.verdict = "empty"
-    elif out.verdict in FAILED and _outside(case, point, inputs, device):
+    return _named(out, ref, case, point, inputs, got, device)
+
+
+def _named(out: Outcome, ref: Callable[..., Any], case: Case, point: Point, inputs: Inputs,
+           got: Run, device: str) -> Outcome:
+    """A failing point's verdict named for the condition it fails under: uncertain ones
+    (UNCERTAIN) first, then an empty tensor (certain)."""
+    if out.verdict in FAILED and _outside(case, point, inputs, device):
         # values beyond the range the case's own span (0 or one sign where its values are
         # all positive): a case's values are the only evidence of the domain (a cumprod
         # whose backward divides by x, written for x away from 0), so not certain
@@ -90,6 +97,11 @@ def judge(fn: Callable[..., Any], ref: Callable[..., Any], case: Case, point: Po
         # fed arguments whose shapes disagree where the case's agree (the reference
         # broadcasts them): whether a caller does is not certain either
         out.verdict = "broadcast"
+    elif out.verdict in FAILED and (_empty(inputs) or _empty(got.outs)):
+        # wrong, or a backward raising, where a tensor is empty that forward accepted and the
+        # reference differentiates (shapes agreeing as the case's do): certain (the bug
+        # catalogue's empty batches, zero rows, repeats of 0), named for its condition
+        out.verdict = "empty"
     elif out.verdict == "raises" and _reshaped(point):
         # a backward that raises at a shape or an int argument the case does not have:
         # forward accepting it is evidence, not proof, that the Function supports it
@@ -108,8 +120,8 @@ RESCALED = ("tiny", "large")
 
 
 def _disagreeing(case: Case, point: Point) -> bool:
-    """Two dims of different arguments that agree in the case are 1 against more at the point
-    (the reference broadcasts them).  Other sizes that the reference accepts show the dims
+    """Two dims of different arguments that agree in the case are 1 against another size at
+    the point (the reference broadcasts them).  Other sizes that the reference accepts show the dims
     were never coupled (a batch and out-features of one size)."""
     if not point.dims:
         return False
@@ -119,15 +131,38 @@ def _disagreeing(case: Case, point: Point) -> bool:
     dims = [(i, n, m) for i, (a, b) in enumerate(zip(case.args, sized.args, strict=True))
             if isinstance(a, (TensorArg, Tensor))
             for n, m in zip(tuple(a.shape), tuple(b.shape), strict=False)]
-    return any(i != j and n == n2 and n > 1 and 1 in (m, m2) and max(m, m2) > 1
+    # a 1 against any other size, 0 included (a 1 broadcast over an empty dim)
+    return any(i != j and n == n2 and n > 1 and 1 in (m, m2) and m != m2
                for i, n, m in dims for j, n2, m2 in dims)
 
 
-#: The verdicts of a failing point: certain ones, then the uncertain (a warn): a failure only
-#: on an input with an empty tensor, on arguments whose shapes disagree, or a finite error
-#: only at rescaled values.
+#: The verdicts of a failing point: certain ones (FAILED, and CERTAIN with a failure on an
+#: empty tensor named apart), then the uncertain (a warn): a failure only at values beyond the
+#: case's region, at a shape the case lacks (a raise), on arguments whose shapes disagree, or
+#: a finite error only at rescaled values.
 FAILED = ("wrong", "raises")
-UNCERTAIN = ("empty", "domain", "reshaped", "broadcast", "scale")
+CERTAIN = (*FAILED, "empty")
+UNCERTAIN = ("domain", "reshaped", "broadcast", "scale")
+
+
+def empty_output(fn: Callable[..., Any], inputs: Inputs, gen: torch.Generator,
+                 why: str) -> Outcome:
+    """A point judged without a reference: where forward accepts it and every output it
+    returns is empty, every input's gradient is zero whatever the Function computes (no
+    element reaches a loss), so a backward that raises or returns anything else is wrong
+    (an adaptive pool asked for 0 bins that divides by them).  Elsewhere not judgeable."""
+    got = run_once(fn, inputs.clone(), None, gen)
+    if got.error is not None and got.stage == "forward":
+        return Outcome("refused", f"{type(got.error).__name__}")
+    outs = [t for t in got.outs if isinstance(t, Tensor)]
+    if not outs or any(t.numel() for t in outs):
+        return Outcome("unjudgeable", why)
+    if got.error is not None:
+        return Outcome("empty", f"{type(got.error).__name__}: {got.error}".splitlines()[0])
+    for k, g in enumerate(got.grads):
+        if isinstance(g, Tensor) and g.numel() and not bool((g == 0).all()):
+            return Outcome("empty", f"gradient {k} is not zero where every output is empty")
+    return Outcome("pass")
 
 
 def _outside(case: Case, point: Point, inputs: Inputs, device: str) -> bool:
