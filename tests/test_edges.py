@@ -4,6 +4,7 @@ gradlab must flag, beside its correct twin, which must pass (gradlab.checks.fami
 from __future__ import annotations
 
 import shlex
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,12 @@ from typer.testing import CliRunner
 
 import gradlab
 from gradlab.checks.families.edges import edge_points
+from gradlab.checks.families.inputspace import base_point
+from gradlab.checks.families.pointjudge import judge
 from gradlab.cli import app
 from gradlab.model import Case
 from gradlab.render.words import message
+from gradlab.tolerances import table
 
 F64 = torch.float64
 PASSED = ("pass", "")
@@ -458,3 +462,67 @@ def test_an_edge_rows_repro_line_reruns_it(tmp_path: Path, monkeypatch: pytest.M
     again = CliRunner().invoke(app, [*shlex.split(line)[1:], "--no-isolate"])
     assert again.exit_code == 1, again.output
     assert "edge_wrong" in again.output and "rank" in again.output, again.output
+
+
+def _judged(fn: Any, ref: Any, args: tuple[Any, ...], sizes: dict[int, int]) -> str:
+    """pointjudge's verdict on `fn` at the case of `args` with the size axes in `sizes` moved."""
+    case = Case("c", args)
+    base = base_point(case)
+    point = replace(base, sizes=tuple((n, sizes.get(n, m)) for n, m in base.sizes))
+    return judge(fn, ref, case, point, "cpu", table(False)["float64"]).verdict
+
+
+class IndexFill(Function):
+    """x.index_fill(0, idx, value), correct: value's gradient sums each filled row once."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, value: Tensor, idx: Tensor) -> Tensor:
+        ctx.save_for_backward(idx)
+        return x.index_fill(0, idx, value)
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor, None]:
+        (idx,) = ctx.saved_tensors
+        return g.index_fill(0, idx, 0), g.index_select(0, torch.unique(idx)).sum(), None
+
+
+def index_fill_ref(x: Tensor, value: Tensor, idx: Tensor) -> Tensor:
+    hit = torch.zeros(x.shape[0], dtype=torch.bool).index_fill(0, idx, True)
+    return torch.where(hit[:, None], value.expand_as(x), x)
+
+
+def test_indices_into_an_empty_tensor_are_not_judged() -> None:
+    # torch's index_fill skips the bounds check on an empty x (forward and the reference run),
+    # index_select does not: rows [1, 3] of nothing is no valid call, so no failure
+    args = (rand(4, 3), rand(), torch.tensor([1, 3]))
+    assert _judged(IndexFill.apply, index_fill_ref, args, {4: 0, 3: 0}) == "unjudgeable"
+    assert _judged(IndexFill.apply, index_fill_ref, args, {}) == "pass"
+
+
+class FirstSteps(Function):
+    """h_t = f_t * x_t over x's steps (f may hold more, unused); BROKEN outside the case's
+    equal lengths: f's gradient comes back at x's length, which autograd refuses."""
+
+    @staticmethod
+    def forward(ctx: Any, f: Tensor, x: Tensor) -> Tensor:
+        ctx.save_for_backward(f, x)
+        return f[..., :x.shape[-1]] * x
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+        f, x = ctx.saved_tensors
+        return g * x, g * f[..., :x.shape[-1]]
+
+
+def test_a_failure_that_an_empty_batch_only_carries_is_not_named_empty() -> None:
+    # f [0, 3] against x [0, 2]: it fails as much with the batch back at 2, so it is the
+    # lengths that disagree (uncertain), not the empty batch (certain)
+    ref = lambda f, x: f[..., :x.shape[-1]] * x  # noqa: E731
+    args = (rand(2, 8), rand(2, 8, seed=1))
+    case = Case("c", args)
+    base = base_point(case)
+    tol = table(False)["float64"]
+    apart = replace(base, sizes=((8, 3), (2, 0)), dims=((1, 1, 2),))
+    assert judge(FirstSteps.apply, ref, case, apart, "cpu", tol).verdict == "reshaped"
+    empty = replace(base, sizes=((8, 8), (2, 0)))
+    assert judge(FirstSteps.apply, ref, case, empty, "cpu", tol).verdict == "pass"

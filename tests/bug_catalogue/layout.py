@@ -112,7 +112,7 @@ class LinearView(Function):
 
 
 class LinearReshape(LinearView):
-    flatten = staticmethod(lambda g, n: g.reshape(-1, n))
+    flatten = staticmethod(lambda g, n: g.flatten(0, -2))  # no -1: n may be 0
 
 
 class Correlation(Function):

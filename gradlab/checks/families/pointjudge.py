@@ -80,7 +80,17 @@ def judge(fn: Callable[..., Any], ref: Callable[..., Any] | None, case: Case, po
         out = _compared(got, want, tol)
         if out.verdict == "wrong" and _ill_conditioned(ref, inputs, want, gen, floor):
             return Outcome("unjudgeable", "the reference is ill-conditioned there")
-    return _named(out, ref, case, point, inputs, got, device)
+    out = _named(out, ref, case, point, inputs, got, device)
+    if out.verdict == "empty":
+        again = _filled(case, point)
+        if _indices_into_nothing(inputs):
+            return Outcome("unjudgeable", "indices into an empty tensor")
+        if again != point and judge(fn, ref, case, again, device, tol, floor).verdict not in (
+                "pass", "unjudgeable", "refused"):
+            # it fails with its empty sizes back at the case's too: not the emptiness (shapes
+            # only an empty batch lets the reference accept, an f [0, 2] against an x [0, 1])
+            out.verdict = "reshaped"
+    return out
 
 
 def _named(out: Outcome, ref: Callable[..., Any], case: Case, point: Point, inputs: Inputs,
@@ -157,6 +167,8 @@ def empty_output(fn: Callable[..., Any], inputs: Inputs, gen: torch.Generator,
     outs = [t for t in got.outs if isinstance(t, Tensor)]
     if not outs or any(t.numel() for t in outs):
         return Outcome("unjudgeable", why)
+    if _indices_into_nothing(inputs):
+        return Outcome("unjudgeable", "indices into an empty tensor")
     if got.error is not None:
         return Outcome("empty", f"{type(got.error).__name__}: {got.error}".splitlines()[0])
     for k, g in enumerate(got.grads):
@@ -220,6 +232,27 @@ def _coupled(ref: Callable[..., Any], case: Case, point: Point, device: str) -> 
     except Exception:
         return True
     return False
+
+
+def _filled(case: Case, point: Point) -> Point:
+    """The point with each size at 0 back at the case's own and no int argument at 0: what
+    it is without its emptiness."""
+    return replace(point, sizes=tuple((n, n if m == 0 else m) for n, m in point.sizes),
+                   dims=tuple((i, d, case.args[i].shape[d] if m == 0 else m)
+                              for i, d, m in point.dims),
+                   ints=tuple((i, v) for i, v in point.ints if v != 0))
+
+
+def _indices_into_nothing(inputs: Inputs) -> bool:
+    """An integer tensor with elements beside an empty floating one: indices into nothing are
+    out of range whatever their values, and torch's ops skip the bounds check where there is
+    no element, so forward and the reference running such a call say nothing of it (an
+    index_fill of an empty x at rows [1])."""
+    tensors = [a for a in inputs.args if isinstance(a, Tensor)]
+    return (any(a.numel() and not (a.is_floating_point() or a.is_complex())
+                and a.dtype != torch.bool for a in tensors)
+            and any((a.is_floating_point() or a.is_complex()) and not a.numel()
+                    for a in tensors))
 
 
 def _empty(values: Inputs | Sequence[Any]) -> bool:
