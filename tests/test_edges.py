@@ -391,8 +391,13 @@ class LogAbsRight(Function):
 
 def test_an_infinity_of_the_wrong_sign_fails_only_where_both_sides_agree() -> None:
     positive = [rand(3, 4, low=0.5, high=2.0)]
-    # 0 is beyond the case's values: likely, not certain
-    assert edges(Rsqrt, positive, torch.rsqrt)["zero[0]"] == ("warn", "edge_domain")
+    # 0 is beyond the case's values, yet the other infinity is a value written for 0, and
+    # wrong (arithmetic written for x away from 0 gives the limit's sign or a NaN there)
+    assert edges(Rsqrt, positive, torch.rsqrt)["zero[0]"] == ("fail", "edge_wrong")
+    # shown at the simpler input that fails too: zeros planted among the case's values
+    report = gradlab.check(Rsqrt, positive, reference=torch.rsqrt, checks=["edges"])
+    (row,) = [r for r in report.rows if r.variant == "zero[0]"]
+    assert row.findings[0].want["set"] == {0: {"special": [0.0]}}
     assert edges(RsqrtFixed, positive, torch.rsqrt).get("zero[0]", PASSED) == PASSED
     # (abs's derivative at 0 is 0, so torch's own log|x| gives NaN there: a Function for the
     # reference, whose gradient is +inf at +0)

@@ -65,9 +65,10 @@ class Edge:
     #: the kind whose points so far must all have passed for this one to be judged (a zero
     #: at one element says nothing new where a one-element input fails already)
     after: str = ""
-    #: a point that, failing, makes this one say nothing new: zeros planted at a few places
-    #: (the special variant's condition, its finding) before a whole input of zeros
-    unless: Point | None = None
+    #: a simpler point shown instead where this one fails and it does too: zeros planted at
+    #: a few places (the special variant's condition, a spec's `special: [0.0]`) before a
+    #: whole input of zeros
+    simpler: Point | None = None
 
 
 def edge_points(case: Case) -> Iterator[Edge]:
@@ -92,7 +93,7 @@ def edge_points(case: Case) -> Iterator[Edge]:
     # `--explore`'s: a point per input each, for no certain catch in the bug catalogue, cost
     # the default check more than its 20%: bench_check.py --edges)
     for k, (i, _) in enumerate(base.values):
-        yield Edge(f"zero[{i}]", _valued(base, k, "zero"), unless=_valued(base, k, "zeros"))
+        yield Edge(f"zero[{i}]", _valued(base, k, "zero"), simpler=_valued(base, k, "zeros"))
     for i, _ in int_axes(case):
         yield Edge(f"int_zero[{i}]", replace(base, ints=((i, 0),)))
     ranked = rank_axis(case)
@@ -159,7 +160,6 @@ def _edge_rows(ctx: CaseContext, want: Run | None) -> None:
              reference_scale(op.reference, case, ctx.device) if op.reference else [])
     kinds: dict[str, list[tuple[Point, Outcome]]] = {}
     seconds: dict[str, float] = {}
-    unless: dict[Point, str] = {}
     for e in edge_points(case):
         if op.reference is None and not e.kind.startswith(ORACLE_KINDS):
             continue  # judged by the reference only
@@ -167,13 +167,13 @@ def _edge_rows(ctx: CaseContext, want: Run | None) -> None:
             continue
         t0 = time.perf_counter()
         out = judge(op.function, op.reference, case, e.point, ctx.device, tol, floor)
-        if out.verdict in RANK and e.unless is not None:  # judged only where it matters
-            if e.unless not in unless:
-                unless[e.unless] = judge(op.function, op.reference, case, e.unless,
-                                         ctx.device, tol, floor).verdict
-            if unless[e.unless] == "wrong":
-                continue
-        kinds.setdefault(e.kind, []).append((e.point, out))
+        point = e.point
+        if out.verdict in RANK and e.simpler is not None:  # judged only where it matters
+            simpler = judge(op.function, op.reference, case, e.simpler, ctx.device, tol,
+                            floor)
+            if simpler.verdict in RANK:
+                point, out = e.simpler, simpler
+        kinds.setdefault(e.kind, []).append((point, out))
         seconds[e.kind] = seconds.get(e.kind, 0.0) + time.perf_counter() - t0
     made = [_kind_row(ctx, kind, outs, seconds[kind]) for kind, outs in kinds.items()]
     if op.reference is None:

@@ -63,7 +63,8 @@ def judge(fn: Callable[..., Any], ref: Callable[..., Any] | None, case: Case, po
         return empty_output(fn, inputs, gen, "no reference" if want is None
                             else "the reference raises")
     got = run_once(fn, inputs.clone(), want.grad_outs64 or None, gen)
-    if not _finite(want):
+    pole = not _finite(want)
+    if pole:
         out = at_poles(ref, inputs, want, got, gen)
     elif got.error is not None:
         # forward refusing an input is validation (a clear error is the right answer to a
@@ -80,7 +81,7 @@ def judge(fn: Callable[..., Any], ref: Callable[..., Any] | None, case: Case, po
         out = _compared(got, want, tol)
         if out.verdict == "wrong" and _ill_conditioned(ref, inputs, want, gen, floor):
             return Outcome("unjudgeable", "the reference is ill-conditioned there")
-    out = _named(out, ref, case, point, inputs, got, device)
+    out = _named(out, ref, case, point, inputs, got, device, pole)
     if out.verdict == "empty":
         again = _filled(case, point)
         if _indices_into_nothing(inputs):
@@ -94,10 +95,13 @@ def judge(fn: Callable[..., Any], ref: Callable[..., Any] | None, case: Case, po
 
 
 def _named(out: Outcome, ref: Callable[..., Any], case: Case, point: Point, inputs: Inputs,
-           got: Run, device: str) -> Outcome:
+           got: Run, device: str, pole: bool = False) -> Outcome:
     """A failing point's verdict named for the condition it fails under: uncertain ones
-    (UNCERTAIN) first, then an empty tensor (certain)."""
-    if out.verdict in FAILED and _outside(case, point, inputs, device):
+    (UNCERTAIN) first, then an empty tensor (certain).  pole: judged by at_poles, where an
+    infinity of the other sign than the limit's is no domain choice (arithmetic written for x
+    away from a pole gives the limit's own sign there, or a NaN; the other sign is a value
+    written for the pole, and wrong), so it fails wherever the case's values lie."""
+    if out.verdict in FAILED and not pole and _outside(case, point, inputs, device):
         # values beyond the range the case's own span (0 or one sign where its values are
         # all positive): a case's values are the only evidence of the domain (a cumprod
         # whose backward divides by x, written for x away from 0), so not certain
