@@ -78,6 +78,28 @@ def test_a_backward_crashing_only_on_an_empty_batch_fails() -> None:
     assert edges(RowMeanFixed, [rand(4, 3)], lambda x: x.sum(0))["empty"] == ("pass", "")
 
 
+class LastSum(Function):
+    """x.sum(-1); BROKEN: backward sizes a launch by the last dim (1 // cols): a crash where
+    x has no columns, which is no empty batch (a shape the case lacks: uncertain)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.shape = x.shape
+        return x.sum(-1)
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        _ = 1 // ctx.shape[-1]
+        return g[..., None].expand(ctx.shape).clone()
+
+
+def test_a_backward_crashing_only_without_columns_or_on_an_empty_vector_warns() -> None:
+    got = edges(LastSum, [rand(4, 3)], lambda x: x.sum(-1))
+    assert got["empty"] == ("warn", "edge_reshaped")
+    # a 1-d input's only dim may be features or parameters as well as a batch
+    assert edges(RowMean, [rand(4)], lambda x: x.sum(0))["empty"] == ("warn", "edge_reshaped")
+
+
 class AddColumn(Function):
     """a + b[:, None]; BROKEN: an empty gradient is returned unreduced for b (autograd refuses
     its shape): wrong, not a crash, on an empty input as on any other."""

@@ -129,12 +129,13 @@ RULES: tuple[Rule, ...] = (
          why="a domain narrower than the reference's (a Cholesky solve of a singular "
              "matrix): raising is safe, and may be a bug"),
     Rule("edges", "edge_empty", FAIL,
-         "a wrong result or a backward that raises on an input with an empty tensor (a size "
-         "of the case at 0, an int argument at 0) that forward accepted, where the reference "
-         "runs; or, where every output is empty, a gradient that is not zero",
+         "a wrong result on an input with an empty tensor, or a backward that raises on an "
+         "empty batch (the leading dim of a tensor of two dims or more) or at an int argument "
+         "at 0, that forward accepted, where the reference runs; or, where every output is "
+         "empty, a gradient that is not zero",
          why="forward accepted the call and the gradient is defined (zero where no element "
              "reaches a loss): the bug catalogue's empty batches, zero rows and repeats of 0 "
-             "(8 reports), each a crash users hit"),
+             "(6 reports), each a crash users hit"),
     Rule("edges", "edge_domain", WARN,
          "a wrong result or a backward that raises only at values beyond the range the case's "
          "own span (0, or one sign, where the case's values are all positive)",
@@ -155,8 +156,8 @@ RULES: tuple[Rule, ...] = (
          "a result off only at values rescaled, every value finite",
          why="as explored_scale"),
     Rule("explore", "explored_empty", FAIL,
-         "under `--explore`, a wrong result or a backward that raises on an input with an "
-         "empty tensor that forward accepted, where the reference runs",
+         "under `--explore`, a wrong result on an input with an empty tensor, or a backward "
+         "that raises on an empty batch, that forward accepted, where the reference runs",
          why="as edge_empty"),
     Rule("explore", "explored_domain", WARN,
          "under `--explore`, a wrong result or a backward that raises only at values beyond "

@@ -27,6 +27,7 @@ from torch import Tensor
 from gradlab.cases import Inputs, copy_like, materialize
 from gradlab.checks.diagnosis import diagnose as dg
 from gradlab.checks.families.domain import ILL_CONDITIONED, NUDGE, moved
+from gradlab.checks.families.emptiness import empty_batch, filled, indices_into_nothing, is_empty
 from gradlab.checks.families.inputspace import SEED, Point, resized, with_values
 from gradlab.checks.numeric.execute import Run, run_once
 from gradlab.model import Case, TensorArg
@@ -83,8 +84,8 @@ def judge(fn: Callable[..., Any], ref: Callable[..., Any] | None, case: Case, po
             return Outcome("unjudgeable", "the reference is ill-conditioned there")
     out = _named(out, ref, case, point, inputs, got, device, pole)
     if out.verdict == "empty":
-        again = _filled(case, point)
-        if _indices_into_nothing(inputs):
+        again = filled(case, point)
+        if indices_into_nothing(inputs):
             return Outcome("unjudgeable", "indices into an empty tensor")
         if again != point and judge(fn, ref, case, again, device, tol, floor).verdict not in (
                 "pass", "unjudgeable", "refused"):
@@ -111,11 +112,14 @@ def _named(out: Outcome, ref: Callable[..., Any], case: Case, point: Point, inpu
         # fed arguments whose shapes disagree where the case's agree (the reference
         # broadcasts them): whether a caller does is not certain either
         out.verdict = "broadcast"
-    elif out.verdict in FAILED and (_empty(inputs) or _empty(got.outs)):
-        # wrong, or a backward raising, where a tensor is empty that forward accepted and the
-        # reference differentiates (shapes agreeing as the case's do): certain (the bug
-        # catalogue's empty batches, zero rows, repeats of 0), named for its condition
-        out.verdict = "empty"
+    elif out.verdict in FAILED and (is_empty(inputs) or is_empty(got.outs)):
+        # wrong where a tensor is empty, or a backward raising on an empty batch or at a count
+        # of 0 (repeats, bins) that forward accepted and the reference differentiates: certain
+        # (the bug catalogue's empty batches, zero rows, repeats of 0), named for its
+        # condition; a raise at other sizes at 0 (no features, no state, parameters of no
+        # element) is a shape the case lacks, as any other
+        certain = out.verdict == "wrong" or empty_batch(case, point)
+        out.verdict = "empty" if certain else "reshaped"
     elif out.verdict == "raises" and _reshaped(point):
         # a backward that raises at a shape or an int argument the case does not have:
         # forward accepting it is evidence, not proof, that the Function supports it
@@ -171,7 +175,7 @@ def empty_output(fn: Callable[..., Any], inputs: Inputs, gen: torch.Generator,
     outs = [t for t in got.outs if isinstance(t, Tensor)]
     if not outs or any(t.numel() for t in outs):
         return Outcome("unjudgeable", why)
-    if _indices_into_nothing(inputs):
+    if indices_into_nothing(inputs):
         return Outcome("unjudgeable", "indices into an empty tensor")
     if got.error is not None:
         return Outcome("empty", f"{type(got.error).__name__}: {got.error}".splitlines()[0])
@@ -236,34 +240,6 @@ def _coupled(ref: Callable[..., Any], case: Case, point: Point, device: str) -> 
     except Exception:
         return True
     return False
-
-
-def _filled(case: Case, point: Point) -> Point:
-    """The point with each size at 0 back at the case's own and no int argument at 0: what
-    it is without its emptiness."""
-    return replace(point, sizes=tuple((n, n if m == 0 else m) for n, m in point.sizes),
-                   dims=tuple((i, d, case.args[i].shape[d] if m == 0 else m)
-                              for i, d, m in point.dims),
-                   ints=tuple((i, v) for i, v in point.ints if v != 0))
-
-
-def _indices_into_nothing(inputs: Inputs) -> bool:
-    """An integer tensor with elements beside an empty floating one: indices into nothing are
-    out of range whatever their values, and torch's ops skip the bounds check where there is
-    no element, so forward and the reference running such a call say nothing of it (an
-    index_fill of an empty x at rows [1])."""
-    tensors = [a for a in inputs.args if isinstance(a, Tensor)]
-    return (any(a.numel() and not (a.is_floating_point() or a.is_complex())
-                and a.dtype != torch.bool for a in tensors)
-            and any((a.is_floating_point() or a.is_complex()) and not a.numel()
-                    for a in tensors))
-
-
-def _empty(values: Inputs | Sequence[Any]) -> bool:
-    """Some tensor argument (or output) has no elements (an empty batch, no points, repeats
-    of 0)."""
-    args = values.args if isinstance(values, Inputs) else values
-    return any(isinstance(a, Tensor) and a.numel() == 0 for a in args)
 
 
 def _compared(got: Run, want: Run, tol: Any) -> Outcome:
