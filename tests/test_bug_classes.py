@@ -34,6 +34,8 @@ import bugclass_functions as bf  # noqa: E402
 #: (broken, twin, reference, number of inputs, hint)
 CASES = {
     "output_on_ctx": (bf.ExpOutputOnCtx, bf.Exp, torch.exp, 1, "ctx_output"),
+    "output_detached_on_ctx": (bf.ExpOutputDetachedOnCtx, bf.Exp, torch.exp, 1,
+                               "ctx_output_detached"),
     "input_on_ctx": (bf.MulInputOnCtx, bf.Mul, bf.mul_reference, 2, "ctx_input"),
     "not_reentrant": (bf.ScaleConsumesCtx, bf.Scale, bf.scale_reference, 1, "not_reentrant"),
     "inplace_not_marked": (bf.ClampInPlaceNotMarked, bf.ClampInPlace, torch.relu, 1,
@@ -49,9 +51,10 @@ CHECK = {"magnitude_naive": "gradient", "ragged_floor": "gradient"}
 SHAPE = {"ragged_floor": (4, 16)}
 #: hazards found by looking, not shown by a wrong number: a warn (gradlab.checks.diagnosis.policy),
 #: a failure under --strict; reported once, on the base row
-WARNS = {"input_on_ctx"}
+WARNS = {"input_on_ctx", "output_detached_on_ctx"}
 #: the spec of each broken Function and of its twin
-SPECS = {"output_on_ctx": "output_saved", "input_on_ctx": "input_saved",
+SPECS = {"output_on_ctx": "output_saved", "output_detached_on_ctx": "output_saved",
+         "input_on_ctx": "input_saved",
          "not_reentrant": "reentrant", "inplace_not_marked": "inplace_marked",
          "magnitude_naive": "magnitude_stable", "ragged_floor": "ragged_cdiv"}
 
@@ -109,7 +112,8 @@ def test_what_the_hints_are_about_is_real() -> None:
     # an output on ctx outlives its last reference until the cyclic collector runs
     gc.disable()
     try:
-        for fn, freed in ((bf.ExpOutputOnCtx, False), (bf.Exp, True)):
+        for fn, freed in ((bf.ExpOutputOnCtx, False), (bf.Exp, True),
+                          (bf.ExpOutputDetachedOnCtx, True)):
             y = fn.apply(torch.rand(3, requires_grad=True))
             ref = weakref.ref(y)
             del y
@@ -117,6 +121,14 @@ def test_what_the_hints_are_about_is_real() -> None:
     finally:
         gc.enable()
         gc.collect()
+    # a detached output on ctx: no cycle (above), but an in-place update of the output
+    # before backward goes unnoticed (a wrong gradient)
+    x = args(1)[0]
+    y = bf.ExpOutputDetachedOnCtx.apply(x)
+    with torch.no_grad():
+        y.mul_(3)
+    (gx,) = torch.autograd.grad(y, [x], torch.ones_like(y))
+    assert torch.allclose(gx, 3 * x.detach().exp())  # the updated output: silently wrong
     # an input on ctx: an in-place update before backward goes unnoticed (a wrong gradient)
     x, w = args(2)
     y = bf.MulInputOnCtx.apply(x, w)

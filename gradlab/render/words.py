@@ -113,6 +113,10 @@ HINTS: dict[str, str] = {
     "ctx_output": "an output is kept on ctx instead of save_for_backward: a reference cycle "
                   "that keeps every activation alive until the cyclic garbage collector runs "
                   "(memory grows step by step)",
+    "ctx_output_detached": "an output's storage is kept on ctx, detached, instead of "
+                           "save_for_backward: no reference cycle, but autograd's version "
+                           "check is skipped, so an in-place update of the output before "
+                           "backward gives a silently wrong gradient instead of an error",
     "ctx_input": "an input is kept on ctx instead of save_for_backward: autograd's version "
                  "check is skipped, so an in-place update between forward and backward (an "
                  "optimizer step) gives a silently wrong gradient instead of an error",

@@ -181,6 +181,11 @@ RULES: tuple[Rule, ...] = (
          "backward returns a gradient at a shape autograd sums down to the input's (the "
          "output's broadcast shape for a [1, 1] parameter)",
          why="the gradient a user gets is right; a caller of backward itself is not"),
+    Rule("contract", "ctx_output_detached", WARN,
+         "an output's storage kept on ctx as a detached tensor instead of save_for_backward "
+         "(no reference cycle)",
+         why="as ctx_input: wrong only if the output is updated in place before backward "
+             "(revtorch frees it early on purpose)"),
     Rule("contract", "ctx_input", WARN,
          "an input kept on ctx instead of save_for_backward (found by aliasing, not shown "
          "by an in-place update)",

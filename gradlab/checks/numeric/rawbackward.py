@@ -197,10 +197,11 @@ def ctx_aliases(node: Any, args: Sequence[Any], outs: Sequence[Tensor],
     """Inputs or outputs kept as ctx attributes instead of save_for_backward.
 
     An output on ctx is a reference cycle (output -> node -> ctx -> output): every activation
-    lives until the cyclic collector runs.  An input on ctx escapes autograd's version check:
-    an in-place update between forward and backward gives a silently wrong gradient instead of
-    an error.  Intermediate tensors on ctx are allowed, so only storage shared with an input or
-    an output counts.
+    lives until the cyclic collector runs.  A detached copy of an output's storage on ctx makes
+    no cycle (it holds no autograd link to the output) but, as an input on ctx, escapes
+    autograd's version check: an in-place update between forward and backward gives a
+    silently wrong gradient instead of an error.  Intermediate tensors on ctx are allowed, so
+    only storage shared with an input or an output counts.
     """
     ins, outputs = _storages(args), _storages(outs)
     found = []
@@ -208,7 +209,10 @@ def ctx_aliases(node: Any, args: Sequence[Any], outs: Sequence[Tensor],
         values = value if isinstance(value, (list, tuple)) else (value,)
         tensors = [v for v in values if isinstance(v, Tensor)]
         for kind, storages in (("ctx_output", outputs), ("ctx_input", ins)):
-            if _storages(tensors) & storages:
+            shared = [t for t in tensors if _storages([t]) & storages]
+            if shared:
+                if kind == "ctx_output" and not any(t.requires_grad for t in shared):
+                    kind = "ctx_output_detached"  # the output or a view of it requires grad
                 found.append(Finding("ctx", -1, kind, got=f"ctx.{attr}", node=name))
                 break
     return found

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor
 from torch.autograd import Function
+from torch.autograd.function import once_differentiable
 
 from gradlab.torchcompat import has
 
@@ -22,6 +23,22 @@ class ExpOutputOnCtx(Function):
         return y
 
     @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        return g * ctx.y
+
+
+class ExpOutputDetachedOnCtx(Function):
+    """HAZARD: the output's storage kept as ctx.y, detached (revtorch's way to free it early):
+    no reference cycle, but an in-place update of the output before backward goes unseen."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        y = x.exp()
+        ctx.y = y.detach()
+        return y
+
+    @staticmethod
+    @once_differentiable  # ctx.y is a constant to a second order: declared, not silently wrong
     def backward(ctx: Any, g: Tensor) -> Tensor:
         return g * ctx.y
 
