@@ -55,7 +55,7 @@ class ExpItemScaled(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, g: Tensor) -> Tensor:
         (y,) = ctx.saved_tensors
-        s = g.abs().max().item() or 1.0
+        s = (g.abs().max().item() if g.numel() else 0.0) or 1.0  # max() of no element raises
         return (g / s) * y * s
 
 
