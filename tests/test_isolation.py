@@ -419,3 +419,36 @@ def test_gradlab_isolate_sets_the_default(value: str, spawns: bool,
     run_cli(["check", "exp", "--case", "vector", "--dtype", "double", "--no-variants",
              "--report-dir", str(tmp_path)], capsys)
     assert bool(spawned) == spawns
+
+
+def test_a_function_its_worker_cannot_import_says_so() -> None:
+    # a module made at import time (stub parent packages in sys.modules) pickles by reference
+    # here, and is not importable in the worker: every row says that, not "the process died"
+    import functools
+    import types
+
+    import torch
+
+    import gradlab
+    from gradlab.render.words import message
+
+    mod = types.ModuleType("made_at_import_time")
+    exec("import torch\n"
+         "class Twice(torch.autograd.Function):\n"
+         "    @staticmethod\n"
+         "    def forward(ctx, x):\n"
+         "        return 2 * x\n"
+         "    @staticmethod\n"
+         "    def backward(ctx, g):\n"
+         "        return 2 * g\n", mod.__dict__)
+    sys.modules[mod.__name__] = mod
+    try:
+        x = torch.rand(3, dtype=torch.float64, requires_grad=True)
+        report = gradlab.check(mod.Twice, [x], reference=functools.partial(torch.mul, other=2.0),
+                               isolate=True)
+    finally:
+        del sys.modules[mod.__name__]
+    errors = [r for r in report.rows if r.status == "error"]
+    assert errors and {r.hint for r in errors} == {"worker_load"}
+    assert "No module named 'made_at_import_time'" in errors[0].note
+    assert "--no-isolate" in message(errors[0])

@@ -78,6 +78,9 @@ HINTS: dict[str, str] = {
                  "where f is not holomorphic)",
     "timeout": "the case ran past --timeout (a hang, or a case too big for the limit)",
     "worker_died": "the process running the case died (segfault, os._exit, out of memory?)",
+    "worker_load": "the isolated worker could not load the Function (an import that works "
+                   "only in this process, such as modules made at import time): run with "
+                   "--no-isolate",
     "size1_only": "fails only for size-1 dimensions (a squeeze() shape edge case?)",
     "magnitude_only": "fails only at large input magnitudes, where the reference is finite "
                       "(an overflow or cancellation: exp(x) / (1 + exp(x)), a logsumexp "

@@ -1,7 +1,7 @@
 """The fork server's side of gradlab.checks.run.forkserver: import once, then fork workers.
 
 Runs in its own interpreter (started by forkserver.ForkServer); a forked child becomes a worker
-(isolate.child_main) and never returns into the server's loop.
+(child.child_main) and never returns into the server's loop.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import socket
 import sys
 import warnings
 
+from gradlab.checks.run.child import child_main, die_with_parent
 from gradlab.checks.run.forkserver import MAX_MESSAGE, PRELOAD
-from gradlab.checks.run.isolate import child_main, die_with_parent
 
 
 def server_main(sock_fd: int, parent: int) -> None:

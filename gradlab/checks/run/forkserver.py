@@ -38,7 +38,7 @@ MAX_MESSAGE = 1 << 20
 #: Modules a worker needs, imported by the server once (each fork then has them): torch, the
 #: worker's loop and the checks, and what torch imports on the first autograd.grad given
 #: grad_outputs (0.3 s; a name that an older torch lacks is skipped).
-PRELOAD = ("torch", "gradlab.checks.run.isolate", "gradlab.checks.run.plan",
+PRELOAD = ("torch", "gradlab.checks.run.child", "gradlab.checks.run.plan",
            "gradlab.checks.run.runner", "gradlab.envinfo",
            "torch.fx.experimental.symbolic_shapes")
 

@@ -11,11 +11,7 @@ isolated, which `picklable` tells beforehand.
 
 from __future__ import annotations
 
-import ctypes
-import gc
-import os
 import pickle
-import signal
 import subprocess
 import sys
 import time
@@ -24,10 +20,10 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from gradlab.checks.run.child import RELOAD
 from gradlab.checks.run.options import Options
-from gradlab.checks.run.progress import Reporter, Where, describe_exit
+from gradlab.checks.run.progress import Where, describe_exit
 from gradlab.checks.run.warm import WARM, WorkerProcess, close_server, spawn
-from gradlab.exitnoise import quiet_triton_exit
 from gradlab.model import Target
 from gradlab.results import CheckRow
 
@@ -35,15 +31,11 @@ from gradlab.results import CheckRow
 START_TIMEOUT_S = 300.0
 #: How often the parent wakes while waiting (to notice a dead worker and report progress).
 POLL_S = 0.5
-#: prctl option: the signal the kernel sends this process when its parent dies.
-PR_SET_PDEATHSIG = 1
 #: A crash note with any of these leaves the process's CUDA context unusable: fresh worker.
 POISONED = ("CUDA error", "device-side assert", "CUBLAS_STATUS", "cuDNN error")
 
 #: on_wait(label, seconds): a heartbeat while one item runs.
 OnWait = Callable[[str, float], None]
-#: The message that gives a kept worker the targets of another run (see Worker.stop).
-RELOAD = "reload"
 #: Healthy workers kept between runs (Options.keep_workers: the pytest plugin runs one
 #: item per run), each taken by the next Worker.start; close_idle stops them.
 IDLE: list[tuple[WorkerProcess, Connection, Connection]] = []
@@ -57,80 +49,6 @@ def picklable(targets: Sequence[Target], options: Options) -> str:
         return f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
     return ""
 
-
-def die_with_parent(parent: int) -> None:
-    """Have the kernel kill this worker when its parent dies (Linux's PR_SET_PDEATHSIG): a
-    parent killed outright must not leave a worker hung in a Function running for ever."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass  # not Linux: the pipe's end still stops a worker that is not hung
-    if os.getppid() != parent:  # the parent died before the line above
-        os._exit(1)
-
-
-def child_main(read_fd: int, write_fd: int, parent: int = 0) -> None:
-    """Entry point of a worker process (see Worker.start): serve until stopped."""
-    if parent:
-        die_with_parent(parent)
-    # Ctrl-C reaches the whole process group: the parent decides, the worker just goes on
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    inbox, outbox = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
-    quiet_triton_exit()  # a worker left to exit (not killed) prints no nanobind leak report
-    import torch  # (the slow part of a start: done while the parent sets up)
-
-    prime_autograd(torch)
-
-    try:
-        sys.path[:] = inbox.recv()  # the parent's, so `module:attr` resolves alike
-        serve(inbox, outbox, inbox.recv_bytes())
-    except (EOFError, BrokenPipeError):
-        pass  # the parent is gone (or never needed this warm worker): nothing left to do
-
-
-def prime_autograd(torch: Any) -> None:
-    """Run one tiny backward given a grad_output, at the worker's start: torch's first
-    autograd.grad with grad_outputs imports torch.fx's symbolic shapes (0.3 s here), which
-    would otherwise count against the first item's timeout and seconds."""
-    x = torch.zeros(1, requires_grad=True)
-    torch.autograd.grad(x * 2, x, torch.ones(1))
-
-
-def serve(inbox: Connection, outbox: Connection, payload: bytes) -> None:
-    """The worker: rebuild the plan, then run the items it is sent until its pipe closes (the
-    parent is gone) or it is killed (Worker.stop: it holds nothing to save).
-
-    The worker, not its parent, imports torch and the checks: the parent sends targets and
-    options, and gets the run's environment record back with "ready".
-    """
-    from gradlab.checks.run.plan import plan
-    from gradlab.checks.run.runner import item_rows
-    from gradlab.envinfo import environment
-    from gradlab.torchstate import intra_op_threads
-
-    targets, options = pickle.loads(payload)
-    items = list(plan(targets, options))
-    gc.freeze()  # torch and the targets live as long as the worker: no full passes over them
-    # plain strings: torch.__version__ is torch's own str type, which the parent could only
-    # unpickle by importing torch
-    env = {k: str(v) if isinstance(v, str) else v for k, v in
-           environment(seed=options.seed).items()}
-    reporter = Reporter(outbox)  # the rows so far and the step, as they change (progress.py)
-    reporter.send(("ready", len(items), env))
-    with intra_op_threads(options.threads):
-        while True:
-            msg = inbox.recv()
-            if msg == RELOAD:  # a kept worker, given the next run's targets (Worker.start)
-                sys.path[:] = inbox.recv()
-                targets, options = pickle.loads(inbox.recv_bytes())
-                items = list(plan(targets, options))
-                reporter.send(("ready", len(items), env))
-                continue
-            index, item_options = msg
-            with reporter.item(index):
-                rows = item_rows(items[index], item_options)
-            reporter.send(("rows", index, rows))
 
 
 @dataclass
@@ -157,6 +75,8 @@ class Worker:
         #: the environment record the worker sent when it was ready ({} before).
         self.env: dict[str, Any] = {}
         self.proc: WorkerProcess | None = None
+        #: the hint of a start that failed (worker_load: the targets would not load there)
+        self.start_hint = ""
         self.inbox: Connection | None = None
         self.outbox: Connection | None = None
         #: the running item's last progress (progress.Reporter), None before any.
@@ -189,6 +109,7 @@ class Worker:
         self.outbox.send_bytes(self.payload)
         reply = self.wait(START_TIMEOUT_S)
         if reply.rows is None:
+            self.start_hint = reply.hint
             return f"the worker did not start: {reply.note}"
         self.env = reply.env or self.env
         return ""
@@ -263,6 +184,8 @@ class Worker:
             msg = ("died",)
         if msg[0] == "died":
             done = Outcome(hint="worker_died", note=self.exit_status(), at=self.at)
+        elif msg[0] == "unloadable":
+            done = Outcome(hint="worker_load", note=msg[1])
         elif msg[0] != "progress":
             done = (Outcome(rows=[], env=msg[2]) if msg[0] == "ready"
                     else Outcome(rows=msg[2]))
@@ -370,7 +293,7 @@ def run_parallel(workers: Sequence[Worker], jobs: Iterator[Job], timeout: float 
                 continue
             why = w.submit(index, options)  # (a worker's start-up is not the case's time)
             if why:
-                yield index, item, Outcome(hint="worker_died", note=why)
+                yield index, item, Outcome(hint=w.start_hint or "worker_died", note=why)
                 continue
             busy[k] = (index, item, case_start.setdefault(case, time.perf_counter()))
         if not busy:

@@ -49,7 +49,7 @@ def spawn_interpreter() -> tuple[subprocess.Popen[bytes], Connection, Connection
     """A fresh worker interpreter (it imports torch, then waits for its work) and the two ends
     of its pipes: (process, from the worker, to the worker)."""
     ends, inbox, outbox = forkserver.worker_pipes()
-    code = ("import sys; from gradlab.checks.run.isolate import child_main; "
+    code = ("import sys; from gradlab.checks.run.child import child_main; "
             "child_main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))")
     proc = subprocess.Popen([sys.executable, "-c", code, *map(str, ends), str(os.getpid())],
                             pass_fds=ends, stdin=subprocess.DEVNULL)
