@@ -26,6 +26,8 @@ REASONS: dict[str, str] = {
     "second_order_missing": "capability missing: double backward",
     "raw_backward_unavailable": "backward's raw return value could not be checked",
     "first_order_failed": "not checked: first order already fails",
+    "edges_after_failure": "edges not checked: the case or a variant already fails (its "
+                           "failure is the one to fix first)",
     "no_custom_function": "no custom Function in the graph: only in-place writes were checked",
     "raises_as_declared": "double backward raises as declared",
     "scale_limited": "wrong only at inputs rescaled far from yours (finite values, or a "

@@ -149,9 +149,14 @@ def _edge_rows(ctx: CaseContext, want: Run | None) -> None:
     op, case = ctx.op, ctx.case
     if ctx.options.variants is not True or ctx.target.variants is not None:
         return  # inputs other than the case's, as variants are: off, or narrowed to a list
-    if ctx.dtype != first_dtype(ctx) or any(r.failed for r in ctx.rows):
-        # once per case, and only where the case and its variants all pass: a failure the
-        # variants show is theirs to diagnose (an edge would repeat it, unexplained)
+    if ctx.dtype != first_dtype(ctx):
+        return  # once per case
+    if any(r.failed for r in ctx.rows):
+        # only where the case and its variants all pass: a failure the variants show is theirs
+        # to diagnose (an edge would repeat it, unexplained); said, so no one reads its absence
+        # as a pass
+        ctx.row("edges", "edges", SKIP, declared=True, reason="edges_after_failure",
+                dtype=JUDGED)
         return
     tol = op.tolerance("float64")
     # the magnitudes of the reference's outputs and gradients on the case's values: the base

@@ -257,9 +257,11 @@ def with_level(f: Finding, g: Tensor, w: Tensor, d: dg.Diff, tol: Tolerance,
 
 
 def with_passing(f: Finding, g: Tensor, w: Tensor, tol: Tolerance) -> None:
-    """Give `f` the tolerance under which `g` would pass against `w` (None: none would)."""
+    """Give `f` the tolerance under which `g` would pass against `w` (None: none would, or
+    the one in use does already: a warn within it needs no looser one)."""
     passing = dg.passing_tolerance(g, w, tol)
-    f.passing_tolerance = (passing.atol, passing.rtol) if passing is not None else None
+    looser = passing is not None and (passing.atol > tol.atol or passing.rtol > tol.rtol)
+    f.passing_tolerance = (passing.atol, passing.rtol) if looser else None
 
 
 def grad_finding(i: int, g: Tensor, w: Tensor, d: dg.Diff, want: Run, inputs: Inputs,
