@@ -333,6 +333,25 @@ def test_without_a_reference_an_empty_output_is_judged(bug: str) -> None:
     assert edges(RowsLinear, args, None) == {"empty": ("pass", "")}
 
 
+class ColScale(Function):
+    """2x; BROKEN: backward sizes a launch by the column count (1 // cols), a crash for no
+    columns: without a reference too, a shape the case lacks, not an empty batch."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.cols = x.shape[-1]
+        return 2 * x
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        _ = 1 // ctx.cols
+        return 2 * g
+
+
+def test_without_a_reference_a_crash_without_columns_warns() -> None:
+    assert edges(ColScale, [rand(4, 3)], None) == {"empty": ("warn", "edge_reshaped")}
+
+
 class AllSum(Function):
     """x.sum(): a 0-d output, never empty."""
 
@@ -553,3 +572,26 @@ def test_a_failure_that_an_empty_batch_only_carries_is_not_named_empty() -> None
     assert judge(FirstSteps.apply, ref, case, apart, "cpu", tol).verdict == "reshaped"
     empty = replace(base, sizes=((8, 8), (2, 0)))
     assert judge(FirstSteps.apply, ref, case, empty, "cpu", tol).verdict == "pass"
+
+
+def test_a_recorded_tensor_of_fixed_values_can_be_made_empty() -> None:
+    # a recorded call's tensors hold fixed values (no other shape can be drawn), yet an empty
+    # tensor holds none: the empty points, judged without a reference, reach recorded specs
+    from gradlab.cases import fixed_values, materialize
+    from gradlab.checks.families.inputspace import resized
+    from gradlab.model import TensorArg
+
+    x = rand(4, 3)
+    idx = torch.tensor([2, 0, 1, 3])
+    case = Case("c", (TensorArg((4, 3), values=fixed_values(x.detach())),
+                      TensorArg((4,), dtype="int64", requires_grad=False,
+                                values=fixed_values(idx))))
+    base = base_point(case)
+    empty = resized(case, replace(base, sizes=tuple((n, 0 if n == 4 else m)
+                                                    for n, m in base.sizes)))
+    assert empty is not None
+    args = materialize(empty, "float64", "cpu", 0).args
+    assert [tuple(a.shape) for a in args] == [(0, 3), (0,)]
+    # any other size keeps the recorded values out of reach
+    assert resized(case, replace(base, sizes=tuple((n, 2 if n == 4 else m)
+                                                   for n, m in base.sizes))) is None

@@ -62,7 +62,7 @@ def judge(fn: Callable[..., Any], ref: Callable[..., Any] | None, case: Case, po
     if want is None or want.error is not None:
         # no reference to judge by here: only an empty output is judged (empty_output)
         return empty_output(fn, inputs, gen, "no reference" if want is None
-                            else "the reference raises")
+                            else "the reference raises", empty_batch(case, point))
     got = run_once(fn, inputs.clone(), want.grad_outs64 or None, gen)
     pole = not _finite(want)
     if pole:
@@ -164,11 +164,13 @@ UNCERTAIN = ("domain", "reshaped", "broadcast", "scale")
 
 
 def empty_output(fn: Callable[..., Any], inputs: Inputs, gen: torch.Generator,
-                 why: str) -> Outcome:
+                 why: str, batch: bool = True) -> Outcome:
     """A point judged without a reference: where forward accepts it and every output it
     returns is empty, every input's gradient is zero whatever the Function computes (no
-    element reaches a loss), so a backward that raises or returns anything else is wrong
-    (an adaptive pool asked for 0 bins that divides by them).  Elsewhere not judgeable."""
+    element reaches a loss), so a gradient that is not is wrong, and a backward that raises
+    is too where the point is an empty batch or a count of 0 (`batch`: an adaptive pool asked
+    for 0 bins that divides by them; elsewhere a shape the case lacks, as judge names it).
+    Elsewhere not judgeable."""
     got = run_once(fn, inputs.clone(), None, gen)
     if got.error is not None and got.stage == "forward":
         return Outcome("refused", f"{type(got.error).__name__}")
@@ -178,7 +180,8 @@ def empty_output(fn: Callable[..., Any], inputs: Inputs, gen: torch.Generator,
     if indices_into_nothing(inputs):
         return Outcome("unjudgeable", "indices into an empty tensor")
     if got.error is not None:
-        return Outcome("empty", f"{type(got.error).__name__}: {got.error}".splitlines()[0])
+        return Outcome("empty" if batch else "reshaped",
+                       f"{type(got.error).__name__}: {got.error}".splitlines()[0])
     for k, g in enumerate(got.grads):
         if isinstance(g, Tensor) and g.numel() and not bool((g == 0).all()):
             return Outcome("empty", f"gradient {k} is not zero where every output is empty")
