@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 import torch
+from bug_catalogue.empty import AddColumn, AddColumnFixed
 from bug_catalogue.shapes import BatchStepLinear, BatchStepLinearFixed
-from bug_catalogue.values import SincNorm, SincNormFixed
+from bug_catalogue.values import RsqrtBackward, RsqrtFixed, SincNorm, SincNormFixed
 from torch import Tensor
 from torch.autograd import Function
 from typer.testing import CliRunner
@@ -98,25 +99,6 @@ def test_a_backward_crashing_only_without_columns_or_on_an_empty_vector_warns() 
     assert got["empty"] == ("warn", "edge_reshaped")
     # a 1-d input's only dim may be features or parameters as well as a batch
     assert edges(RowMean, [rand(4)], lambda x: x.sum(0))["empty"] == ("warn", "edge_reshaped")
-
-
-class AddColumn(Function):
-    """a + b[:, None]; BROKEN: an empty gradient is returned unreduced for b (autograd refuses
-    its shape): wrong, not a crash, on an empty input as on any other."""
-
-    always_sum = False
-
-    @classmethod
-    def forward(cls, ctx: Any, a: Tensor, b: Tensor) -> Tensor:
-        return a + b[:, None]
-
-    @classmethod
-    def backward(cls, ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
-        return g, g.sum(1) if cls.always_sum or g.numel() else g
-
-
-class AddColumnFixed(AddColumn):
-    always_sum = True
 
 
 def test_a_gradient_of_the_wrong_shape_on_an_empty_input_fails() -> None:
@@ -379,43 +361,6 @@ def test_the_edge_points_are_few(shape: tuple[int, ...]) -> None:
     assert 3 <= len(points) <= 4 + 2 * len(shape) + 4
 
 
-class Rsqrt(Function):
-    """rsqrt; BROKEN: backward writes +inf at 0 whatever grad_output's sign."""
-
-    overwrite = True
-
-    @classmethod
-    def forward(cls, ctx: Any, x: Tensor) -> Tensor:
-        ctx.save_for_backward(x)
-        return x.rsqrt()
-
-    @classmethod
-    def backward(cls, ctx: Any, g: Tensor) -> Tensor:
-        (x,) = ctx.saved_tensors
-        gx = -0.5 * g * x.rsqrt() ** 3
-        return torch.where(x == 0, torch.full_like(gx, float("inf")), gx) if cls.overwrite \
-            else gx
-
-
-class RsqrtFixed(Rsqrt):
-    overwrite = False
-
-
-class LogAbs(Function):
-    """log|x| whose backward takes the left side's limit at 0 (-inf) where torch's 1/x gives
-    +inf (the right side's): a pole whose sides disagree, not judged."""
-
-    @staticmethod
-    def forward(ctx: Any, x: Tensor) -> Tensor:
-        ctx.save_for_backward(x)
-        return x.abs().log()
-
-    @staticmethod
-    def backward(ctx: Any, g: Tensor) -> Tensor:
-        (x,) = ctx.saved_tensors
-        return g * torch.where(x == 0, torch.full_like(x, -float("inf")), 1 / x)
-
-
 class LogAbsRight(Function):
     """log|x| with backward g / x: +inf at +0 (the right side's limit)."""
 
@@ -430,13 +375,23 @@ class LogAbsRight(Function):
         return g / x
 
 
+class LogAbs(LogAbsRight):
+    """log|x| whose backward takes the left side's limit at 0 (-inf) where torch's 1/x gives
+    +inf (the right side's): a pole whose sides disagree, not judged."""
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return g * torch.where(x == 0, torch.full_like(x, -float("inf")), 1 / x)
+
+
 def test_an_infinity_of_the_wrong_sign_fails_only_where_both_sides_agree() -> None:
     positive = [rand(3, 4, low=0.5, high=2.0)]
     # 0 is beyond the case's values, yet the other infinity is a value written for 0, and
     # wrong (arithmetic written for x away from 0 gives the limit's sign or a NaN there)
-    assert edges(Rsqrt, positive, torch.rsqrt)["zero[0]"] == ("fail", "edge_wrong")
+    assert edges(RsqrtBackward, positive, torch.rsqrt)["zero[0]"] == ("fail", "edge_wrong")
     # shown at the simpler input that fails too: zeros planted among the case's values
-    report = gradlab.check(Rsqrt, positive, reference=torch.rsqrt, checks=["edges"])
+    report = gradlab.check(RsqrtBackward, positive, reference=torch.rsqrt, checks=["edges"])
     (row,) = [r for r in report.rows if r.variant == "zero[0]"]
     assert row.findings[0].want["set"] == {0: {"special": [0.0]}}
     assert edges(RsqrtFixed, positive, torch.rsqrt).get("zero[0]", PASSED) == PASSED
