@@ -304,6 +304,37 @@ OFFICIAL_FILES = ("involution_cuda.py", "cls/mmcls/models/utils/involution_cuda.
 OFFICIAL_ATTRS = ("_involution_cuda", "involution_cuda")
 
 
+@contextlib.contextmanager
+def official_imports() -> Iterator[None]:
+    """What the official file needs from 2021's libraries, where today's lack it: its
+    `from mmcv.cnn import ConvModule` (only its nn.Module wrapper uses it, which the benchmark
+    does not) gets a stand-in while the file loads, and cupy >= 13, which dropped
+    `cupy.cuda.compile_with_cache`, gets it back as RawModule (what it became).  Installed
+    packages are left as they are."""
+    import types
+
+    stand_ins: dict[str, ModuleType] = {}
+    try:
+        import mmcv.cnn  # noqa: F401
+    except ImportError:
+        cnn = types.ModuleType("mmcv.cnn")
+        cnn.ConvModule = None  # type: ignore[attr-defined]
+        stand_ins = {"mmcv": types.ModuleType("mmcv"), "mmcv.cnn": cnn}
+        stand_ins["mmcv"].cnn = cnn  # type: ignore[attr-defined]
+    try:
+        import cupy
+    except ImportError:  # the file's own import then says so
+        cupy = None
+    if cupy is not None and not hasattr(cupy.cuda, "compile_with_cache"):
+        cupy.cuda.compile_with_cache = lambda code, **_: cupy.RawModule(code=code)
+    sys.modules.update(stand_ins)
+    try:
+        yield
+    finally:
+        for name in stand_ins:
+            sys.modules.pop(name, None)
+
+
 def load_official(location: str | None) -> tuple[Callable[..., torch.Tensor] | None, str]:
     """(the official involution as fn(x, w, stride, padding, dilation), where it came from) or
     (None, why it is skipped): one line either way."""
@@ -321,7 +352,8 @@ def load_official(location: str | None) -> tuple[Callable[..., torch.Tensor] | N
         spec = importlib.util.spec_from_file_location("gradlab_official_involution", path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        with official_imports():
+            spec.loader.exec_module(module)
     except Exception as exc:  # a third-party file: any failure skips it
         return None, f"official kernels: skipped ({path} does not load: {exc!r:.200})"
     fn = next((getattr(module, a) for a in OFFICIAL_ATTRS if hasattr(module, a)), None)

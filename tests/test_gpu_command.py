@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 from types import ModuleType
 
@@ -422,6 +423,25 @@ def test_the_official_kernels_load_from_outside_or_are_skipped_in_one_line(
     fn, note = inv.load_official(str(tmp_path / "involution"))
     assert note == f"official kernels: {folder / 'involution_cuda.py'}"
     assert fn("x", "w", 2, 3, 1) == ("x", "w", None, 2, 3, 1)  # geometry by keyword, no bias
+
+
+def test_the_official_file_loads_without_mmcv_and_on_todays_cupy(
+        tmp_path: Path, inv: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The official file imports mmcv's ConvModule (for a wrapper the benchmark never uses) and
+    compiles with cupy.cuda.compile_with_cache, which cupy 13 dropped: it loads anyway (the
+    first GPU run found both), and no mmcv stand-in outlives the load."""
+    cuda = types.SimpleNamespace()
+    fake_cupy = types.SimpleNamespace(cuda=cuda, RawModule=lambda code: ("module", code))
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    (tmp_path / "involution_cuda.py").write_text(
+        "from mmcv.cnn import ConvModule\n"
+        "import cupy\n"
+        "def _involution_cuda(input, weight, bias=None, stride=1, padding=0, dilation=1):\n"
+        "    return cupy.cuda.compile_with_cache('code'), ConvModule\n")
+    fn, note = inv.load_official(str(tmp_path))
+    assert fn is not None, note
+    assert fn("x", "w", 1, 3, 1) == (("module", "code"), None)
+    assert "mmcv" not in sys.modules and "mmcv.cnn" not in sys.modules
 
 
 def test_the_issue_41_goals(inv: ModuleType) -> None:

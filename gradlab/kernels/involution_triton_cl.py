@@ -293,7 +293,7 @@ def launch(kernel: str, variant: str, geo: dict[str, int], dtype: torch.dtype,
             geo["G"], geo["CPG"], geo["sh"], geo["sw"], geo["ph"], geo["pw"], geo["dh"],
             geo["dw"])
     bc = block_c(geo["CPG"])
-    vec = vector_channels(geo["CPG"], torch.empty((), dtype=dtype).element_size())
+    vec = vector_channels(geo["CPG"], dtype.itemsize)
     const = {"KH": geo["KH"], "KW": geo["KW"], "BLOCK_C": bc, "VEC": vec,
              "C_EVEN": geo["CPG"] % (vec if variant == "cl_vec" else bc) == 0,
              "ACC": _acc_dtype(dtype)}
