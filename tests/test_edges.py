@@ -12,7 +12,14 @@ import pytest
 import torch
 from bug_catalogue.empty import AddColumn, AddColumnFixed
 from bug_catalogue.shapes import BatchStepLinear, BatchStepLinearFixed
-from bug_catalogue.values import RsqrtBackward, RsqrtFixed, SincNorm, SincNormFixed
+from bug_catalogue.values import (
+    RsqrtBackward,
+    RsqrtFixed,
+    SincNorm,
+    SincNormFixed,
+    safe_inverse,
+    safe_inverse_fixed,
+)
 from torch import Tensor
 from torch.autograd import Function
 from typer.testing import CliRunner
@@ -150,6 +157,17 @@ def test_a_nan_at_an_all_zero_input_fails_and_a_kink_there_does_not() -> None:
     assert edges(torch.relu, [rand(4, 3)], torch.relu).get("zero[0]", PASSED) == PASSED
     assert edges(lambda x: (x.abs() + x) / 2, [rand(4, 3)], torch.relu).get(
         "zero[0]", PASSED) == PASSED
+
+
+def test_a_nan_gradient_where_the_reference_is_finite_but_steep_fails() -> None:
+    # torch.where(|z| > eps, 1 / z, 1): the untaken branch's gradient is NaN at z = 0 (the
+    # bug catalogue's kornia367); the reference there is steep (1/z² under a nudge), which
+    # excuses a finite difference, not a NaN
+    z = rand(5)
+    assert explored(safe_inverse, [z], safe_inverse_fixed) == ("fail", "explored_wrong")
+    assert edges(safe_inverse, [z], safe_inverse_fixed)["zero[0]"] == ("fail", "edge_wrong")
+    assert explored(safe_inverse_fixed, [z], safe_inverse_fixed) == PASSED
+    assert edges(safe_inverse_fixed, [z], safe_inverse_fixed).get("zero[0]", PASSED) == PASSED
 
 
 class Leaky(Function):
