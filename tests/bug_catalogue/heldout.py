@@ -810,6 +810,50 @@ class RMSNormFixed(RMSNorm):
     fp32_acc = True
 
 
+
+# --- triton #5660: the fused-attention tutorial's backward walks the causal blocks only ---
+
+def masked_scores(q: Tensor, k: Tensor, causal: bool, scale: float) -> Tensor:
+    s = q @ k.T * scale
+    if causal:
+        above = torch.ones(s.shape, dtype=torch.bool).triu(1)
+        s = s.masked_fill(above, float("-inf"))
+    return s
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float) -> Tensor:
+    return masked_scores(q, k, causal, scale).softmax(-1) @ v
+
+
+class FusedAttention(Function):
+    """softmax(q k^T * scale, causal or not) v; BROKEN: backward recomputes the scores with
+    the causal mask whatever `causal` says (its block loop stops at the diagonal)."""
+
+    honours_flag = False
+
+    @classmethod
+    def forward(cls, ctx: Any, q: Tensor, k: Tensor, v: Tensor, causal: bool,
+                scale: float) -> Tensor:
+        out = attention(q, k, v, causal, scale)
+        ctx.save_for_backward(q, k, v, out)
+        ctx.args = (causal, scale)
+        return out
+
+    @classmethod
+    def backward(cls, ctx: Any, do: Tensor) -> tuple[Tensor, Tensor, Tensor, None, None]:
+        q, k, v, out = ctx.saved_tensors
+        causal, scale = ctx.args
+        lse = masked_scores(q, k, causal, scale).logsumexp(-1, keepdim=True)
+        p = (masked_scores(q, k, causal or not cls.honours_flag, scale) - lse).exp()
+        dp = do @ v.T
+        ds = p * (dp - (do * out).sum(-1, keepdim=True))
+        return ds @ k * scale, ds.T @ q * scale, p.T @ do, None, None
+
+
+class FusedAttentionFixed(FusedAttention):
+    honours_flag = True
+
+
 def ids(*v: int) -> Tensor:
     return torch.tensor(v)
 
@@ -967,4 +1011,13 @@ ENTRIES = (
                                    rand(2, seed=1, low=0.5, high=1.5, dtype=torch.bfloat16)],
           note="the block-wise Triton reduction (tl.sum over bf16) modelled as a pairwise sum "
                "rounded to bf16 at every addition"),
+    Entry("triton5660-attention-bwd-causal", "triton-lang/triton", "issue 5660",
+          f"{GH}/triton-lang/triton/issues/5660", "flag_ignored",
+          "causal=False: backward still masks the scores above the diagonal",
+          "q [2,1], k [2,1], v [2,1], causal False", FusedAttention, FusedAttentionFixed,
+          lambda: [rand(4, 3), rand(4, 3, seed=1), rand(4, 3, seed=2), True, 0.5], attention,
+          smallest_inputs=lambda: [rand(2, 1), rand(2, 1, seed=1), rand(2, 1, seed=2), False,
+                                   0.5],
+          note="the tutorial's blocked kernels modelled as dense matrices; the block loop "
+               "that stops at the diagonal as the causal mask"),
 )
