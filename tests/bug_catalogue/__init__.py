@@ -7,6 +7,7 @@ from . import (
     contracts,
     empty,
     formulas,
+    heldout,
     indices,
     layout,
     second_order,
@@ -17,7 +18,7 @@ from . import (
 from .base import Entry
 
 MODULES = (layout, indices, empty, second_order, formulas, contracts, values, shapes,
-           transforms)
+           transforms, heldout)
 ENTRIES: tuple[Entry, ...] = tuple(e for m in MODULES for e in m.ENTRIES)
 BY_ID = {e.id: e for e in ENTRIES}
 assert len(BY_ID) == len(ENTRIES), "entry ids must be unique"
