@@ -114,6 +114,42 @@ def test_outputs_the_reference_differentiates_and_the_function_does_not_warn(
         ("contract", "output_not_differentiable")]
 
 
+def detached_tanh(x: torch.Tensor) -> torch.Tensor:
+    """BROKEN: computed from detached data (a sparse tensor's `_values()`, say): no gradient."""
+    return torch.tanh(x.detach())
+
+
+def detached_round(x: torch.Tensor) -> torch.Tensor:
+    """Correct: round's gradient is zero everywhere, so returning it detached loses nothing."""
+    return torch.round(x).detach()
+
+
+def test_a_function_with_no_differentiable_output_drops_the_gradient() -> None:
+    """Every output detached where the reference's carry a nonzero gradient: a failure (the
+    bug catalogue's pyg6635); where the reference's gradient through them is zero, a warn."""
+    r = gradlab.check(detached_tanh, example((3, 4)), reference=torch.tanh)
+    contract = [x for x in r.rows if x.variant == "base" and x.check == "contract"]
+    assert [(x.status, x.hint) for x in contract] == [("fail", "gradient_dropped")]
+    assert "gets none" in message(contract[0])
+    twin = gradlab.check(detached_round, example((3, 4)), reference=torch.round)
+    assert twin.passed, failing(twin)
+    assert [(x.check, x.hint) for x in twin.rows if x.status == "warn"] == [
+        ("contract", "output_not_differentiable")]
+
+
+def test_a_function_whose_outputs_differ_in_shape_from_the_reference_is_judged() -> None:
+    """The bug catalogue's pyg6635 (an uncoalesced sparse tensor's values: 4 where the
+    reference merges duplicates into 3) once crashed gradlab itself in two places: the
+    repeated-index variant's tolerance search and --explore's conditioning probe."""
+    from bug_catalogue import BY_ID
+
+    e = BY_ID["pyg6635-gcn-norm-detached"]
+    for kw in ({}, {"checks": ["explore"], "explore": 2.0}):
+        r = gradlab.check(e.buggy, e.inputs(), reference=e.reference, **kw)
+        assert not [x for x in r.rows if x.reason == "internal_error"], failing(r)
+        assert not r.passed
+
+
 def test_the_differentiability_finding_names_the_output() -> None:
     r = gradlab.check(of.BatchStatsLeaky, example((6, 4)), reference=of.batch_stats_reference,
                       checks=["contract"], variants=False)
@@ -163,7 +199,8 @@ def test_the_harms_are_real() -> None:
 
 
 def test_every_new_hint_is_worded() -> None:
-    for hint in ("output_differentiable", "output_not_differentiable", "state_outside_ctx"):
+    for hint in ("output_differentiable", "output_not_differentiable", "gradient_dropped",
+                 "state_outside_ctx"):
         assert HINTS[hint]
 
 

@@ -137,6 +137,9 @@ HINTS: dict[str, str] = {
     "output_not_differentiable": "this output does not require grad where the reference's "
                                  "does: a loss through it gets no gradient (marked "
                                  "non-differentiable, or returned detached, by mistake?)",
+    "gradient_dropped": "this output does not require grad where the reference's does, and "
+                        "the reference's gradient through it is not zero: a loss through it "
+                        "silently gets none (an output computed from detached data?)",
     "second_order_missing": "double backward raises where the reference supports it (a "
                             "gradient penalty through this Function will crash in training): "
                             "make backward differentiable (save_for_backward, no "

@@ -23,7 +23,7 @@ CODES: dict[str, tuple[str, ...]] = {
     "numerical": ("cached_forward", "conjugate", "no_chain_rule"),
     "forward_ad": ("forward_ad_only", "forward_ad_missing"), "autocast": ("autocast_missing",),
     "contract": ("inplace_grad_output", "inplace_input", "not_reentrant", "state_outside_ctx",
-                 "output_differentiable", "output_not_differentiable"),
+                 "output_differentiable", "output_not_differentiable", "gradient_dropped"),
     "rawbackward": ("summed_shape", "wrong_dtype", "wrong_device", "ctx_output",
                     "ctx_output_detached", "ctx_input"),
     "second_order": ("second_order_claimed", "second_order_missing", "once_differentiable"),

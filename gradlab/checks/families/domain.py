@@ -86,7 +86,7 @@ def moved(a: Run, b: Run, *, grads: bool = True, larger: bool = False,
         if larger and x.numel():
             scale = max(scale, float(y.abs().max()))
         scale = max(scale, least)
-        if scale > 0:
+        if scale > 0 and x.numel():  # an empty value moves by nothing, whatever its floor
             worst = max(worst, float((x - y).abs().max()) / scale)
     return worst
 

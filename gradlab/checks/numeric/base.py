@@ -4,6 +4,9 @@ ignored, a missed conjugation), and the contract row; gradlab.checks.run.runner 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -13,7 +16,13 @@ from gradlab.checks.numeric import lowprec
 from gradlab.checks.numeric.compare import chain_rule_ignored, compare_runs
 from gradlab.checks.numeric.conjugate import conjugate_missed
 from gradlab.checks.numeric.context import CaseContext, first_line
-from gradlab.checks.numeric.contract import backward_checks, contract_row, differentiability
+from gradlab.checks.numeric.contract import (
+    Undifferentiated,
+    backward_checks,
+    contract_row,
+    differentiability,
+    dropped_gradients,
+)
 from gradlab.checks.numeric.execute import Run, draws_matter, rng_replayed, run_once
 from gradlab.checks.numeric.jacobian import Backward
 from gradlab.checks.numeric.rawbackward import grad_output_as
@@ -70,6 +79,19 @@ def base_contract(ctx: CaseContext, got: Run, want: Run, inputs: Inputs,
                         got.grads, ctx.op.tolerance(ctx.dtype))
     # the reference's run says which outputs are differentiable (want is got without one)
     fails, warns = differentiability(got.outs, want.outs)
+    ref = ctx.op.reference
+    # the reference as the user gave it (the variants' copy detaches what the Function does)
+    ref = ref.fn if isinstance(ref, Undifferentiated) else ref
+    detached = [f for f in warns if f.hint == "output_not_differentiable"]
+    if ref is not None and want.error is None and detached and not any(
+            o.requires_grad for o in got.outs):
+        # no output of the Function is differentiable, where the reference's are: a loss
+        # through it gets no gradient at all, a failure where the reference's gradient through
+        # them is not zero.  One output among differentiable others (a batch norm's statistics,
+        # returned as constants) stays a warn: a convention, not a lost gradient.
+        lost, warns = dropped_gradients(warns, lambda k: dropped_gradient(
+            ref, inputs, want.outs, k, torch.Generator().manual_seed(0)))
+        fails = [*fails, *lost]
     contract_row(ctx, "base", got.contract + twice + fails, passing=True,
                  unavailable=got.raw_unavailable, no_custom=got.no_custom, note=note,
                  warnings=warns)
@@ -85,3 +107,23 @@ def base_of(bw: Backward | None) -> Run | None:
         return None
     v, grads = bw.first
     return Run(list(bw.outputs), list(grads), grad_outs64=bw.split(v))
+
+
+def dropped_gradient(reference: Callable[..., Any], inputs: Inputs, outs: Sequence[Tensor],
+                     k: int, gen: torch.Generator) -> bool:
+    """Whether the reference's gradient through its output k alone (a random grad_output there,
+    zeros on the others) is nonzero for some input: the Function, whose output k does not
+    require grad, then drops a gradient a loss through it must get (a sparse tensor's
+    `_values()` read detached: the bug catalogue's pyg6635).  False where it is zero (a round,
+    a sign, an argmax returned as floats: detaching those loses nothing)."""
+    gos = [torch.randn(o.shape, generator=gen, dtype=torch.float64) if j == k
+           else torch.zeros(o.shape, dtype=torch.float64) for j, o in enumerate(outs)]
+    run = run_once(reference, inputs.clone(dtype=torch.float64), gos, gen)
+    return run.error is None and any(
+        g is not None and g.numel() and float(g.abs().max()) > DROPPED_FLOOR for g in run.grads)
+
+
+#: The largest reference gradient (through an output the Function detaches) still read as zero:
+#: float64 rounding of a gradient that is zero by the math (a round's straight zero, a sum of
+#: terms that cancel) stays orders below it, a dropped gradient of the case's values is O(1).
+DROPPED_FLOOR = 1e-9

@@ -231,6 +231,15 @@ def differentiability(got: Sequence[Tensor], want: Sequence[Tensor]
     return by_level(found)
 
 
+def dropped_gradients(warnings: Sequence[Finding], dropped: Callable[[int], bool]
+                      ) -> tuple[list[Finding], list[Finding]]:
+    """(failures, the other warnings): each `output_not_differentiable` warning whose output
+    `dropped(k)` says carries a nonzero reference gradient becomes `gradient_dropped`."""
+    lost = [f for f in warnings if f.hint == "output_not_differentiable" and dropped(f.index)]
+    return ([Finding("output", f.index, "gradient_dropped") for f in lost],
+            [f for f in warnings if f not in lost])
+
+
 def by_level(findings: Sequence[Finding]) -> tuple[list[Finding], list[Finding]]:
     """Contract findings as (failures, warnings), by gradlab.checks.diagnosis.policy's level of each
     hint (information ones dropped)."""
