@@ -181,6 +181,55 @@ def test_a_nan_where_the_reference_is_singular_at_every_scale_is_not_judged() ->
     assert explored(NearestRotation.apply, matrix_args(), rotation_reference) == PASSED
 
 
+class Softsign(Function):
+    """x / (1 + |x|), or with `squared` x / (1 + x²); BROKEN: backward always uses the first
+    formula's derivative (a flag forward honours and backward ignores: the bug catalogue's
+    triton5660, an attention backward that masks whether causal or not)."""
+
+    honours = False
+
+    @classmethod
+    def forward(cls, ctx: Any, x: Tensor, squared: bool) -> Tensor:
+        ctx.save_for_backward(x)
+        ctx.squared = squared
+        return x / (1 + x * x) if squared else x / (1 + x.abs())
+
+    @classmethod
+    def backward(cls, ctx: Any, g: Tensor) -> tuple[Tensor, None]:
+        (x,) = ctx.saved_tensors
+        if cls.honours and ctx.squared:
+            return g * (1 - x * x) / (1 + x * x) ** 2, None
+        return g / (1 + x.abs()) ** 2, None
+
+
+class SoftsignFixed(Softsign):
+    honours = True
+
+
+def softsign(x: Tensor, squared: bool) -> Tensor:
+    return x / (1 + x * x) if squared else x / (1 + x.abs())
+
+
+def noisy(x: Tensor, training: bool) -> Tensor:
+    """Correct: dropout when training (the case checks it off); its draws are its own."""
+    return torch.nn.functional.dropout(x, 0.5, training) * 2
+
+
+def noisy_reference(x: Tensor, training: bool) -> Tensor:
+    """The same in distribution, drawn another way: the values differ draw by draw."""
+    keep = (torch.rand(x.shape, dtype=x.dtype) >= 0.5) if training else torch.ones_like(x)
+    return x * keep * 4 if training else x * 2
+
+
+def test_a_flag_backward_ignores_fails_at_its_other_setting() -> None:
+    x = rand(3, 4)
+    assert edges(Softsign.apply, [x, False], softsign)["flag[1]"] == ("fail", "edge_wrong")
+    assert edges(SoftsignFixed.apply, [x, False], softsign)["flag[1]"] == PASSED
+    # a setting that turns random draws on compares nothing (the Function's and the
+    # reference's draws differ): not judged, no row
+    assert "flag[1]" not in edges(noisy, [x, False], noisy_reference)
+
+
 class Leaky(Function):
     """leaky relu with slope 0.1; BROKEN: backward uses 0.01 for negative inputs."""
 

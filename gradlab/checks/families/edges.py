@@ -33,6 +33,7 @@ from gradlab.checks.families.inputspace import (
     SEED,
     Point,
     base_point,
+    flag_axes,
     int_axes,
     rank_axis,
     shared_dims,
@@ -96,6 +97,8 @@ def edge_points(case: Case) -> Iterator[Edge]:
         yield Edge(f"zero[{i}]", _valued(base, k, "zero"), simpler=_valued(base, k, "zeros"))
     for i, _ in int_axes(case):
         yield Edge(f"int_zero[{i}]", replace(base, ints=((i, 0),)))
+    for i in flag_axes(case):  # the switch's other setting (the bug catalogue's triton5660)
+        yield Edge(f"flag[{i}]", replace(base, ints=((i, not case.args[i]),)))
     ranked = rank_axis(case)
     if ranked:
         yield Edge("rank", replace(base, ranked=ranked))

@@ -40,7 +40,8 @@ class Point:
     sizes: tuple[tuple[int, int], ...]
     values: tuple[tuple[int, str], ...]
     dims: tuple[tuple[int, int, int], ...] = ()
-    #: (argument, value) of each plain int argument moved (a count, a number of bins or repeats)
+    #: (argument, value) of each plain int argument moved (a count, a number of bins or
+    #: repeats), or a bool argument flipped (bool is an int)
     ints: tuple[tuple[int, int], ...] = ()
     #: arguments that gain a trailing dim of RANK_SIZE (a 4-d image where the case has 3-d)
     ranked: tuple[int, ...] = ()
@@ -77,6 +78,12 @@ def int_axes(case: Case) -> list[tuple[int, int]]:
     of bins, repeats or groups, each its own axis."""
     return [(i, a) for i, a in enumerate(case.args)
             if isinstance(a, int) and not isinstance(a, bool) and a > 0]
+
+
+def flag_axes(case: Case) -> list[int]:
+    """The position of every bool argument (causal, normalize, keepdim): a switch whose other
+    setting a caller passes as readily, where the case checks only one."""
+    return [i for i, a in enumerate(case.args) if isinstance(a, bool)]
 
 
 def int_values(n: int) -> list[int]:

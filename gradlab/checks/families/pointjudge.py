@@ -28,6 +28,7 @@ from gradlab.cases import Inputs, copy_like, materialize
 from gradlab.checks.diagnosis import diagnose as dg
 from gradlab.checks.families.domain import ILL_CONDITIONED, NUDGE, moved
 from gradlab.checks.families.emptiness import empty_batch, filled, indices_into_nothing, is_empty
+from gradlab.checks.families.flags import draws, flipped
 from gradlab.checks.families.inputspace import SEED, Point, resized, with_values
 from gradlab.checks.numeric.execute import Run, run_once
 from gradlab.model import Case, TensorArg
@@ -84,6 +85,11 @@ def judge(fn: Callable[..., Any], ref: Callable[..., Any] | None, case: Case, po
                 _blows_up(got, want)
                 and not _ill_conditioned(ref, inputs, want, gen, floor, FINE_NUDGE)):
             return Outcome("unjudgeable", "the reference is ill-conditioned there")
+    if out.verdict == "wrong" and flipped(case, point) and (draws(fn, inputs)
+                                                          or draws(ref, inputs)):
+        # a switch that turns random draws on (training=True): Function and reference draw
+        # apart, so no value of theirs can be compared
+        return Outcome("unjudgeable", "random draws at this setting")
     out = _named(out, ref, case, point, inputs, got, device, pole)
     if out.verdict == "empty":
         again = filled(case, point)

@@ -1,0 +1,34 @@
+"""Bool arguments at their other setting (the edges check's `flag[i]` points): which points
+flip one, and whether a setting turns random draws on (then no value can be compared)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from gradlab.cases import Inputs, flat_outputs
+from gradlab.checks.families.inputspace import Point
+from gradlab.model import Case
+
+
+def flipped(case: Case, point: Point) -> bool:
+    """The point sets a bool argument of the case (edges' flag kind)."""
+    return any(isinstance(case.args[i], bool) for i, _ in point.ints if i < len(case.args))
+
+
+def draws(fn: Callable[..., Any], inputs: Inputs) -> bool:
+    """Whether two forwards of `fn` on the same values under two seeds of torch's generator
+    differ (a dropout, a sampled mask)."""
+    outs = []
+    for seed in (1, 2):
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            torch.manual_seed(seed)
+            try:
+                a = inputs.clone()
+                outs.append(flat_outputs(fn(*a.args, **a.kwargs)))
+            except Exception:
+                return False
+    return len(outs[0]) != len(outs[1]) or any(
+        x.shape != y.shape or not torch.equal(x, y) for x, y in zip(*outs, strict=True))
