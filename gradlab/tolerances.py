@@ -57,6 +57,16 @@ LOW_PRECISION = ("float32", "float16", "bfloat16")
 #: k: the Function's error may be this many times the reference's own in the dtype
 #: (FlashAttention's tests use 2).  Set per spec (`tolerances: {precision_factor: 3}`) or call.
 PRECISION_FACTOR = 2.0
+#: Where the reference's own error is at least this many units in the last place of the gold's
+#: largest |value|, rounding is amplified by the problem's conditioning (a solve of condition
+#: number ~1e3), and two backward-stable algorithms differ by their constants, not by a factor
+#: near 1: the criterion's k is then AMPLIFIED_GAIN times larger.  Pins: torch-dxdt's Whittaker
+#: smoother, a correct float32 Cholesky solve judged against an LU reference, 43-215 ulps off,
+#: 2.3-5.2x the reference's error in the third-party corpus and up to 6.9x over 200 right-hand
+#: sides; the 2% wrong attention scale of tests/test_low_precision.py, whose reference is
+#: under one ulp off in bfloat16, keeps k; a wrong formula is off by 1e5x or more.
+AMPLIFIED_ULPS = 16.0
+AMPLIFIED_GAIN = 4.0
 #: The criterion's floor, in units in the last place of the dtype at the tensor's largest |gold|
 #: (FlashAttention 3's tests add about one: twice the rounding of `ref + 0.3 - 0.3`): where the
 #: reference in the dtype happens to be exact (a copy, a sum of exact terms) the Function may
@@ -74,6 +84,14 @@ EPS = {"float64": 2.0 ** -52, "float32": 2.0 ** -23, "float16": 2.0 ** -10,
 def table(strict: bool = False) -> Mapping[str, Tolerance]:
     """The fixed per-dtype table: the ecosystem's, or the strict one."""
     return STRICT_TOLERANCES if strict else DEFAULT_TOLERANCES
+
+
+def amplified_factor(ref_err: float, scale: float, dtype: str,
+                     factor: float = PRECISION_FACTOR) -> float:
+    """The criterion's k for a reference `ref_err` off at magnitude `scale`: `factor`, or
+    AMPLIFIED_GAIN times it where that error is conditioning's (AMPLIFIED_ULPS)."""
+    unit = ulp(scale, dtype)
+    return factor * AMPLIFIED_GAIN if unit > 0 and ref_err >= AMPLIFIED_ULPS * unit else factor
 
 
 def criterion_limit(ref_err: float, scale: float, dtype: str,
@@ -98,7 +116,9 @@ def readme_table() -> str:
     for dtype, tol in DEFAULT_TOLERANCES.items():
         strict = STRICT_TOLERANCES[dtype]
         how = ("the table (torch.testing.assert_close's)" if dtype not in LOW_PRECISION else
-               f"the table, or the reference's own error: at most {PRECISION_FACTOR:g}x it + "
+               f"the table, or the reference's own error: at most {PRECISION_FACTOR:g}x it "
+               f"({PRECISION_FACTOR * AMPLIFIED_GAIN:g}x where it is {AMPLIFIED_ULPS:g} ulp or "
+               f"more: conditioning's) + "
                f"{FLOOR_ULPS:g} ulp (the table alone where no float64 reference run exists)")
         lines.append(f"| {dtype} | ({tol.atol:g}, {tol.rtol:g}) | {how} | "
                      f"({strict.atol:g}, {strict.rtol:g}) |")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -305,3 +306,53 @@ def test_a_bfloat16_forward_is_differenced_at_its_own_step() -> None:
                       mode="dense")
     (row,) = [x for x in r.rows if x.check == "jacobian"]
     assert row.status == "fail", row
+
+
+# A smoother's solve (I + lam D^T D) z = y: SPD, condition number ~1e4 at these sizes, solved
+# in float32 by Cholesky in the Function and by LU in the reference.  Both are right; their
+# errors differ by the algorithms' constants, a few times over, since rounding is amplified
+# (the reference tens of ulps off: tolerances.AMPLIFIED_ULPS).
+SMOOTH_T, SMOOTH_LAMBDA = 40, 1e3
+
+
+def smoothing_matrix(dtype: torch.dtype) -> torch.Tensor:
+    d = torch.diff(torch.eye(SMOOTH_T, dtype=torch.float64), n=3, dim=0)
+    return (torch.eye(SMOOTH_T, dtype=torch.float64) + SMOOTH_LAMBDA * d.T @ d).to(dtype)
+
+
+class CholeskySmooth(torch.autograd.Function):
+    """z = A^-1 y by Cholesky (A symmetric: the backward is the same solve)."""
+
+    scale = 1.0
+
+    @classmethod
+    def forward(cls, ctx: Any, y: torch.Tensor) -> torch.Tensor:
+        chol = torch.linalg.cholesky(smoothing_matrix(y.dtype))
+        ctx.save_for_backward(chol)
+        return torch.cholesky_solve(y.T, chol).T
+
+    @classmethod
+    def backward(cls, ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        (chol,) = ctx.saved_tensors
+        return cls.scale * torch.cholesky_solve(g.T, chol).T
+
+
+class CholeskySmoothOff(CholeskySmooth):
+    scale = 1.01  # BROKEN: a 1% wrong gradient
+
+
+def lu_smooth(y: torch.Tensor) -> torch.Tensor:
+    return torch.linalg.solve(smoothing_matrix(y.dtype), y.T).T
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_an_ill_conditioned_solve_by_another_algorithm_passes_in_float32(seed: int) -> None:
+    y = torch.randn(4, SMOOTH_T, generator=torch.Generator().manual_seed(seed),
+                    dtype=torch.float64).requires_grad_()
+    r = gradlab.check(CholeskySmooth.apply, [y], reference=lu_smooth, dtypes=["float32"],
+                      checks=["forward", "gradient"], variants=False)
+    assert not bad(r), bad(r)
+    off = gradlab.check(CholeskySmoothOff.apply, [y], reference=lu_smooth, dtypes=["float32"],
+                        checks=["gradient"], variants=False)
+    row = base_row(off, "gradient", "float32")
+    assert row.status == "fail" and "allowed 8x" in message(row), message(row)

@@ -23,7 +23,7 @@ from gradlab.cases import Inputs, plain_copy
 from gradlab.checks.diagnosis.diagnose import ratio_range
 from gradlab.checks.numeric.execute import Run, run_once
 from gradlab.model import OpDef, Tolerance
-from gradlab.tolerances import criterion_limit
+from gradlab.tolerances import amplified_factor, criterion_limit
 
 
 @dataclass(frozen=True)
@@ -76,11 +76,12 @@ def own_error(lows: Sequence[Tensor | None], gold: Tensor, dtype: str,
     err = max(errs)
     if tf32 and err >= TF32_EVIDENCE * criterion_limit(0.0, scale, "tf32", factor):
         dtype = "tf32"
-    limit = criterion_limit(err, scale, dtype, factor)
+    k = amplified_factor(err, scale, dtype, factor)
+    limit = criterion_limit(err, scale, dtype, k)
     tol = Tolerance(atol=limit, rtol=0.0)
     if design is not None:
         tol = Tolerance(limit + design.atol * max(scale, 1.0), design.rtol)
-    return Own(tol, err, factor, factor * noise)
+    return Own(tol, err, k, factor * noise)
 
 
 def flat_real(t: Tensor) -> Tensor:
