@@ -125,29 +125,36 @@ def test_the_environment_forces_a_variant(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_the_launchers_time_the_variants_when_autotuning(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The Triton launchers' glue: with autotuning on (a GPU, a large launch) they pass the
-    selector their clock; off, none (the layout decides).  Stand-in launches, no kernel runs."""
+    """The Triton launchers' glue: with autotuning on (a GPU, a large launch) their plan passes
+    the selector its clock; off, none (the layout decides).  Stand-in launches, no kernel runs.
+    The plan is kept per shape and switches, so switching the mode is seen by the next call."""
     pytest.importorskip("triton")
     import torch
 
+    from gradlab.kernels import involution_launch as il
     from gradlab.kernels import involution_triton as kt
     from gradlab.kernels import involution_triton_cl as kcl
 
-    geo = kt.geometry((64, 64, 56, 56), (64, 4, 7, 7, 56, 56), 1, 3, 1)
-    x = torch.zeros(()).expand(64, 64, 56, 56)  # shape only: nothing is launched
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     timed: list[str] = []
     monkeypatch.setattr(kcl, "time_ms", fake_timer({"nchw": 2.0, "cl": 1.0}, timed))
-    for on, want in ((False, "nchw"), (True, "cl")):
+    for mode, want in (("0", "nchw"), ("variants", "cl"), ("0", "nchw"), ("1", "cl")):
         sel.clear()
-        monkeypatch.setattr(kt, "variant_timing", lambda work, on=on: on)
-        runs = runs_for("forward", [])
-        assert kt._run_variant("forward", geo, x, runs, None, None) == want
-    assert timed == ["nchw", "cl"]
+        monkeypatch.setenv(il.AUTOTUNE_ENV, mode)
+        plan = il.plan("forward", (64, 64, 56, 56), (64, 4, 7, 7, 56, 56), 1, 3, 1,
+                       torch.float32, False, None)
+        assert plan.timed == (mode != "0") and plan.autotune == (mode == "1")
+        assert kt._run_variant("forward", plan, runs_for("forward", []), None, None) == want
+    assert timed == ["nchw", "cl", "nchw", "cl"]
     (row,) = kt.chosen_variants()
     assert (row["variant"], row["chosen_by"], row["B"], row["C"]) == ("cl", "timed", 64, 64)
     # a block size without a variant is the NCHW kernels' (the tests' and the benchmark's)
-    assert kt._run_variant("forward", geo, x, runs_for("forward", []), None,
+    assert kt._run_variant("forward", plan, runs_for("forward", []), None,
                            (64, 2, 0)) == "nchw"
+    # a small launch is neither timed nor tuned
+    small = il.plan("forward", (1, 4, 8, 8), (1, 2, 3, 3, 8, 8), 1, 1, 1, torch.float32, True,
+                    None)
+    assert not small.timed and not small.autotune and small.key[-1] == "channels_last"
 
 
 @pytest.mark.parametrize(("mode", "blocks", "variants"), [

@@ -38,12 +38,11 @@ from gradlab.kernels.involution_launch import (
     CL_CONFIGS,
     TUNE_REP_MS,
     TUNE_WARMUP_MS,
-    autotuning,
+    Plan,
     block_c,
-    cl_default_config,
     cl_tuning_candidates,
-    launch_config,
-    record_config,
+    make_step,
+    record_step,
     vector_channels,
 )
 
@@ -282,36 +281,26 @@ def channels_last(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous(memory_format=torch.channels_last)
 
 
-def launch(kernel: str, variant: str, geo: dict[str, int], dtype: torch.dtype,
+def launch(kernel: str, variant: str, plan: Plan, dtype: torch.dtype,
            *tensors: torch.Tensor, config: Config | None = None) -> None:
-    """Launch the channels-last `kernel` (`variant` "cl" or "cl_vec") on channels-last
-    tensors: autotuned, or at `config` (BLOCK_P, num_warps, 0), or at cl_default_config."""
+    """Launch the channels-last `kernel` (`variant` "cl" or "cl_vec") on channels-last tensors
+    as its Step for `plan` says (built on the plan's first launch): autotuned, or at `config`
+    (BLOCK_P, num_warps, 0), or at cl_default_config."""
     if not HAVE_TRITON:
         raise RuntimeError("the involution Triton kernels need triton, which is not installed")
-    pixels = geo["H"] * geo["W"] if kernel == "grad_input" else geo["Ho"] * geo["Wo"]
-    args = (*tensors, pixels, geo["B"], geo["C"], geo["H"], geo["W"], geo["Ho"], geo["Wo"],
-            geo["G"], geo["CPG"], geo["sh"], geo["sw"], geo["ph"], geo["pw"], geo["dh"],
-            geo["dw"])
-    bc = block_c(geo["CPG"])
-    vec = vector_channels(geo["CPG"], dtype.itemsize)
-    const = {"KH": geo["KH"], "KW": geo["KW"], "BLOCK_C": bc, "VEC": vec,
-             "C_EVEN": geo["CPG"] % (vec if variant == "cl_vec" else bc) == 0,
-             "ACC": _acc_dtype(dtype)}
-
-    def grid(meta: dict[str, Any]) -> tuple[int, int, int]:
-        return launch_config(kernel, pixels, 1, geo["B"], geo["G"], geo["CPG"],
-                             int(meta["BLOCK_P"])).grid
-
-    work = geo["B"] * geo["C"] * pixels * geo["KH"] * geo["KW"]
-    if config is None and autotuning(work):
+    step = plan.steps.get(variant)
+    if step is None:
+        cpg = plan.geo["CPG"]
+        vec = vector_channels(cpg, dtype.itemsize)
+        const = {"KH": plan.geo["KH"], "KW": plan.geo["KW"], "BLOCK_C": block_c(cpg), "VEC": vec,
+                 "C_EVEN": cpg % (vec if variant == "cl_vec" else block_c(cpg)) == 0,
+                 "ACC": _acc_dtype(dtype)}
+        step = plan.steps[variant] = make_step(kernel, variant, plan, const, config)
+    if step.config is None:
         tuned = _TUNED[(kernel, variant)]
-        tuned[grid](*args, **const)
+        tuned[step.grid](*tensors, *step.args, **step.const)
         best = tuned.best_config
-        record_config(kernel, variant, geo, dtype,
-                      (int(best.kwargs["BLOCK_P"]), int(best.num_warps), 0), "autotune")
+        record_step(step, (int(best.kwargs["BLOCK_P"]), int(best.num_warps), 0))
         return
-    block_p, warps, _ = config or cl_default_config(pixels)
-    _JIT[(kernel, variant)][grid](*args, **const, BLOCK_P=block_p, num_warps=warps)
-    record_config(kernel, variant, geo, dtype, (block_p, warps, 0),
-                  "given" if config else "default")
-
+    _JIT[(kernel, variant)][step.grid](*tensors, *step.args, **step.const)
+    record_step(step)
