@@ -179,3 +179,61 @@ def test_the_autotune_modes(monkeypatch: pytest.MonkeyPatch, mode: str | None, b
     monkeypatch.setenv(il.AUTOTUNE_ENV, "sometimes")
     with pytest.raises(ValueError, match="GRADLAB_INVOLUTION_AUTOTUNE='sometimes'"):
         il.autotune_mode()
+
+
+class _NoLaunch:
+    """A jitted kernel that launches nothing: `kernel[grid](*args, **meta)` returns."""
+
+    def __getitem__(self, grid: object) -> Callable[..., None]:
+        return lambda *args, **meta: None
+
+
+@pytest.mark.parametrize(("size", "k", "stride", "w_grad", "want"), [
+    # K 7, stride 1: x and its copy (2 values per input pixel) are far below the reference's
+    # unfolded input (49 per output pixel): the forward's copy serves grad_weight
+    (7, 7, 1, True, ["x", "go"]),
+    # K 1, stride 2: keeping the copy would hold more than the reference: grad_weight converts
+    (8, 1, 2, True, ["x", "go", "x"]),
+    # w needs no gradient: no grad_weight, nothing kept
+    (7, 7, 1, False, ["x", "go"]),
+])
+def test_a_forward_and_backward_convert_each_tensor_once(
+        monkeypatch: pytest.MonkeyPatch, size: int, k: int, stride: int, w_grad: bool,
+        want: list[str]) -> None:
+    """Through the Function with every kernel forced to channels last and contiguous inputs,
+    x is converted once (the forward's copy kept for grad_weight where it fits the reference's
+    memory) and grad_output once for both backward kernels.  Launches stubbed: the glue only."""
+    pytest.importorskip("triton")
+    import torch
+
+    import gradlab.ops.involution as inv
+    from gradlab.kernels import involution_triton as kt
+    from gradlab.kernels import involution_triton_cl as kcl
+
+    for table in (kt._JIT, kcl._JIT):
+        for name in list(table):
+            monkeypatch.setitem(table, name, _NoLaunch())
+    monkeypatch.setattr(inv, "FORCE_TRITON", True)
+    monkeypatch.setenv(sel.VARIANT_ENV, "cl")
+    x = torch.randn(1, 32, size, size, requires_grad=True)
+    pad = k // 2
+    out_size = (size + 2 * pad - k) // stride + 1
+    w = torch.randn(1, 2, k, k, out_size, out_size, requires_grad=w_grad)
+    go = torch.randn(1, 32, out_size, out_size)
+    names = {id(x): "x", id(go): "go", id(w): "w"}
+    copies: list[str] = []
+    real_get = kcl.LayoutCache.get
+
+    def get(self: kcl.LayoutCache, t: torch.Tensor, fmt: torch.memory_format) -> torch.Tensor:
+        before = len(self.entries)
+        got = real_get(self, t, fmt)
+        if len(self.entries) > before:
+            copies.append(names[id(t)])
+        return got
+
+    monkeypatch.setattr(kcl.LayoutCache, "get", get)
+    out = inv.involution(x, w, stride, pad, 1)
+    assert (out.grad_fn.layouts is not None) == (want == ["x", "go"] and w_grad)
+    torch.autograd.grad(out, (x, w) if w_grad else (x,), go)
+    assert copies == want
+    assert {r["variant"] for r in sel.chosen_variants()} == {"cl"}

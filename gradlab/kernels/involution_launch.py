@@ -4,16 +4,19 @@ it against CUDA's limits for every RedNet layer without launching anything."""
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["AUTOTUNE_ENV", "AUTOTUNE_MODES", "CL_CONFIGS", "CONFIGS", "MAX_BLOCK_C",
-           "TUNE_REP_MS", "TUNE_WARMUP_MS", "VECTOR_BYTES", "LaunchConfig", "Plan", "Step",
+           "TUNE_REP_MS", "TUNE_WARMUP_MS", "VARIANT_ENV", "VECTOR_BYTES", "LaunchConfig", "Plan",
+           "Step", "Switches",
            "autotune_mode", "autotuning", "block_c", "chosen_configs", "cl_default_config",
            "cl_tuning_candidates", "default_config", "launch_config", "make_step",
-           "pixel_blocks", "plan", "record_config", "record_step", "tuning_candidates",
+           "pixel_blocks", "plan", "read_switches", "record_config", "record_step",
+           "tuning_candidates",
            "variant_timing", "vector_channels"]
 
 IntPair = int | Sequence[int]
@@ -53,6 +56,8 @@ VECTOR_BYTES = 16
 #: time-boxed benchmark); "1" (the default) does both.
 AUTOTUNE_ENV = "GRADLAB_INVOLUTION_AUTOTUNE"
 AUTOTUNE_MODES = ("0", "variants", "1")
+#: Environment switch forcing a kernel variant (gradlab/kernels/involution_select.py says how).
+VARIANT_ENV = "GRADLAB_INVOLUTION_VARIANT"
 
 #: Launches of fewer multiply-adds (B*C*Ho*Wo*KH*KW) than this run default_config: a few
 #: microseconds of work, where the candidates differ by less than launch latency, while a tuning
@@ -116,6 +121,24 @@ def autotune_mode() -> str:
 
 def _interpreted() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+class Switches(NamedTuple):
+    """The environment's switches as one call reads them, once (read_switches): a forward and
+    its backward, or one direct launcher call."""
+
+    #: GRADLAB_INVOLUTION_AUTOTUNE (AUTOTUNE_MODES)
+    autotune: str
+    #: TRITON_INTERPRET=1: nothing is timed or tuned
+    interpreted: bool
+    #: GRADLAB_INVOLUTION_VARIANT: "auto" or a variant (checked by involution_select)
+    variant: str
+
+
+def read_switches() -> Switches:
+    """The switches as the environment sets them now (an unknown autotune mode raises)."""
+    return Switches(autotune_mode(), _interpreted(),
+                    os.environ.get(VARIANT_ENV, "auto").strip() or "auto")
 
 
 def _large_compiled(work: int | None, interpreted: bool | None = None) -> bool:
@@ -253,6 +276,10 @@ class Plan:
     key: tuple[Any, ...]
     timed: bool
     autotune: bool
+    #: the launcher's result shape, and whether it has nothing to compute (an empty tensor, or
+    #: for grad_input no output pixel reading x: zeros)
+    shape: tuple[int, ...]
+    nothing: bool
     steps: dict[str, Step] = field(default_factory=dict)
 
 
@@ -262,23 +289,41 @@ _PLANS: dict[tuple[Any, ...], Plan] = {}
 
 def plan(kernel: str, x_shape: Sequence[int], w_shape: Sequence[int], stride: IntPair,
          padding: IntPair, dilation: IntPair, dtype: object, channels_last: bool,
-         config: tuple[int, int, int] | None) -> Plan:
-    """The Plan of one launch of `kernel`: built on the first call with these arguments and the
-    environment's current switches (read here, once), reused after."""
-    mode, interpreted = autotune_mode(), _interpreted()
-    key = (kernel, tuple(x_shape), tuple(w_shape), pair(stride), pair(padding), pair(dilation),
-           dtype, channels_last, config, mode, interpreted)
-    found = _PLANS.get(key)
+         config: tuple[int, int, int] | None, switches: Switches | None = None) -> Plan:
+    """The Plan of one launch of `kernel`: built on the first call with these arguments and
+    switches (read from the environment when not given), reused after."""
+    mode, interpreted, _ = switches or read_switches()
+    key: tuple[Any, ...] | None = (kernel, x_shape, w_shape, stride, padding, dilation, dtype,
+                                   channels_last, config, mode, interpreted)
+    try:  # the Function passes pairs: hashable as given
+        found = _PLANS.get(key)  # type: ignore[arg-type]
+    except TypeError:  # a list somewhere: not kept
+        key, found = None, None
     if found is not None:
         return found
-    geo = geometry(*key[1:6])
+    made = _new_plan(kernel, (tuple(x_shape), tuple(w_shape), pair(stride), pair(padding),
+                              pair(dilation)), dtype, channels_last, config, mode, interpreted)
+    if key is not None:
+        _PLANS[key] = made
+    return made
+
+
+def _new_plan(kernel: str, shapes: tuple[Any, ...], dtype: object, channels_last: bool,
+              config: tuple[int, int, int] | None, mode: str, interpreted: bool) -> Plan:
+    geo = geometry(*shapes)
     rows, cols = (geo["H"], geo["W"]) if kernel == "grad_input" else (geo["Ho"], geo["Wo"])
     work = geo["B"] * geo["C"] * rows * cols * geo["KH"] * geo["KW"]
     big = _large_compiled(work, interpreted)
-    made = Plan(geo, (*shape_key(geo, dtype), "channels_last" if channels_last else "other"),
-                timed=mode != "0" and big, autotune=config is None and mode == "1" and big)
-    _PLANS[key] = made
-    return made
+    if kernel == "forward":
+        shape: tuple[int, ...] = (geo["B"], geo["C"], geo["Ho"], geo["Wo"])
+    else:
+        shape = shapes[1] if kernel == "grad_weight" else shapes[0]
+    nothing = not math.prod(shape)
+    if kernel == "grad_input":  # no output pixel reads x: zeros, not nothing
+        nothing = nothing or not (math.prod(shapes[1]) and geo["Ho"] * geo["Wo"])
+    return Plan(geo, (*shape_key(geo, dtype), "channels_last" if channels_last else "other"),
+                timed=mode != "0" and big, autotune=config is None and mode == "1" and big,
+                shape=shape, nothing=nothing)
 
 
 def make_step(kernel: str, variant: str, plan: Plan, const: dict[str, Any],

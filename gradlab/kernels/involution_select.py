@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from gradlab.kernels.involution_launch import SHAPE_KEYS
+from gradlab.kernels.involution_launch import SHAPE_KEYS, VARIANT_ENV
 
 __all__ = ["VARIANTS", "VARIANT_ENV", "Choice", "choices", "choose", "chosen_variants", "clear",
            "forced_variant", "layout_default", "run"]
@@ -30,9 +30,9 @@ VARIANTS: dict[str, tuple[str, ...]] = {
     "grad_input": ("nchw", "cl"),
     "grad_weight": ("nchw", "cl", "cl_vec"),
 }
-#: Environment switch: a variant name ("nchw", "cl", "cl_vec") runs it for every launch (a
-#: kernel without that variant runs "cl" for "cl_vec"); unset or "auto": the choice above.
-VARIANT_ENV = "GRADLAB_INVOLUTION_VARIANT"
+# VARIANT_ENV (defined with the other switches in involution_launch): a variant name ("nchw",
+# "cl", "cl_vec") runs it for every launch (a kernel without that variant runs "cl" for
+# "cl_vec"); unset or "auto": the choice above.
 
 Timer = Callable[[Callable[[], object]], float]
 R = TypeVar("R")
@@ -53,9 +53,11 @@ class Choice:
 _CHOICES: dict[tuple[str, tuple[Any, ...]], Choice] = {}
 
 
-def forced_variant(kernel: str) -> str | None:
-    """The variant GRADLAB_INVOLUTION_VARIANT forces for `kernel`, None when it forces none."""
-    value = os.environ.get(VARIANT_ENV, "auto").strip() or "auto"
+def forced_variant(kernel: str, value: str | None = None) -> str | None:
+    """The variant GRADLAB_INVOLUTION_VARIANT (or `value`, its value as read already) forces for
+    `kernel`, None when it forces none."""
+    if value is None:
+        value = os.environ.get(VARIANT_ENV, "auto").strip() or "auto"
     if value == "auto":
         return None
     known = sorted({v for vs in VARIANTS.values() for v in vs})
@@ -70,12 +72,13 @@ def layout_default(channels_last: bool) -> str:
 
 
 def choose(kernel: str, key: tuple[Any, ...], runs: Mapping[str, Callable[[], object]], *,
-           channels_last: bool, timer: Timer | None) -> str:
+           channels_last: bool, timer: Timer | None, env: str | None = None) -> str:
     """The variant of `kernel` for the shape `key`, among `runs` (variant -> one launch).
 
     With a `timer`, the first call for a key times every run once and keeps the fastest; later
-    calls reuse it.  Without one (no timing wanted), the layout default."""
-    forced = forced_variant(kernel)
+    calls reuse it.  Without one (no timing wanted), the layout default.  `env`: the variant
+    switch as read already (forced_variant)."""
+    forced = forced_variant(kernel, env)
     if forced is not None:
         _CHOICES[(kernel, key)] = Choice(forced, "env")
         return forced
@@ -92,10 +95,11 @@ def choose(kernel: str, key: tuple[Any, ...], runs: Mapping[str, Callable[[], ob
 
 
 def run(kernel: str, key: tuple[Any, ...], runs: Mapping[str, Callable[[], R]], *,
-        variant: str | None, channels_last: bool, timer: Timer | None) -> R:
+        variant: str | None, channels_last: bool, timer: Timer | None,
+        env: str | None = None) -> R:
     """Run `variant` of `kernel` (recorded as given), or the one `choose` picks."""
     if variant is None:
-        variant = choose(kernel, key, runs, channels_last=channels_last, timer=timer)
+        variant = choose(kernel, key, runs, channels_last=channels_last, timer=timer, env=env)
     elif variant in VARIANTS[kernel]:
         _CHOICES[(kernel, key)] = Choice(variant, "given")
     else:

@@ -24,15 +24,14 @@ float64 accumulates in float64.
 
 Block sizes: on a GPU `triton.autotune` picks BLOCK_P, num_warps and TILE_W per shape and dtype
 from CONFIGS (`chosen_configs()` records them); without autotuning (GRADLAB_INVOLUTION_AUTOTUNE=0,
-TRITON_INTERPRET=1) `default_config` decides.  Variants: the public launchers run these NCHW
-kernels or the channels-last ones (involution_triton_cl.py), per shape, as
-gradlab/kernels/involution_select.py chooses (`chosen_variants()` records it).  On CPU tensors
-the kernels run under TRITON_INTERPRET=1, set before triton is first imported.
+TRITON_INTERPRET=1) `default_config` decides.  The public launchers run these NCHW kernels or the
+channels-last ones (involution_triton_cl.py), per shape, as involution_select.py chooses
+(`chosen_variants()`); what a launch derives from its shapes is kept from the shape's first call
+(involution_launch.plan).  CPU tensors run under TRITON_INTERPRET=1, set before triton loads.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -48,12 +47,14 @@ from gradlab.kernels.involution_launch import (
     TUNE_WARMUP_MS,
     IntPair,
     Plan,
+    Switches,
     autotuning,
     block_c,
     chosen_configs,
     default_config,
     launch_config,
     make_step,
+    read_switches,
     record_step,
     tuning_candidates,
 )
@@ -78,11 +79,6 @@ __all__ = ["AUTOTUNE_ENV", "CONFIGS", "HAVE_TRITON", "KERNELS", "VARIANTS", "aut
 
 #: The three kernels, in the order a forward + backward launches them.
 KERNELS = ("forward", "grad_input", "grad_weight")
-
-def _acc_dtype(dtype: torch.dtype) -> Any:
-    """float64 accumulates in float64; everything else in float32."""
-    return tl.float64 if dtype == torch.float64 else tl.float32
-
 
 def _require_triton() -> None:
     if not HAVE_TRITON:
@@ -268,16 +264,14 @@ Config = tuple[int, int, int]
 
 def _launch(name: str, plan: Plan, dtype: torch.dtype, *tensors: torch.Tensor,
             config: Config | None = None) -> None:
-    """Launch NCHW kernel `name` on `tensors` as its Step for `plan` says (built on the plan's
-    first launch): autotuned, or at `config` (BLOCK_P, num_warps, TILE_W), or at
-    default_config."""
+    """Launch NCHW kernel `name` on `tensors` as `plan`'s Step says (made on its first launch):
+    autotuned, or at `config` (BLOCK_P, num_warps, TILE_W), or at default_config."""
     step = plan.steps.get("nchw")
     if step is None:
-        bc = block_c(plan.geo["CPG"])
-        step = plan.steps["nchw"] = make_step(
-            name, "nchw", plan, {"KH": plan.geo["KH"], "KW": plan.geo["KW"], "BLOCK_C": bc,
-                                 "C_EVEN": plan.geo["CPG"] % bc == 0, "ACC": _acc_dtype(dtype)},
-            config)
+        geo, bc = plan.geo, block_c(plan.geo["CPG"])
+        const = {"KH": geo["KH"], "KW": geo["KW"], "BLOCK_C": bc, "C_EVEN": geo["CPG"] % bc == 0,
+                 "ACC": kcl.acc_dtype(dtype)}
+        step = plan.steps["nchw"] = make_step(name, "nchw", plan, const, config)
     if step.config is None:
         tuned = _TUNED[name]
         tuned[step.grid](*tensors, *step.args, **step.const)
@@ -289,106 +283,115 @@ def _launch(name: str, plan: Plan, dtype: torch.dtype, *tensors: torch.Tensor,
     record_step(step)
 
 
-def _check_dtypes(*tensors: torch.Tensor) -> None:
-    if len({t.dtype for t in tensors}) != 1:
-        raise TypeError("involution kernels need one dtype, got "
-                        f"{sorted(str(t.dtype) for t in tensors)}")
+def _check_dtypes(a: torch.Tensor, b: torch.Tensor) -> None:
+    if a.dtype != b.dtype:
+        got = sorted([str(a.dtype), str(b.dtype)])
+        raise TypeError(f"involution kernels need one dtype, got {got}")
 
 
 def _run_variant(kernel: str, plan: Plan, runs: dict[str, Callable[[], torch.Tensor]],
-                 variant: str | None, config: Config | None) -> torch.Tensor:
+                 variant: str | None, config: Config | None,
+                 switches: Switches | None = None) -> torch.Tensor:
     """Run `variant` of `kernel`, or the one involution_select picks for `plan`'s shape and
     input layout (timed once per shape on a GPU).  A `config` alone is an NCHW block size."""
     return select.run(kernel, plan.key, runs, variant=variant or ("nchw" if config else None),
                       channels_last=plan.key[-1] == "channels_last",
-                      timer=kcl.time_ms if plan.timed else None)
+                      timer=kcl.time_ms if plan.timed else None,
+                      env=switches.variant if switches else None)
+
+
+# The launchers' `switches`: the environment as their caller read it (read here when not given);
+# `layouts`: its LayoutCache (a forward and its backward share copies through it).
+_NCHW, _CL = torch.contiguous_format, torch.channels_last
 
 
 def involution_forward(
     x: torch.Tensor, w: torch.Tensor, s: IntPair = 1, p: IntPair = 0, d: IntPair = 1,
-    config: Config | None = None, variant: str | None = None,
+    config: Config | None = None, variant: str | None = None, *,
+    switches: Switches | None = None, layouts: kcl.LayoutCache | None = None,
 ) -> torch.Tensor:
     """out [B, C, Ho, Wo] from x [B, C, H, W] and w [B, G, KH, KW, Ho, Wo]; channels-last
     memory when the channels-last kernels ran."""
     _require_triton()
     _check_dtypes(x, w)
+    sw = switches or read_switches()
     plan = launch_plan("forward", x.shape, w.shape, s, p, d, x.dtype, kcl.is_channels_last(x),
-                       config)
-    geo = plan.geo
-    shape = (geo["B"], geo["C"], geo["Ho"], geo["Wo"])
-    if not math.prod(shape):
-        return x.new_empty(shape)
+                       config, sw)
+    if plan.nothing:
+        return x.new_empty(plan.shape)
+    get = (layouts or kcl.LayoutCache()).get
 
     def nchw() -> torch.Tensor:
-        out = x.new_empty(shape)
-        _launch("forward", plan, x.dtype, x.contiguous(), w.contiguous(), out, config=config)
+        out = x.new_empty(plan.shape)
+        _launch("forward", plan, x.dtype, get(x, _NCHW), get(w, _NCHW), out, config=config)
         return out
 
     def cl() -> torch.Tensor:
-        out = torch.empty(shape, dtype=x.dtype, device=x.device,
-                          memory_format=torch.channels_last)
-        kcl.launch("forward", "cl", plan, x.dtype, kcl.channels_last(x), w.contiguous(), out,
+        out = torch.empty(plan.shape, dtype=x.dtype, device=x.device, memory_format=_CL)
+        kcl.launch("forward", "cl", plan, x.dtype, get(x, _CL), get(w, _NCHW), out,
                    config=config)
         return out
 
-    return _run_variant("forward", plan, {"nchw": nchw, "cl": cl}, variant, config)
+    return _run_variant("forward", plan, {"nchw": nchw, "cl": cl}, variant, config, sw)
 
 
 def involution_grad_input(
     go: torch.Tensor, w: torch.Tensor, x_shape: Sequence[int], s: IntPair = 1, p: IntPair = 0,
-    d: IntPair = 1, config: Config | None = None, variant: str | None = None,
+    d: IntPair = 1, config: Config | None = None, variant: str | None = None, *,
+    switches: Switches | None = None, layouts: kcl.LayoutCache | None = None,
 ) -> torch.Tensor:
     """grad of x [B, C, H, W] from grad_output [B, C, Ho, Wo] and w."""
     _require_triton()
     _check_dtypes(go, w)
+    sw = switches or read_switches()
     plan = launch_plan("grad_input", x_shape, w.shape, s, p, d, go.dtype,
-                       kcl.is_channels_last(go), config)
-    geo = plan.geo
-    shape = tuple(int(n) for n in x_shape)
-    if not (w.numel() and geo["Ho"] * geo["Wo"] and math.prod(shape)):  # nothing to write,
-        return w.new_zeros(shape)  # or no output pixel reads x: all zeros
+                       kcl.is_channels_last(go), config, sw)
+    if plan.nothing:  # nothing to write, or no output pixel reads x: all zeros
+        return w.new_zeros(plan.shape)
+    get = (layouts or kcl.LayoutCache()).get
 
-    # .contiguous() also materialises a stride-0 grad_output (e.g. from out.sum().backward()).
+    # the copies also materialise a stride-0 grad_output (e.g. from out.sum().backward())
     def nchw() -> torch.Tensor:
-        gx = w.new_empty(shape)  # every element written once by the kernel
-        _launch("grad_input", plan, w.dtype, go.contiguous(), w.contiguous(), gx, config=config)
+        gx = w.new_empty(plan.shape)  # every element written once by the kernel
+        _launch("grad_input", plan, w.dtype, get(go, _NCHW), get(w, _NCHW), gx, config=config)
         return gx
 
     def cl() -> torch.Tensor:
-        gx = torch.empty(shape, dtype=w.dtype, device=w.device,
-                         memory_format=torch.channels_last)
-        kcl.launch("grad_input", "cl", plan, w.dtype, kcl.channels_last(go), w.contiguous(), gx,
+        gx = torch.empty(plan.shape, dtype=w.dtype, device=w.device, memory_format=_CL)
+        kcl.launch("grad_input", "cl", plan, w.dtype, get(go, _CL), get(w, _NCHW), gx,
                    config=config)
         return gx
 
-    return _run_variant("grad_input", plan, {"nchw": nchw, "cl": cl}, variant, config)
+    return _run_variant("grad_input", plan, {"nchw": nchw, "cl": cl}, variant, config, sw)
 
 
 def involution_grad_weight(
     go: torch.Tensor, x: torch.Tensor, w_shape: Sequence[int], s: IntPair = 1, p: IntPair = 0,
-    d: IntPair = 1, config: Config | None = None, variant: str | None = None,
+    d: IntPair = 1, config: Config | None = None, variant: str | None = None, *,
+    switches: Switches | None = None, layouts: kcl.LayoutCache | None = None,
 ) -> torch.Tensor:
     """grad of w [B, G, KH, KW, Ho, Wo] from grad_output [B, C, Ho, Wo] and x."""
     _require_triton()
     _check_dtypes(go, x)
+    sw = switches or read_switches()
     plan = launch_plan("grad_weight", x.shape, w_shape, s, p, d, x.dtype,
-                       kcl.is_channels_last(x), config)
-    shape = tuple(int(n) for n in w_shape)
-    if not math.prod(shape):
-        return x.new_empty(shape)
+                       kcl.is_channels_last(x), config, sw)
+    if plan.nothing:
+        return x.new_empty(plan.shape)
+    get = (layouts or kcl.LayoutCache()).get
 
     def nchw() -> torch.Tensor:
-        gw = x.new_empty(shape)  # every element written once
-        _launch("grad_weight", plan, x.dtype, go.contiguous(), x.contiguous(), gw, config=config)
+        gw = x.new_empty(plan.shape)  # every element written once
+        _launch("grad_weight", plan, x.dtype, get(go, _NCHW), get(x, _NCHW), gw, config=config)
         return gw
 
     def cl(vec: str) -> Callable[[], torch.Tensor]:
         def run() -> torch.Tensor:
-            gw = x.new_empty(shape)
-            kcl.launch("grad_weight", vec, plan, x.dtype, kcl.channels_last(go),
-                       kcl.channels_last(x), gw, config=config)
+            gw = x.new_empty(plan.shape)
+            kcl.launch("grad_weight", vec, plan, x.dtype, get(go, _CL), get(x, _CL), gw,
+                       config=config)
             return gw
         return run
 
     return _run_variant("grad_weight", plan, {"nchw": nchw, "cl": cl("cl"),
-                                              "cl_vec": cl("cl_vec")}, variant, config)
+                                              "cl_vec": cl("cl_vec")}, variant, config, sw)

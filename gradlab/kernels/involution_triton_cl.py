@@ -56,7 +56,8 @@ except ImportError:  # only these kernels need triton
     tl = None
     HAVE_TRITON = False
 
-__all__ = ["HAVE_TRITON", "KERNELS", "channels_last", "is_channels_last", "launch", "time_ms"]
+__all__ = ["HAVE_TRITON", "KERNELS", "LayoutCache", "acc_dtype", "channels_last",
+           "is_channels_last", "launch", "time_ms"]
 
 #: The channels-last kernels by the name the selector knows them (kernel, variant).
 KERNELS = (("forward", "cl"), ("grad_input", "cl"), ("grad_weight", "cl"),
@@ -258,7 +259,8 @@ if HAVE_TRITON:
     _TUNED = {k: _tuned(f, "N_PIX") for k, f in _JIT.items()}
 
 
-def _acc_dtype(dtype: torch.dtype) -> Any:
+def acc_dtype(dtype: torch.dtype) -> Any:
+    """The accumulator (both kernel sets): float64 for float64 inputs, float32 otherwise."""
     return tl.float64 if dtype == torch.float64 else tl.float32
 
 
@@ -281,6 +283,35 @@ def channels_last(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous(memory_format=torch.channels_last)
 
 
+class LayoutCache:
+    """The layout copies the launches of one call made (a forward, a backward), by source
+    tensor and memory format, so that a tensor read by several launches is converted once.
+    A source modified in place since (another version) is converted again."""
+
+    def __init__(self, kept: LayoutCache | None = None) -> None:
+        self.entries: list[tuple[torch.Tensor, int, torch.memory_format, torch.Tensor]] = (
+            list(kept.entries) if kept is not None else [])
+
+    def get(self, t: torch.Tensor, fmt: torch.memory_format) -> torch.Tensor:
+        """`t` in memory format `fmt`: itself when it is already, else its one copy."""
+        for src, version, f, copy in self.entries:
+            if src is t and f == fmt and src._version == version:
+                return copy
+        copy = t.contiguous(memory_format=fmt)
+        if copy is not t:
+            self.entries.append((t, t._version, fmt, copy))
+        return copy
+
+    def only(self, t: torch.Tensor) -> LayoutCache | None:
+        """A cache of `t`'s copy alone, None unless exactly one copy of `t` was made."""
+        mine = [e for e in self.entries if e[0] is t]
+        if len(mine) != 1:
+            return None
+        kept = LayoutCache()
+        kept.entries = mine
+        return kept
+
+
 def launch(kernel: str, variant: str, plan: Plan, dtype: torch.dtype,
            *tensors: torch.Tensor, config: Config | None = None) -> None:
     """Launch the channels-last `kernel` (`variant` "cl" or "cl_vec") on channels-last tensors
@@ -294,7 +325,7 @@ def launch(kernel: str, variant: str, plan: Plan, dtype: torch.dtype,
         vec = vector_channels(cpg, dtype.itemsize)
         const = {"KH": plan.geo["KH"], "KW": plan.geo["KW"], "BLOCK_C": block_c(cpg), "VEC": vec,
                  "C_EVEN": cpg % (vec if variant == "cl_vec" else block_c(cpg)) == 0,
-                 "ACC": _acc_dtype(dtype)}
+                 "ACC": acc_dtype(dtype)}
         step = plan.steps[variant] = make_step(kernel, variant, plan, const, config)
     if step.config is None:
         tuned = _TUNED[(kernel, variant)]

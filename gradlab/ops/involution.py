@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import FunctionCtx
 
+from gradlab.kernels.involution_launch import read_switches
 from gradlab.model import OpDef
 
 IntPair = int | Sequence[int]
@@ -140,6 +141,14 @@ def _torch_grad_weight(go: torch.Tensor, x: torch.Tensor, w_shape: torch.Size,
     return gw.to(x.dtype)
 
 
+def _copy_fits(x_shape: torch.Size, w_shape: torch.Size) -> bool:
+    """Whether the forward may keep a layout copy of x for grad_weight (instead of converting x
+    again): when x and the copy together are no larger than the unfolded input the reference
+    keeps for backward (K² values per output pixel and channel, against 2 per input pixel)."""
+    _, _, kh, kw, ho, wo = w_shape
+    return 2 * x_shape[2] * x_shape[3] <= kh * kw * ho * wo
+
+
 def _use_triton(x: torch.Tensor) -> bool:
     """Triton on CUDA tensors (when installed), or anywhere when forced."""
     forced = FORCE_TRITON or os.environ.get(FORCE_TRITON_ENV) == "1"
@@ -192,20 +201,25 @@ class Involution(torch.autograd.Function):
     """involution with a memory-lean backward: saves only x and w."""
 
     @staticmethod
-    def forward(ctx: FunctionCtx, x: torch.Tensor, w: torch.Tensor, stride: IntPair = 1,
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, stride: IntPair = 1,
                 padding: IntPair = 0, dilation: IntPair = 1) -> torch.Tensor:
         s, p, d = _pair(stride), _pair(padding), _pair(dilation)
         _check_shapes(x, w, s, p, d)
         use_triton = _use_triton(x)
         if use_triton:
-            from gradlab.kernels.involution_triton import involution_forward
+            from gradlab.kernels import involution_triton as kt
+            from gradlab.kernels import involution_triton_cl as kcl
 
-            out = involution_forward(x, w, s, p, d)
+            ctx.switches = read_switches()
+            layouts = kcl.LayoutCache()
+            out = kt.involution_forward(x, w, s, p, d, switches=ctx.switches, layouts=layouts)
+            keep = ctx.needs_input_grad[1] and _copy_fits(x.shape, w.shape)  # for grad_weight
+            ctx.layouts = layouts.only(x) if keep else None
         else:
             out = _torch_forward(x, w, s, p, d)
         ctx.save_for_backward(x, w)
-        ctx.geometry = (s, p, d)  # type: ignore[attr-defined]
-        ctx.use_triton = use_triton  # type: ignore[attr-defined]
+        ctx.geometry = (s, p, d)
+        ctx.use_triton = use_triton
         return out
 
     @staticmethod
@@ -224,15 +238,15 @@ class Involution(torch.autograd.Function):
         s, p, d = ctx.geometry
         gx = gw = None
         if ctx.use_triton:
-            from gradlab.kernels.involution_triton import (
-                involution_grad_input,
-                involution_grad_weight,
-            )
+            from gradlab.kernels import involution_triton as kt
+            from gradlab.kernels import involution_triton_cl as kcl
 
+            # the forward's copy of x (if kept), and grad_output's copies, made once for both
+            mine = {"switches": ctx.switches, "layouts": kcl.LayoutCache(ctx.layouts)}
             if ctx.needs_input_grad[0]:
-                gx = involution_grad_input(grad_out, w, x.shape, s, p, d)
+                gx = kt.involution_grad_input(grad_out, w, x.shape, s, p, d, **mine)
             if ctx.needs_input_grad[1]:
-                gw = involution_grad_weight(grad_out, x, w.shape, s, p, d)
+                gw = kt.involution_grad_weight(grad_out, x, w.shape, s, p, d, **mine)
         else:
             if ctx.needs_input_grad[0]:
                 gx = _torch_grad_input(grad_out, w, x.shape, s, p, d)
