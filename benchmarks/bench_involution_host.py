@@ -14,11 +14,13 @@ RedNet shape), and the bundled stride-2 K=3 case, untimed (below AUTOTUNE_MIN_WO
 layout decides).  Small CPU tensors (SCENARIOS says how they are cut); the `meta` device would
 avoid the copies but its dispatch alone costs several times a CPU tensor's.
 
-Before/after: `--src` names the checkout whose gradlab runs, e.g. an older commit's:
+Before/after: each `--src` names a checkout whose gradlab runs; several are loaded side by side
+and timed in the same interleaved rounds (so the machine's load changes all alike), e.g.
 
     mkdir /tmp/old && git archive 06a0815 gradlab | tar -x -C /tmp/old
-    python benchmarks/bench_involution_host.py --src /tmp/old
-    python benchmarks/bench_involution_host.py
+    python benchmarks/bench_involution_host.py --src /tmp/old --src .
+
+The clock is this process's CPU time (`--clock wall` for wall time).
 """
 
 from __future__ import annotations
@@ -168,56 +170,92 @@ def calls(sc: Scenario) -> dict[str, Callable[[], object]]:
     return dict(zip(PARTS, (both, floor, forward, backward), strict=True))
 
 
-def per_call_us(fn: Callable[[], object], n: int) -> float:
+#: The clocks: this process's CPU time (the default: on a shared machine another process's load
+#: hardly moves it, as it does wall time), or wall time.
+CLOCKS = {"cpu": time.process_time, "wall": time.perf_counter}
+
+
+def per_call_us(fn: Callable[[], object], n: int, clock: Callable[[], float]) -> float:
     """Mean microseconds per call over n back-to-back calls."""
-    t0 = time.perf_counter()
+    t0 = clock()
     for _ in range(n):
         fn()
-    return (time.perf_counter() - t0) / n * 1e6
+    return (clock() - t0) / n * 1e6
 
 
-def measure(rounds: int, n: int) -> list[dict[str, Any]]:
-    """Median us of every part of every scenario over interleaved rounds."""
-    fns = {(i, part): f for i, sc in enumerate(SCENARIOS) for part, f in calls(sc).items()}
-    for f in fns.values():  # first calls: the variant timing, warm caches
-        f()
-        f()
-    times: dict[Any, list[float]] = {k: [] for k in fns}
+class Checkout:
+    """One checkout's gradlab, loaded beside the others: its modules are swapped into
+    sys.modules before each of its rounds (the Function imports its kernels at call time)."""
+
+    def __init__(self, src: Path) -> None:
+        for name in [m for m in sys.modules if m == "gradlab" or m.startswith("gradlab.")]:
+            del sys.modules[name]
+        sys.path.insert(0, str(src))
+        try:
+            import gradlab
+            from gradlab.kernels import involution_triton as kt
+            from gradlab.kernels import involution_triton_cl as kcl
+
+            stub_launches(kt, kcl)
+            self.fns = {(i, part): f for i, sc in enumerate(SCENARIOS)
+                        for part, f in calls(sc).items()}
+        finally:
+            sys.path.remove(str(src))
+        self.where = Path(gradlab.__file__).parent
+        self.modules = {m: mod for m, mod in sys.modules.items()
+                        if m == "gradlab" or m.startswith("gradlab.")}
+        self.variants = kt.chosen_variants
+
+    def enter(self) -> None:
+        sys.modules.update(self.modules)
+
+
+def measure(checkouts: list[Checkout], rounds: int, n: int, clock: Callable[[], float]
+            ) -> list[list[dict[str, Any]]]:
+    """Median us of every part of every scenario of every checkout, over interleaved rounds
+    (each round times everything once, the order reversed every other round)."""
+    keys = [(c, k) for c in range(len(checkouts)) for k in checkouts[c].fns]
+    for c, k in keys:  # first calls: the variant timing, warm caches
+        checkouts[c].enter()
+        checkouts[c].fns[k]()
+        checkouts[c].fns[k]()
+    times: dict[Any, list[float]] = {k: [] for k in keys}
     for r in range(rounds):
-        keys = list(fns) if r % 2 == 0 else list(reversed(fns))
-        for k in keys:
-            times[k].append(per_call_us(fns[k], n))
-    return [{"shape": sc.name, "layout": sc.layout,
-             **{part: statistics.median(times[(i, part)]) for part in PARTS}}
-            for i, sc in enumerate(SCENARIOS)]
+        for c, k in keys if r % 2 == 0 else reversed(keys):
+            checkouts[c].enter()
+            times[(c, k)].append(per_call_us(checkouts[c].fns[k], n, clock))
+    return [[{"shape": sc.name, "layout": sc.layout,
+              **{part: statistics.median(times[(c, (i, part))]) for part in PARTS}}
+             for i, sc in enumerate(SCENARIOS)] for c in range(len(checkouts))]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--rounds", type=int, default=15, help="interleaved rounds (median)")
     ap.add_argument("--calls", type=int, default=100, help="back-to-back calls per round")
-    ap.add_argument("--src", default=ROOT,
-                    help="the checkout whose gradlab runs (another commit's: before/after)")
+    ap.add_argument("--clock", default="cpu", choices=tuple(CLOCKS),
+                    help="process CPU time (default) or wall time")
+    ap.add_argument("--src", action="append", type=Path,
+                    help="a checkout whose gradlab runs (repeatable: each is timed in the same "
+                         "interleaved rounds; default: this one)")
     args = ap.parse_args(argv)
-    sys.path.insert(0, str(Path(args.src).resolve()))
-    import gradlab
-    from gradlab.kernels import involution_triton as kt
-    from gradlab.kernels import involution_triton_cl as kcl
-
     torch.set_num_threads(1)
-    stub_launches(kt, kcl)
-    rows = measure(args.rounds, args.calls)
-    print(f"gradlab: {Path(gradlab.__file__).parent}; {args.rounds} rounds x {args.calls} "
-          "calls, medians, microseconds per call")
-    print("| shape | layout | fwd+bwd | empty Function | fwd+bwd above it | forward | "
-          "backward |")
-    print("|---|---|---:|---:|---:|---:|---:|")
-    for r in rows:
-        print(f"| {r['shape']} | {r['layout']} | {r['fwd+bwd']:.1f} | {r['floor']:.1f} | "
-              f"{r['fwd+bwd'] - r['floor']:.1f} | {r['forward']:.1f} | {r['backward']:.1f} |")
-    variants = sorted({(v["kernel"], v["layout"], v["variant"], v["chosen_by"])
-                       for v in kt.chosen_variants()})
-    print("variants:", "; ".join(f"{k} {lay}: {v} ({how})" for k, lay, v, how in variants))
+    checkouts = [Checkout(p.resolve()) for p in args.src or [ROOT]]
+    results = measure(checkouts, args.rounds, args.calls, CLOCKS[args.clock])
+    print(f"{args.rounds} interleaved rounds x {args.calls} calls, medians, microseconds per "
+          f"call ({args.clock} time)")
+    for checkout, rows in zip(checkouts, results, strict=True):
+        print(f"\ngradlab: {checkout.where}\n")
+        print("| shape | layout | fwd+bwd | empty Function | fwd+bwd above it | forward | "
+              "backward |")
+        print("|---|---|---:|---:|---:|---:|---:|")
+        for r in rows:
+            print(f"| {r['shape']} | {r['layout']} | {r['fwd+bwd']:.1f} | {r['floor']:.1f} | "
+                  f"{r['fwd+bwd'] - r['floor']:.1f} | {r['forward']:.1f} | "
+                  f"{r['backward']:.1f} |")
+        chosen = sorted({(v["kernel"], v["variant"], v["chosen_by"])
+                         for v in checkout.variants()})
+        print("\nvariants run:", ", ".join(f"{k} {v} ({how})" for k, v, how in chosen))
     return 0
 
 

@@ -237,3 +237,45 @@ def test_a_forward_and_backward_convert_each_tensor_once(
     torch.autograd.grad(out, (x, w) if w_grad else (x,), go)
     assert copies == want
     assert {r["variant"] for r in sel.chosen_variants()} == {"cl"}
+
+
+def test_the_variant_timing_pays_every_conversion(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Timed, each run converts its input afresh (as a launch without a layout cache does), so
+    the cache leaves the clock's choice as it was; the chosen run's copy is kept and the next
+    launch of the shape, choice made, reuses it.  Launches stubbed."""
+    pytest.importorskip("triton")
+    import torch
+
+    from gradlab.kernels import involution_launch as il
+    from gradlab.kernels import involution_triton as kt
+    from gradlab.kernels import involution_triton_cl as kcl
+
+    for table in (kt._JIT, kcl._JIT):
+        for name in list(table):
+            monkeypatch.setitem(table, name, _NoLaunch())
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setenv(il.AUTOTUNE_ENV, "variants")
+    monkeypatch.setattr(il, "AUTOTUNE_MIN_WORK", 0)  # this small shape is timed
+    monkeypatch.setattr(il, "_PLANS", {})
+    x, w = torch.randn(1, 32, 7, 7), torch.randn(1, 2, 7, 7, 7, 7)
+    copies: list[int] = []
+    real_contiguous = torch.Tensor.contiguous
+
+    def contiguous(t: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+        got = real_contiguous(t, *args, **kwargs)
+        if t is x and got is not t:
+            copies.append(1)
+        return got
+
+    def clock(run: Callable[[], object]) -> float:  # three calls per variant, as do_bench
+        out = [run() for _ in range(3)][-1]
+        return 1.0 if out.is_contiguous(memory_format=torch.channels_last) else 2.0
+
+    monkeypatch.setattr(torch.Tensor, "contiguous", contiguous)
+    monkeypatch.setattr(kcl, "time_ms", clock)
+    layouts = kcl.LayoutCache()
+    kt.involution_forward(x, w, 1, 3, 1, layouts=layouts)
+    assert len(copies) == 3 + 1  # each timed "cl" run, then the chosen run's (kept)
+    assert len(layouts.entries) == 1 and kt.chosen_variants()[0]["chosen_by"] == "timed"
+    kt.involution_forward(x, w, 1, 3, 1, layouts=layouts)
+    assert len(copies) == 4

@@ -290,13 +290,13 @@ def _check_dtypes(a: torch.Tensor, b: torch.Tensor) -> None:
 
 
 def _run_variant(kernel: str, plan: Plan, runs: dict[str, Callable[[], torch.Tensor]],
-                 variant: str | None, config: Config | None,
-                 switches: Switches | None = None) -> torch.Tensor:
-    """Run `variant` of `kernel`, or the one involution_select picks for `plan`'s shape and
-    input layout (timed once per shape on a GPU).  A `config` alone is an NCHW block size."""
+                 variant: str | None, config: Config | None, switches: Switches | None = None,
+                 layouts: kcl.LayoutCache | None = None) -> torch.Tensor:
+    """Run `variant` of `kernel`, or the one involution_select picks for `plan`'s key (timed once
+    per shape on a GPU, conversions included: LayoutCache.clock); a `config` alone runs NCHW."""
     return select.run(kernel, plan.key, runs, variant=variant or ("nchw" if config else None),
                       channels_last=plan.key[-1] == "channels_last",
-                      timer=kcl.time_ms if plan.timed else None,
+                      timer=(layouts or kcl.LayoutCache()).clock if plan.timed else None,
                       env=switches.variant if switches else None)
 
 
@@ -319,7 +319,8 @@ def involution_forward(
                        config, sw)
     if plan.nothing:
         return x.new_empty(plan.shape)
-    get = (layouts or kcl.LayoutCache()).get
+    layouts = layouts or kcl.LayoutCache()
+    get = layouts.get
 
     def nchw() -> torch.Tensor:
         out = x.new_empty(plan.shape)
@@ -332,7 +333,7 @@ def involution_forward(
                    config=config)
         return out
 
-    return _run_variant("forward", plan, {"nchw": nchw, "cl": cl}, variant, config, sw)
+    return _run_variant("forward", plan, {"nchw": nchw, "cl": cl}, variant, config, sw, layouts)
 
 
 def involution_grad_input(
@@ -348,7 +349,8 @@ def involution_grad_input(
                        kcl.is_channels_last(go), config, sw)
     if plan.nothing:  # nothing to write, or no output pixel reads x: all zeros
         return w.new_zeros(plan.shape)
-    get = (layouts or kcl.LayoutCache()).get
+    layouts = layouts or kcl.LayoutCache()
+    get = layouts.get
 
     # the copies also materialise a stride-0 grad_output (e.g. from out.sum().backward())
     def nchw() -> torch.Tensor:
@@ -362,7 +364,7 @@ def involution_grad_input(
                    config=config)
         return gx
 
-    return _run_variant("grad_input", plan, {"nchw": nchw, "cl": cl}, variant, config, sw)
+    return _run_variant("grad_input", plan, {"nchw": nchw, "cl": cl}, variant, config, sw, layouts)
 
 
 def involution_grad_weight(
@@ -378,7 +380,8 @@ def involution_grad_weight(
                        kcl.is_channels_last(x), config, sw)
     if plan.nothing:
         return x.new_empty(plan.shape)
-    get = (layouts or kcl.LayoutCache()).get
+    layouts = layouts or kcl.LayoutCache()
+    get = layouts.get
 
     def nchw() -> torch.Tensor:
         gw = x.new_empty(plan.shape)  # every element written once
@@ -393,5 +396,5 @@ def involution_grad_weight(
             return gw
         return run
 
-    return _run_variant("grad_weight", plan, {"nchw": nchw, "cl": cl("cl"),
-                                              "cl_vec": cl("cl_vec")}, variant, config, sw)
+    runs = {"nchw": nchw, "cl": cl("cl"), "cl_vec": cl("cl_vec")}
+    return _run_variant("grad_weight", plan, runs, variant, config, sw, layouts)

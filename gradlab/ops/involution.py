@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -48,8 +49,18 @@ def _out_size(n: int, k: int, s: int, p: int, d: int) -> int:
     return (n + 2 * p - d * (k - 1) - 1) // s + 1
 
 
+#: The (x shape, w shape, stride, padding, dilation) that fitted: checked once each.
+_FITTED: set[tuple[Any, ...]] = set()
+
+
 def _check_shapes(x: torch.Tensor, w: torch.Tensor, s: tuple[int, int], p: tuple[int, int],
                   d: tuple[int, int]) -> None:
+    if x.dtype != w.dtype or x.device != w.device:
+        raise TypeError(f"involution: x and w differ in dtype or device ({x.dtype}/{x.device} vs "
+                        f"{w.dtype}/{w.device})")
+    key = (x.shape, w.shape, s, p, d)
+    if key in _FITTED:
+        return
     if x.dim() != 4 or w.dim() != 6:
         raise ValueError(f"involution expects x [B,C,H,W] and w [B,G,KH,KW,Ho,Wo], got "
                          f"{tuple(x.shape)} and {tuple(w.shape)}")
@@ -60,9 +71,7 @@ def _check_shapes(x: torch.Tensor, w: torch.Tensor, s: tuple[int, int], p: tuple
     if w.shape[0] != b or g == 0 or c % g or tuple(w.shape[4:]) != (ho, wo):
         raise ValueError(f"involution: w shape {tuple(w.shape)} does not fit x shape "
                          f"{tuple(x.shape)} (expected [{b}, G | {c}, KH, KW, {ho}, {wo}])")
-    if x.dtype != w.dtype or x.device != w.device:
-        raise TypeError(f"involution: x and w differ in dtype or device ({x.dtype}/{x.device} vs "
-                        f"{w.dtype}/{w.device})")
+    _FITTED.add(key)
 
 
 def involution_reference(x: torch.Tensor, w: torch.Tensor, stride: IntPair = 1,
@@ -149,6 +158,18 @@ def _copy_fits(x_shape: torch.Size, w_shape: torch.Size) -> bool:
     return 2 * x_shape[2] * x_shape[3] <= kh * kw * ho * wo
 
 
+_KERNEL_MODULES: list[ModuleType] = []
+
+
+def _kernels() -> tuple[ModuleType, ModuleType]:
+    """The NCHW and channels-last kernel modules, imported on first use (triton loads then)."""
+    if not _KERNEL_MODULES:
+        from gradlab.kernels import involution_triton, involution_triton_cl
+
+        _KERNEL_MODULES.extend((involution_triton, involution_triton_cl))
+    return _KERNEL_MODULES[0], _KERNEL_MODULES[1]
+
+
 def _use_triton(x: torch.Tensor) -> bool:
     """Triton on CUDA tensors (when installed), or anywhere when forced."""
     forced = FORCE_TRITON or os.environ.get(FORCE_TRITON_ENV) == "1"
@@ -207,12 +228,11 @@ class Involution(torch.autograd.Function):
         _check_shapes(x, w, s, p, d)
         use_triton = _use_triton(x)
         if use_triton:
-            from gradlab.kernels import involution_triton as kt
-            from gradlab.kernels import involution_triton_cl as kcl
-
+            kt, kcl = _kernels()
             ctx.switches = read_switches()
             layouts = kcl.LayoutCache()
-            out = kt.involution_forward(x, w, s, p, d, switches=ctx.switches, layouts=layouts)
+            out: torch.Tensor = kt.involution_forward(x, w, s, p, d, switches=ctx.switches,
+                                                      layouts=layouts)
             keep = ctx.needs_input_grad[1] and _copy_fits(x.shape, w.shape)  # for grad_weight
             ctx.layouts = layouts.only(x) if keep else None
         else:
@@ -225,22 +245,22 @@ class Involution(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         x, w = ctx.saved_tensors
-        gx, gw = Involution._first_order(ctx, grad_out, x, w)
-        if torch.is_grad_enabled():  # backward(create_graph=True)
+        if torch.is_grad_enabled():  # backward(create_graph=True): never recorded
+            with torch.no_grad():
+                gx, gw = Involution._first_order(ctx, grad_out, x, w)
             gx, gw = _first_order_only(grad_out, x, w, gx, gw)
+        else:
+            gx, gw = Involution._first_order(ctx, grad_out, x, w)
         return gx, gw, None, None, None
 
     @staticmethod
-    @torch.no_grad()
     def _first_order(ctx: Any, grad_out: torch.Tensor, x: torch.Tensor,
                      w: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """(grad_x, grad_w), each None unless needed; never recorded by autograd."""
+        """(grad_x, grad_w), each None unless needed (run with grad mode off)."""
         s, p, d = ctx.geometry
         gx = gw = None
         if ctx.use_triton:
-            from gradlab.kernels import involution_triton as kt
-            from gradlab.kernels import involution_triton_cl as kcl
-
+            kt, kcl = _kernels()
             # the forward's copy of x (if kept), and grad_output's copies, made once for both
             mine = {"switches": ctx.switches, "layouts": kcl.LayoutCache(ctx.layouts)}
             if ctx.needs_input_grad[0]:
