@@ -588,15 +588,16 @@ def bundled_cases(path: Path = BENCH_SPEC) -> list[dict[str, Any]]:
 
 def phase_ms(fn: Callable[..., torch.Tensor], x: torch.Tensor, w: torch.Tensor,
              geo: tuple[int, int, int], device: str, min_run_time: float) -> dict[str, float]:
-    """ms of forward (graph recorded), backward (retained graph) and both, and the host's ms
-    per forward+backward (host_ms)."""
+    """ms of forward (graph recorded), backward (retained graph) and both, each also as the
+    host's ms per call ("<phase> host", host_ms: where the two phases' host figures add up to
+    less than both's, the difference is not the phases' own work)."""
     out = fn(x, w, *geo)
     go = torch.randn_like(out)
-    return {"forward": timed_ms(lambda: fn(x, w, *geo), device, min_run_time),
-            "backward": timed_ms(lambda: torch.autograd.grad(out, (x, w), go, retain_graph=True),
-                                 device, min_run_time),
-            "fwd+bwd": timed_ms(fwd_bwd(fn, x, w, go, geo), device, min_run_time),
-            "fwd+bwd host": host_ms(fwd_bwd(fn, x, w, go, geo), device)}
+    calls = {"forward": lambda: fn(x, w, *geo),
+             "backward": lambda: torch.autograd.grad(out, (x, w), go, retain_graph=True),
+             "fwd+bwd": fwd_bwd(fn, x, w, go, geo)}
+    ms = {phase: timed_ms(call, device, min_run_time) for phase, call in calls.items()}
+    return ms | {f"{phase} host": host_ms(call, device) for phase, call in calls.items()}
 
 
 def measure_case(case: dict[str, Any], dtype: str, device: str, min_run_time: float,

@@ -49,6 +49,9 @@ class Choice:
     ms: dict[str, float] = field(default_factory=dict)
 
 
+#: The untimed choices, made once each (Choice is frozen): every launch records one anew.
+_UNTIMED = {(v, how): Choice(v, how) for v in {v for vs in VARIANTS.values() for v in vs}
+            for how in ("layout", "env", "given")}
 #: (kernel, shape key) -> the choice, filled by every launch through `choose`.
 _CHOICES: dict[tuple[str, tuple[Any, ...]], Choice] = {}
 
@@ -78,15 +81,15 @@ def choose(kernel: str, key: tuple[Any, ...], runs: Mapping[str, Callable[[], ob
     With a `timer`, the first call for a key times every run once and keeps the fastest; later
     calls reuse it.  Without one (no timing wanted), the layout default.  `env`: the variant
     switch as read already (forced_variant)."""
-    forced = forced_variant(kernel, env)
+    forced = None if env == "auto" else forced_variant(kernel, env)
     if forced is not None:
-        _CHOICES[(kernel, key)] = Choice(forced, "env")
+        _CHOICES[(kernel, key)] = _UNTIMED[(forced, "env")]
         return forced
     done = _CHOICES.get((kernel, key))
     if done is not None and done.chosen_by == "timed":
         return done.variant
     if timer is None:
-        choice = Choice(layout_default(channels_last), "layout")
+        choice = _UNTIMED[(layout_default(channels_last), "layout")]
     else:
         ms = {name: float(timer(run)) for name, run in runs.items()}
         choice = Choice(min(ms, key=ms.__getitem__), "timed", ms)
@@ -101,7 +104,7 @@ def run(kernel: str, key: tuple[Any, ...], runs: Mapping[str, Callable[[], R]], 
     if variant is None:
         variant = choose(kernel, key, runs, channels_last=channels_last, timer=timer, env=env)
     elif variant in VARIANTS[kernel]:
-        _CHOICES[(kernel, key)] = Choice(variant, "given")
+        _CHOICES[(kernel, key)] = _UNTIMED[(variant, "given")]
     else:
         raise ValueError(f"involution {kernel}: unknown variant {variant!r} (expected one of "
                          f"{', '.join(VARIANTS[kernel])})")

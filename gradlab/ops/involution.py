@@ -175,13 +175,12 @@ def _use_triton(x: torch.Tensor) -> bool:
     forced = FORCE_TRITON or os.environ.get(FORCE_TRITON_ENV) == "1"
     if not (forced or x.is_cuda):
         return False
-    from gradlab.kernels.involution_triton import HAVE_TRITON
-
-    if forced and not HAVE_TRITON:
+    have: bool = _kernels()[0].HAVE_TRITON
+    if forced and not have:
         raise RuntimeError(f"involution: the Triton path is forced ({FORCE_TRITON_ENV} / "
                            "FORCE_TRITON) but triton is not installed")
     # CUDA without triton falls back to the torch path, which runs on any device.
-    return HAVE_TRITON
+    return have
 
 
 SECOND_ORDER_ERROR = (
@@ -262,11 +261,13 @@ class Involution(torch.autograd.Function):
         if ctx.use_triton:
             kt, kcl = _kernels()
             # the forward's copy of x (if kept), and grad_output's copies, made once for both
-            mine = {"switches": ctx.switches, "layouts": kcl.LayoutCache(ctx.layouts)}
+            sw, layouts = ctx.switches, kcl.LayoutCache(ctx.layouts)
             if ctx.needs_input_grad[0]:
-                gx = kt.involution_grad_input(grad_out, w, x.shape, s, p, d, **mine)
+                gx = kt.involution_grad_input(grad_out, w, x.shape, s, p, d, switches=sw,
+                                              layouts=layouts)
             if ctx.needs_input_grad[1]:
-                gw = kt.involution_grad_weight(grad_out, x, w.shape, s, p, d, **mine)
+                gw = kt.involution_grad_weight(grad_out, x, w.shape, s, p, d, switches=sw,
+                                               layouts=layouts)
         else:
             if ctx.needs_input_grad[0]:
                 gx = _torch_grad_input(grad_out, w, x.shape, s, p, d)
