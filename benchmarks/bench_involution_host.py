@@ -135,8 +135,9 @@ class _Empty(torch.autograd.Function):
 
 
 #: What each scenario times: forward+backward, its floor, and the two phases alone (forward
-#: with the graph recorded; backward through a retained graph), as bench_involution.py's cases.
-PARTS = ("fwd+bwd", "floor", "forward", "backward")
+#: with the graph recorded; backward through a retained graph), as bench_involution.py's cases,
+#: of the Function and of the floor (whether the phases add up is autograd's as much as ours).
+PARTS = ("fwd+bwd", "floor", "forward", "backward", "floor forward", "floor backward")
 
 
 def calls(sc: Scenario) -> dict[str, Callable[[], object]]:
@@ -167,7 +168,10 @@ def calls(sc: Scenario) -> dict[str, Callable[[], object]]:
             kept.append(involution(x, w, *geo))
         return torch.autograd.grad(kept[0], (x, w), go, retain_graph=True)
 
-    return dict(zip(PARTS, (both, floor, forward, backward), strict=True))
+    empty = _Empty.apply(x, w, go)
+    return dict(zip(PARTS, (both, floor, forward, backward, lambda: _Empty.apply(x, w, go),
+                            lambda: torch.autograd.grad(empty, (x, w), go, retain_graph=True)),
+                    strict=True))
 
 
 #: The clocks: this process's CPU time (the default: on a shared machine another process's load
@@ -247,12 +251,13 @@ def main(argv: list[str] | None = None) -> int:
     for checkout, rows in zip(checkouts, results, strict=True):
         print(f"\ngradlab: {checkout.where}\n")
         print("| shape | layout | fwd+bwd | empty Function | fwd+bwd above it | forward | "
-              "backward |")
-        print("|---|---|---:|---:|---:|---:|---:|")
+              "backward | empty forward | empty backward |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
         for r in rows:
             print(f"| {r['shape']} | {r['layout']} | {r['fwd+bwd']:.1f} | {r['floor']:.1f} | "
                   f"{r['fwd+bwd'] - r['floor']:.1f} | {r['forward']:.1f} | "
-                  f"{r['backward']:.1f} |")
+                  f"{r['backward']:.1f} | {r['floor forward']:.1f} | "
+                  f"{r['floor backward']:.1f} |")
         chosen = sorted({(v["kernel"], v["variant"], v["chosen_by"])
                          for v in checkout.variants()})
         print("\nvariants run:", ", ".join(f"{k} {v} ({how})" for k, v, how in chosen))
