@@ -288,10 +288,13 @@ class LayoutCache:
     tensor and memory format, so that a tensor read by several launches is converted once.
     A source modified in place since (another version) is converted again."""
 
-    def __init__(self, kept: LayoutCache | None = None) -> None:
-        self.entries: list[tuple[torch.Tensor, int, torch.memory_format, torch.Tensor]] = (
-            list(kept.entries) if kept is not None else [])
+    def __init__(self) -> None:
+        self.entries: list[tuple[torch.Tensor, int, torch.memory_format, torch.Tensor]] = []
         self.timing = False
+
+    def add(self, t: torch.Tensor, fmt: torch.memory_format, copy: torch.Tensor) -> None:
+        """Know `copy` as `t` in memory format `fmt` (a copy an earlier call made)."""
+        self.entries.append((t, t._version, fmt, copy))
 
     def get(self, t: torch.Tensor, fmt: torch.memory_format) -> torch.Tensor:
         """`t` in memory format `fmt`: itself when it is already, else its one copy (a fresh
@@ -317,14 +320,10 @@ class LayoutCache:
         finally:
             self.timing = False
 
-    def only(self, t: torch.Tensor) -> LayoutCache | None:
-        """A cache of `t`'s copy alone, None unless exactly one copy of `t` was made."""
-        mine = [e for e in self.entries if e[0] is t]
-        if len(mine) != 1:
-            return None
-        kept = LayoutCache()
-        kept.entries = mine
-        return kept
+    def copy_of(self, t: torch.Tensor) -> tuple[torch.memory_format, torch.Tensor] | None:
+        """(format, copy) of the one copy of `t` made; None unless exactly one was."""
+        mine = [(fmt, copy) for src, _, fmt, copy in self.entries if src is t]
+        return mine[0] if len(mine) == 1 else None
 
 
 def launch(kernel: str, variant: str, plan: Plan, dtype: torch.dtype,

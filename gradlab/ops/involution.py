@@ -226,42 +226,48 @@ class Involution(torch.autograd.Function):
         s, p, d = _pair(stride), _pair(padding), _pair(dilation)
         _check_shapes(x, w, s, p, d)
         use_triton = _use_triton(x)
+        kept = None
         if use_triton:
             kt, kcl = _kernels()
             ctx.switches = read_switches()
             layouts = kcl.LayoutCache()
             out: torch.Tensor = kt.involution_forward(x, w, s, p, d, switches=ctx.switches,
                                                       layouts=layouts)
-            keep = ctx.needs_input_grad[1] and _copy_fits(x.shape, w.shape)  # for grad_weight
-            ctx.layouts = layouts.only(x) if keep else None
+            if ctx.needs_input_grad[1] and _copy_fits(x.shape, w.shape):  # for grad_weight
+                kept = layouts.copy_of(x)
+            ctx.kept_format = kept[0] if kept else None
         else:
             out = _torch_forward(x, w, s, p, d)
-        ctx.save_for_backward(x, w)
+        # the kept copy of x is saved like x (saved-tensor hooks see it too)
+        ctx.save_for_backward(x, w, *([kept[1]] if kept else []))
         ctx.geometry = (s, p, d)
         ctx.use_triton = use_triton
         return out
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        x, w = ctx.saved_tensors
+        x, w, *copy = ctx.saved_tensors
         if torch.is_grad_enabled():  # backward(create_graph=True): never recorded
             with torch.no_grad():
-                gx, gw = Involution._first_order(ctx, grad_out, x, w)
+                gx, gw = Involution._first_order(ctx, grad_out, x, w, copy)
             gx, gw = _first_order_only(grad_out, x, w, gx, gw)
         else:
-            gx, gw = Involution._first_order(ctx, grad_out, x, w)
+            gx, gw = Involution._first_order(ctx, grad_out, x, w, copy)
         return gx, gw, None, None, None
 
     @staticmethod
-    def _first_order(ctx: Any, grad_out: torch.Tensor, x: torch.Tensor,
-                     w: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """(grad_x, grad_w), each None unless needed (run with grad mode off)."""
+    def _first_order(ctx: Any, grad_out: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
+                     copy: list[torch.Tensor]) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """(grad_x, grad_w), each None unless needed (run with grad mode off); `copy`: the
+        forward's copy of x in ctx.kept_format, when kept."""
         s, p, d = ctx.geometry
         gx = gw = None
         if ctx.use_triton:
             kt, kcl = _kernels()
             # the forward's copy of x (if kept), and grad_output's copies, made once for both
-            sw, layouts = ctx.switches, kcl.LayoutCache(ctx.layouts)
+            sw, layouts = ctx.switches, kcl.LayoutCache()
+            if copy:
+                layouts.add(x, ctx.kept_format, copy[0])
             if ctx.needs_input_grad[0]:
                 gx = kt.involution_grad_input(grad_out, w, x.shape, s, p, d, switches=sw,
                                               layouts=layouts)
