@@ -7,6 +7,9 @@ dtype, in one run (medians; on CUDA `triton.testing.do_bench`):
     kernels of issue 24 ("v1", gradlab/kernels/involution_triton_v1.py) and of the unfold-based
     autograd reference;
   * each kernel alone (forward, grad_input, grad_weight), new and v1, against docs/gpu.md's model;
+  * the host's milliseconds per forward+backward ("host ms": back-to-back calls, synchronised
+    before the first only, so on a GPU the time Python, autograd and the launches take; where
+    it is close to the timed forward+backward, the shape is host-bound);
   * memory: the CUDA peak above the inputs during forward+backward (on CPU: the bytes saved);
   * the error of the new kernels against a float64 reference on the first image;
   * the block sizes the autotuner chose (gradlab.kernels.involution_triton.chosen_configs);
@@ -30,6 +33,7 @@ import json
 import os
 import statistics
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -382,12 +386,21 @@ def kernel_modules(names: tuple[str, ...]) -> dict[str, ModuleType]:
     return {n: {"new": new, "v1": v1}[n] for n in names}
 
 
+def _plain(launcher: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """Another kernel set's launcher as the Function calls the current ones: their switches and
+    layout-cache keywords dropped (v1 takes neither)."""
+    def call(*args: Any, switches: Any = None, layouts: Any = None) -> torch.Tensor:
+        return launcher(*args)
+    return call
+
+
 @contextlib.contextmanager
 def kernels_in_function(module: ModuleType) -> Iterator[None]:
     """The custom Function runs `module`'s three launchers inside the block."""
     import gradlab.kernels.involution_triton as kt
 
-    chosen = {n: getattr(module, n) for n in LAUNCHERS}
+    chosen = {n: getattr(module, n) if module is kt else _plain(getattr(module, n))
+              for n in LAUNCHERS}
     saved = {n: getattr(kt, n) for n in LAUNCHERS}
     for n, f in chosen.items():
         setattr(kt, n, f)
@@ -410,6 +423,31 @@ def timed_ms(fn: Callable[[], object], device: str, min_run_time: float) -> floa
     return float(timer.blocked_autorange(min_run_time=min_run_time).median * 1e3)
 
 
+#: Back-to-back calls per host-ms figure: enough that the clock's resolution and one slow call
+#: hardly count, few enough that the GPU's launch queue (about a thousand kernels; a
+#: forward+backward launches under 30) never fills, which would make the host wait for the GPU.
+HOST_CALLS = 25
+
+
+def _synchronize(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def host_ms(fn: Callable[[], object], device: str, calls: int = HOST_CALLS) -> float:
+    """Wall milliseconds per call of `calls` back-to-back calls after a warm-up call,
+    synchronised before the first and never inside the loop: on a GPU the host's own time per
+    call (Python, autograd, the launches), below the timed figure where the GPU is the bound."""
+    fn()
+    _synchronize(device)
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    elapsed = time.perf_counter() - start
+    _synchronize(device)  # the queued work, untimed
+    return elapsed / calls * 1e3
+
+
 def fwd_bwd(fn: Callable[..., torch.Tensor], x: torch.Tensor, w: torch.Tensor,
             go: torch.Tensor, geo: tuple[int, int, int]) -> Callable[[], object]:
     return lambda: torch.autograd.grad(fn(x, w, *geo), (x, w), go)
@@ -425,6 +463,17 @@ def implementations(mods: dict[str, ModuleType],
     if official is not None:
         impls["official"] = (official, contextlib.nullcontext)
     return impls
+
+
+def impl_host_ms(impls: dict[str, Any], x: torch.Tensor, w: torch.Tensor, go: torch.Tensor,
+                 geo: tuple[int, int, int], device: str, names: set[str]) -> dict[str, float]:
+    """host_ms of each implementation's forward+backward among `names` (those that ran)."""
+    out = {}
+    for key in (k for k in impls if k in names):
+        fn, ctx = impls[key]
+        with ctx():
+            out[key] = host_ms(fwd_bwd(fn, x, w, go, geo), device)
+    return out
 
 
 def peak_memory(fn: Callable[[], object], device: str) -> int:
@@ -504,6 +553,7 @@ def measure(shape: Shape, dtype: str, batch: int, device: str, runs: int,
     models = kernel_models(shape, batch, itemsize(dtype)) if shape.layer.stride == 1 else []
     row: dict[str, Any] = {
         "shape": shape.name, "dtype": dtype, "batch": batch, "ms": ms, "failed": failed,
+        "host_ms": impl_host_ms(impls, x, w, go, geo, device, set(ms)),
         "model_ms": {m.kernel: m.seconds * 1e3 for m in models},
         "model_bound": {m.kernel: m.bound for m in models},
         "memory": {"new": peak_memory(fwd_bwd(involution, x, w, go, geo), device),
@@ -538,13 +588,16 @@ def bundled_cases(path: Path = BENCH_SPEC) -> list[dict[str, Any]]:
 
 def phase_ms(fn: Callable[..., torch.Tensor], x: torch.Tensor, w: torch.Tensor,
              geo: tuple[int, int, int], device: str, min_run_time: float) -> dict[str, float]:
-    """ms of forward (graph recorded), backward (retained graph) and both."""
+    """ms of forward (graph recorded), backward (retained graph) and both, each also as the
+    host's ms per call ("<phase> host", host_ms: where the two phases' host figures add up to
+    less than both's, the difference is not the phases' own work)."""
     out = fn(x, w, *geo)
     go = torch.randn_like(out)
-    return {"forward": timed_ms(lambda: fn(x, w, *geo), device, min_run_time),
-            "backward": timed_ms(lambda: torch.autograd.grad(out, (x, w), go, retain_graph=True),
-                                 device, min_run_time),
-            "fwd+bwd": timed_ms(fwd_bwd(fn, x, w, go, geo), device, min_run_time)}
+    calls = {"forward": lambda: fn(x, w, *geo),
+             "backward": lambda: torch.autograd.grad(out, (x, w), go, retain_graph=True),
+             "fwd+bwd": fwd_bwd(fn, x, w, go, geo)}
+    ms = {phase: timed_ms(call, device, min_run_time) for phase, call in calls.items()}
+    return ms | {f"{phase} host": host_ms(call, device) for phase, call in calls.items()}
 
 
 def measure_case(case: dict[str, Any], dtype: str, device: str, min_run_time: float,
@@ -658,9 +711,10 @@ def markdown(rows: list[dict[str, Any]], cases: list[dict[str, Any]],
              variants: list[dict[str, Any]] | None = None) -> str:
     """Every table of the run: stages, kernels, bundled cases, chosen configs, goals."""
     lines = [header, "", "### Forward + backward, ms (medians)", "",
-             "| shape | dtype | new | v1 | official | reference | new vs v1 | official / new "
-             "| reference / new | model | new MB | reference MB | max rel. error (out, gx, gw) |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "| shape | dtype | new | new host | v1 | official | official host | reference "
+             "| new vs v1 | official / new | reference / new | model | new MB | reference MB "
+             "| max rel. error (out, gx, gw) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         if r.get("prior"):
             continue
@@ -668,8 +722,10 @@ def markdown(rows: list[dict[str, Any]], cases: list[dict[str, Any]],
         new, v1, off = ms.get("new"), ms.get("v1"), ms.get("official")
         err = r.get("errors")
         model = f"{sum(r['model_ms'].values()):.3f}" if r["model_ms"] else "-"
+        host = r.get("host_ms", {})
         lines.append(
-            f"| {r['shape']} | {r['dtype']} | {f3(new)} | {f3(v1)} | {f3(off)} | "
+            f"| {r['shape']} | {r['dtype']} | {f3(new)} | {f3(host.get('new'))} | {f3(v1)} | "
+            f"{f3(off)} | {f3(host.get('official'))} | "
             f"{f3(ms['reference'])} | {ratio(v1, new)} | {ratio(off, new)} | "
             f"{ratio(ms['reference'], new)} | {model} | {r['memory']['new'] / 1e6:.1f} | "
             f"{r['memory']['reference'] / 1e6:.1f} | "
@@ -686,16 +742,17 @@ def markdown(rows: list[dict[str, Any]], cases: list[dict[str, Any]],
                              f"{f3(r['model_ms'].get(k))} | {r['model_bound'].get(k, '-')} |")
     if cases:
         lines += ["", "### Bundled bench cases (specs/involution.yaml), ms", "",
-                  "| case | dtype | stride, padding, dilation | phase | new | v1 | official "
-                  "| reference | reference / new | max rel. error (out, gx, gw) |",
-                  "|---|---|---|---|---:|---:|---:|---:|---:|---|"]
+                  "| case | dtype | stride, padding, dilation | phase | new | new host | v1 "
+                  "| official | reference | reference / new | max rel. error (out, gx, gw) |",
+                  "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
         for c in cases:
             for phase in PHASES:
                 new = c["ms"].get("new", {}).get(phase)
                 ref = c["ms"]["reference"][phase]
                 err = c.get("errors") if phase == "fwd+bwd" else None
+                host = c["ms"].get("new", {}).get(f"{phase} host")
                 lines.append(f"| {c['case']} | {c['dtype']} | {c['geometry']} | {phase} | "
-                             f"{f3(new)} | {f3(c['ms'].get('v1', {}).get(phase))} | "
+                             f"{f3(new)} | {f3(host)} | {f3(c['ms'].get('v1', {}).get(phase))} | "
                              f"{f3(c['ms'].get('official', {}).get(phase))} | {f3(ref)} | "
                              f"{ratio(ref, new)} | "
                              f"{', '.join(f'{v:.1e}' for v in err.values()) if err else ''} |")
@@ -722,6 +779,7 @@ def write_outputs(args: argparse.Namespace, result: dict[str, Any], table: str) 
     if args.csv:
         flat = [{"shape": r["shape"], "dtype": r["dtype"], "batch": r["batch"],
                  **{f"{k}_ms": v for k, v in r["ms"].items()},
+                 **{f"{k}_host_ms": v for k, v in r.get("host_ms", {}).items()},
                  **{f"{s}_{k}_ms": v for s, d in r.get("kernel_ms", {}).items()
                     for k, v in d.items()},
                  **{f"model_{k}_ms": v for k, v in r["model_ms"].items()}}

@@ -125,29 +125,36 @@ def test_the_environment_forces_a_variant(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_the_launchers_time_the_variants_when_autotuning(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The Triton launchers' glue: with autotuning on (a GPU, a large launch) they pass the
-    selector their clock; off, none (the layout decides).  Stand-in launches, no kernel runs."""
+    """The Triton launchers' glue: with autotuning on (a GPU, a large launch) their plan passes
+    the selector its clock; off, none (the layout decides).  Stand-in launches, no kernel runs.
+    The plan is kept per shape and switches, so switching the mode is seen by the next call."""
     pytest.importorskip("triton")
     import torch
 
+    from gradlab.kernels import involution_launch as il
     from gradlab.kernels import involution_triton as kt
     from gradlab.kernels import involution_triton_cl as kcl
 
-    geo = kt.geometry((64, 64, 56, 56), (64, 4, 7, 7, 56, 56), 1, 3, 1)
-    x = torch.zeros(()).expand(64, 64, 56, 56)  # shape only: nothing is launched
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     timed: list[str] = []
     monkeypatch.setattr(kcl, "time_ms", fake_timer({"nchw": 2.0, "cl": 1.0}, timed))
-    for on, want in ((False, "nchw"), (True, "cl")):
+    for mode, want in (("0", "nchw"), ("variants", "cl"), ("0", "nchw"), ("1", "cl")):
         sel.clear()
-        monkeypatch.setattr(kt, "variant_timing", lambda work, on=on: on)
-        runs = runs_for("forward", [])
-        assert kt._run_variant("forward", geo, x, runs, None, None) == want
-    assert timed == ["nchw", "cl"]
+        monkeypatch.setenv(il.AUTOTUNE_ENV, mode)
+        plan = il.plan("forward", (64, 64, 56, 56), (64, 4, 7, 7, 56, 56), 1, 3, 1,
+                       torch.float32, False, None)
+        assert plan.timed == (mode != "0") and plan.autotune == (mode == "1")
+        assert kt._run_variant("forward", plan, runs_for("forward", []), None, None) == want
+    assert timed == ["nchw", "cl", "nchw", "cl"]
     (row,) = kt.chosen_variants()
     assert (row["variant"], row["chosen_by"], row["B"], row["C"]) == ("cl", "timed", 64, 64)
     # a block size without a variant is the NCHW kernels' (the tests' and the benchmark's)
-    assert kt._run_variant("forward", geo, x, runs_for("forward", []), None,
+    assert kt._run_variant("forward", plan, runs_for("forward", []), None,
                            (64, 2, 0)) == "nchw"
+    # a small launch is neither timed nor tuned
+    small = il.plan("forward", (1, 4, 8, 8), (1, 2, 3, 3, 8, 8), 1, 1, 1, torch.float32, True,
+                    None)
+    assert not small.timed and not small.autotune and small.key[-1] == "channels_last"
 
 
 @pytest.mark.parametrize(("mode", "blocks", "variants"), [
@@ -172,3 +179,104 @@ def test_the_autotune_modes(monkeypatch: pytest.MonkeyPatch, mode: str | None, b
     monkeypatch.setenv(il.AUTOTUNE_ENV, "sometimes")
     with pytest.raises(ValueError, match="GRADLAB_INVOLUTION_AUTOTUNE='sometimes'"):
         il.autotune_mode()
+
+
+class _NoLaunch:
+    """A jitted kernel that launches nothing: `kernel[grid](*args, **meta)` returns."""
+
+    def __getitem__(self, grid: object) -> Callable[..., None]:
+        return lambda *args, **meta: None
+
+
+@pytest.mark.parametrize(("size", "k", "stride", "w_grad", "want"), [
+    # K 7, stride 1: x and its copy (2 values per input pixel) are far below the reference's
+    # unfolded input (49 per output pixel): the forward's copy serves grad_weight
+    (7, 7, 1, True, ["x", "go"]),
+    # K 1, stride 2: keeping the copy would hold more than the reference: grad_weight converts
+    (8, 1, 2, True, ["x", "go", "x"]),
+    # w needs no gradient: no grad_weight, nothing kept
+    (7, 7, 1, False, ["x", "go"]),
+])
+def test_a_forward_and_backward_convert_each_tensor_once(
+        monkeypatch: pytest.MonkeyPatch, size: int, k: int, stride: int, w_grad: bool,
+        want: list[str]) -> None:
+    """Through the Function with every kernel forced to channels last and contiguous inputs,
+    x is converted once (the forward's copy kept for grad_weight where it fits the reference's
+    memory) and grad_output once for both backward kernels.  Launches stubbed: the glue only."""
+    pytest.importorskip("triton")
+    import torch
+
+    import gradlab.ops.involution as inv
+    from gradlab.kernels import involution_triton as kt
+    from gradlab.kernels import involution_triton_cl as kcl
+
+    for table in (kt._JIT, kcl._JIT):
+        for name in list(table):
+            monkeypatch.setitem(table, name, _NoLaunch())
+    monkeypatch.setattr(inv, "FORCE_TRITON", True)
+    monkeypatch.setenv(sel.VARIANT_ENV, "cl")
+    x = torch.randn(1, 32, size, size, requires_grad=True)
+    pad = k // 2
+    out_size = (size + 2 * pad - k) // stride + 1
+    w = torch.randn(1, 2, k, k, out_size, out_size, requires_grad=w_grad)
+    go = torch.randn(1, 32, out_size, out_size)
+    names = {id(x): "x", id(go): "go", id(w): "w"}
+    copies: list[str] = []
+    real_get = kcl.LayoutCache.get
+
+    def get(self: kcl.LayoutCache, t: torch.Tensor, fmt: torch.memory_format) -> torch.Tensor:
+        before = len(self.entries)
+        got = real_get(self, t, fmt)
+        if len(self.entries) > before:
+            copies.append(names[id(t)])
+        return got
+
+    monkeypatch.setattr(kcl.LayoutCache, "get", get)
+    out = inv.involution(x, w, stride, pad, 1)
+    kept = len(out.grad_fn.saved_tensors) == 3  # x, w and x's copy
+    assert kept == (want == ["x", "go"] and w_grad)
+    torch.autograd.grad(out, (x, w) if w_grad else (x,), go)
+    assert copies == want
+    assert {r["variant"] for r in sel.chosen_variants()} == {"cl"}
+
+
+def test_the_variant_timing_pays_every_conversion(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Timed, each run converts its input afresh (as a launch without a layout cache does), so
+    the cache leaves the clock's choice as it was; the chosen run's copy is kept and the next
+    launch of the shape, choice made, reuses it.  Launches stubbed."""
+    pytest.importorskip("triton")
+    import torch
+
+    from gradlab.kernels import involution_launch as il
+    from gradlab.kernels import involution_triton as kt
+    from gradlab.kernels import involution_triton_cl as kcl
+
+    for table in (kt._JIT, kcl._JIT):
+        for name in list(table):
+            monkeypatch.setitem(table, name, _NoLaunch())
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setenv(il.AUTOTUNE_ENV, "variants")
+    monkeypatch.setattr(il, "AUTOTUNE_MIN_WORK", 0)  # this small shape is timed
+    monkeypatch.setattr(il, "_PLANS", {})
+    x, w = torch.randn(1, 32, 7, 7), torch.randn(1, 2, 7, 7, 7, 7)
+    copies: list[int] = []
+    real_contiguous = torch.Tensor.contiguous
+
+    def contiguous(t: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+        got = real_contiguous(t, *args, **kwargs)
+        if t is x and got is not t:
+            copies.append(1)
+        return got
+
+    def clock(run: Callable[[], object]) -> float:  # three calls per variant, as do_bench
+        out = [run() for _ in range(3)][-1]
+        return 1.0 if out.is_contiguous(memory_format=torch.channels_last) else 2.0
+
+    monkeypatch.setattr(torch.Tensor, "contiguous", contiguous)
+    monkeypatch.setattr(kcl, "time_ms", clock)
+    layouts = kcl.LayoutCache()
+    kt.involution_forward(x, w, 1, 3, 1, layouts=layouts)
+    assert len(copies) == 3 + 1  # each timed "cl" run, then the chosen run's (kept)
+    assert len(layouts.entries) == 1 and kt.chosen_variants()[0]["chosen_by"] == "timed"
+    kt.involution_forward(x, w, 1, 3, 1, layouts=layouts)
+    assert len(copies) == 4

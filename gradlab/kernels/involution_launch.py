@@ -4,16 +4,20 @@ it against CUDA's limits for every RedNet layer without launching anything."""
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 __all__ = ["AUTOTUNE_ENV", "AUTOTUNE_MODES", "CL_CONFIGS", "CONFIGS", "MAX_BLOCK_C",
-           "TUNE_REP_MS", "TUNE_WARMUP_MS", "VECTOR_BYTES", "LaunchConfig", "autotune_mode",
-           "autotuning", "block_c", "chosen_configs", "cl_default_config",
-           "cl_tuning_candidates", "default_config", "launch_config", "pixel_blocks",
-           "record_config", "tuning_candidates", "variant_timing", "vector_channels"]
+           "TUNE_REP_MS", "TUNE_WARMUP_MS", "VARIANT_ENV", "VECTOR_BYTES", "LaunchConfig", "Plan",
+           "Step", "Switches",
+           "autotune_mode", "autotuning", "block_c", "chosen_configs", "cl_default_config",
+           "cl_tuning_candidates", "default_config", "launch_config", "make_step",
+           "pixel_blocks", "plan", "read_switches", "record_config", "record_step",
+           "tuning_candidates",
+           "variant_timing", "vector_channels"]
 
 IntPair = int | Sequence[int]
 
@@ -52,6 +56,8 @@ VECTOR_BYTES = 16
 #: time-boxed benchmark); "1" (the default) does both.
 AUTOTUNE_ENV = "GRADLAB_INVOLUTION_AUTOTUNE"
 AUTOTUNE_MODES = ("0", "variants", "1")
+#: Environment switch forcing a kernel variant (gradlab/kernels/involution_select.py says how).
+VARIANT_ENV = "GRADLAB_INVOLUTION_VARIANT"
 
 #: Launches of fewer multiply-adds (B*C*Ho*Wo*KH*KW) than this run default_config: a few
 #: microseconds of work, where the candidates differ by less than launch latency, while a tuning
@@ -113,9 +119,32 @@ def autotune_mode() -> str:
     return mode
 
 
-def _large_compiled(work: int | None) -> bool:
-    return (os.environ.get("TRITON_INTERPRET") != "1"
-            and (work is None or work >= AUTOTUNE_MIN_WORK))
+def _interpreted() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+class Switches(NamedTuple):
+    """The environment's switches as one call reads them, once (read_switches): a forward and
+    its backward, or one direct launcher call."""
+
+    #: GRADLAB_INVOLUTION_AUTOTUNE (AUTOTUNE_MODES)
+    autotune: str
+    #: TRITON_INTERPRET=1: nothing is timed or tuned
+    interpreted: bool
+    #: GRADLAB_INVOLUTION_VARIANT: "auto" or a variant (checked by involution_select)
+    variant: str
+
+
+def read_switches() -> Switches:
+    """The switches as the environment sets them now (an unknown autotune mode raises)."""
+    return Switches(autotune_mode(), _interpreted(),
+                    os.environ.get(VARIANT_ENV, "auto").strip() or "auto")
+
+
+def _large_compiled(work: int | None, interpreted: bool | None = None) -> bool:
+    if interpreted is None:
+        interpreted = _interpreted()
+    return not interpreted and (work is None or work >= AUTOTUNE_MIN_WORK)
 
 
 def autotuning(work: int | None = None) -> bool:
@@ -146,6 +175,13 @@ def record_config(kernel: str, variant: str, geo: dict[str, int], dtype: object,
     """Record the block size, warps and tile one launch ran with ("autotune", "given",
     "default")."""
     _CHOSEN[(kernel, variant, shape_key(geo, dtype))] = (config, how)
+
+
+def record_step(step: Step, config: tuple[int, int, int] | None = None) -> None:
+    """Record a Step's launch (`config`: the one the autotuner chose, for a tuned Step)."""
+    cfg = config or step.config
+    assert cfg is not None, "an autotuned Step is recorded with the config it ran"
+    _CHOSEN[step.record] = (cfg, step.how)
 
 
 def chosen_configs() -> list[dict[str, Any]]:
@@ -212,3 +248,107 @@ def geometry(
                          f"(expected [{b}, G | {c}, KH, KW, {exp_ho}, {exp_wo}])")
     return {"B": b, "C": c, "H": h, "W": w, "Ho": ho, "Wo": wo, "G": g, "CPG": c // g,
             "KH": kh, "KW": kw, "sh": sh, "sw": sw, "ph": ph, "pw": pw, "dh": dh, "dw": dw}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One kernel variant's launch at one shape, dtype and block size, built on its first launch:
+    the size arguments after the tensors, the constexprs, the grid (a tuple for a fixed block
+    size, a function of the config when autotuned) and the key its record goes under."""
+
+    args: tuple[int, ...]
+    const: dict[str, Any]
+    grid: tuple[int, int, int] | Callable[[dict[str, Any]], tuple[int, int, int]]
+    #: (BLOCK_P, num_warps, TILE_W) for a fixed launch; None when autotuned
+    config: tuple[int, int, int] | None
+    how: str
+    record: tuple[Any, ...]
+
+
+@dataclass
+class Plan:
+    """What one launcher call derives from its shapes and the environment's switches, kept per
+    (kernel, shapes, geometry, dtype, input layout, block size, switches): the checked geometry,
+    the selector's key, whether the variants are timed and whether each launch autotunes, and
+    each variant's Step once launched."""
+
+    geo: dict[str, int]
+    key: tuple[Any, ...]
+    timed: bool
+    autotune: bool
+    #: the launcher's result shape, and whether it has nothing to compute (an empty tensor, or
+    #: for grad_input no output pixel reading x: zeros)
+    shape: tuple[int, ...]
+    nothing: bool
+    steps: dict[str, Step] = field(default_factory=dict)
+
+
+#: Plans by launcher call (plan()'s key); a few per layer shape, never evicted.
+_PLANS: dict[tuple[Any, ...], Plan] = {}
+
+
+def plan(kernel: str, x_shape: Sequence[int], w_shape: Sequence[int], stride: IntPair,
+         padding: IntPair, dilation: IntPair, dtype: object, channels_last: bool,
+         config: tuple[int, int, int] | None, switches: Switches | None = None) -> Plan:
+    """The Plan of one launch of `kernel`: built on the first call with these arguments and
+    switches (read from the environment when not given), reused after."""
+    mode, interpreted, _ = switches or read_switches()
+    key: tuple[Any, ...] | None = (kernel, x_shape, w_shape, stride, padding, dilation, dtype,
+                                   channels_last, config, mode, interpreted)
+    try:  # the Function passes pairs: hashable as given
+        found = _PLANS.get(key)  # type: ignore[arg-type]
+    except TypeError:  # a list somewhere: not kept
+        key, found = None, None
+    if found is not None:
+        return found
+    made = _new_plan(kernel, (tuple(x_shape), tuple(w_shape), pair(stride), pair(padding),
+                              pair(dilation)), dtype, channels_last, config, mode, interpreted)
+    if key is not None:
+        _PLANS[key] = made
+    return made
+
+
+def _new_plan(kernel: str, shapes: tuple[Any, ...], dtype: object, channels_last: bool,
+              config: tuple[int, int, int] | None, mode: str, interpreted: bool) -> Plan:
+    geo = geometry(*shapes)
+    rows, cols = (geo["H"], geo["W"]) if kernel == "grad_input" else (geo["Ho"], geo["Wo"])
+    work = geo["B"] * geo["C"] * rows * cols * geo["KH"] * geo["KW"]
+    big = _large_compiled(work, interpreted)
+    if kernel == "forward":
+        shape: tuple[int, ...] = (geo["B"], geo["C"], geo["Ho"], geo["Wo"])
+    else:
+        shape = shapes[1] if kernel == "grad_weight" else shapes[0]
+    nothing = not math.prod(shape)
+    if kernel == "grad_input":  # no output pixel reads x: zeros, not nothing
+        nothing = nothing or not (math.prod(shapes[1]) and geo["Ho"] * geo["Wo"])
+    return Plan(geo, (*shape_key(geo, dtype), "channels_last" if channels_last else "other"),
+                timed=mode != "0" and big, autotune=config is None and mode == "1" and big,
+                shape=shape, nothing=nothing)
+
+
+def make_step(kernel: str, variant: str, plan: Plan, const: dict[str, Any],
+              config: tuple[int, int, int] | None) -> Step:
+    """The Step of `variant` of `kernel` at `plan`'s shape, given its constexprs: autotuned when
+    the plan says so, else at `config` or the variant's default block size ("nchw":
+    default_config, the channels-last ones: cl_default_config, flattened pixels only)."""
+    geo = plan.geo
+    rows, cols = (geo["H"], geo["W"]) if kernel == "grad_input" else (geo["Ho"], geo["Wo"])
+    args = (rows * cols, geo["B"], geo["C"], geo["H"], geo["W"], geo["Ho"], geo["Wo"], geo["G"],
+            geo["CPG"], geo["sh"], geo["sw"], geo["ph"], geo["pw"], geo["dh"], geo["dw"])
+    record = (kernel, variant, plan.key[:-1])
+
+    def grid(meta: dict[str, Any]) -> tuple[int, int, int]:
+        return launch_config(kernel, rows, cols, geo["B"], geo["G"], geo["CPG"],
+                             int(meta["BLOCK_P"]), int(meta.get("TILE_W", 0))).grid
+
+    if plan.autotune:
+        return Step(args, const, grid, None, "autotune", record)
+    nchw = variant == "nchw"
+    if config is None:
+        cfg = default_config(rows, cols) if nchw else cl_default_config(rows * cols)
+    else:
+        cfg = config if nchw else (config[0], config[1], 0)
+    fixed = {**const, "BLOCK_P": cfg[0], "num_warps": cfg[1]}
+    if nchw:  # the channels-last kernels have no 2-D tiles
+        fixed["TILE_W"] = cfg[2]
+    return Step(args, fixed, grid(fixed), cfg, "given" if config else "default", record)

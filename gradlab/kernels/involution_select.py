@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from gradlab.kernels.involution_launch import SHAPE_KEYS
+from gradlab.kernels.involution_launch import SHAPE_KEYS, VARIANT_ENV
 
 __all__ = ["VARIANTS", "VARIANT_ENV", "Choice", "choices", "choose", "chosen_variants", "clear",
            "forced_variant", "layout_default", "run"]
@@ -30,9 +30,9 @@ VARIANTS: dict[str, tuple[str, ...]] = {
     "grad_input": ("nchw", "cl"),
     "grad_weight": ("nchw", "cl", "cl_vec"),
 }
-#: Environment switch: a variant name ("nchw", "cl", "cl_vec") runs it for every launch (a
-#: kernel without that variant runs "cl" for "cl_vec"); unset or "auto": the choice above.
-VARIANT_ENV = "GRADLAB_INVOLUTION_VARIANT"
+# VARIANT_ENV (defined with the other switches in involution_launch): a variant name ("nchw",
+# "cl", "cl_vec") runs it for every launch (a kernel without that variant runs "cl" for
+# "cl_vec"); unset or "auto": the choice above.
 
 Timer = Callable[[Callable[[], object]], float]
 R = TypeVar("R")
@@ -49,13 +49,18 @@ class Choice:
     ms: dict[str, float] = field(default_factory=dict)
 
 
+#: The untimed choices, made once each (Choice is frozen): every launch records one anew.
+_UNTIMED = {(v, how): Choice(v, how) for v in {v for vs in VARIANTS.values() for v in vs}
+            for how in ("layout", "env", "given")}
 #: (kernel, shape key) -> the choice, filled by every launch through `choose`.
 _CHOICES: dict[tuple[str, tuple[Any, ...]], Choice] = {}
 
 
-def forced_variant(kernel: str) -> str | None:
-    """The variant GRADLAB_INVOLUTION_VARIANT forces for `kernel`, None when it forces none."""
-    value = os.environ.get(VARIANT_ENV, "auto").strip() or "auto"
+def forced_variant(kernel: str, value: str | None = None) -> str | None:
+    """The variant GRADLAB_INVOLUTION_VARIANT (or `value`, its value as read already) forces for
+    `kernel`, None when it forces none."""
+    if value is None:
+        value = os.environ.get(VARIANT_ENV, "auto").strip() or "auto"
     if value == "auto":
         return None
     known = sorted({v for vs in VARIANTS.values() for v in vs})
@@ -70,20 +75,21 @@ def layout_default(channels_last: bool) -> str:
 
 
 def choose(kernel: str, key: tuple[Any, ...], runs: Mapping[str, Callable[[], object]], *,
-           channels_last: bool, timer: Timer | None) -> str:
+           channels_last: bool, timer: Timer | None, env: str | None = None) -> str:
     """The variant of `kernel` for the shape `key`, among `runs` (variant -> one launch).
 
     With a `timer`, the first call for a key times every run once and keeps the fastest; later
-    calls reuse it.  Without one (no timing wanted), the layout default."""
-    forced = forced_variant(kernel)
+    calls reuse it.  Without one (no timing wanted), the layout default.  `env`: the variant
+    switch as read already (forced_variant)."""
+    forced = None if env == "auto" else forced_variant(kernel, env)
     if forced is not None:
-        _CHOICES[(kernel, key)] = Choice(forced, "env")
+        _CHOICES[(kernel, key)] = _UNTIMED[(forced, "env")]
         return forced
     done = _CHOICES.get((kernel, key))
     if done is not None and done.chosen_by == "timed":
         return done.variant
     if timer is None:
-        choice = Choice(layout_default(channels_last), "layout")
+        choice = _UNTIMED[(layout_default(channels_last), "layout")]
     else:
         ms = {name: float(timer(run)) for name, run in runs.items()}
         choice = Choice(min(ms, key=ms.__getitem__), "timed", ms)
@@ -92,12 +98,13 @@ def choose(kernel: str, key: tuple[Any, ...], runs: Mapping[str, Callable[[], ob
 
 
 def run(kernel: str, key: tuple[Any, ...], runs: Mapping[str, Callable[[], R]], *,
-        variant: str | None, channels_last: bool, timer: Timer | None) -> R:
+        variant: str | None, channels_last: bool, timer: Timer | None,
+        env: str | None = None) -> R:
     """Run `variant` of `kernel` (recorded as given), or the one `choose` picks."""
     if variant is None:
-        variant = choose(kernel, key, runs, channels_last=channels_last, timer=timer)
+        variant = choose(kernel, key, runs, channels_last=channels_last, timer=timer, env=env)
     elif variant in VARIANTS[kernel]:
-        _CHOICES[(kernel, key)] = Choice(variant, "given")
+        _CHOICES[(kernel, key)] = _UNTIMED[(variant, "given")]
     else:
         raise ValueError(f"involution {kernel}: unknown variant {variant!r} (expected one of "
                          f"{', '.join(VARIANTS[kernel])})")

@@ -24,15 +24,14 @@ float64 accumulates in float64.
 
 Block sizes: on a GPU `triton.autotune` picks BLOCK_P, num_warps and TILE_W per shape and dtype
 from CONFIGS (`chosen_configs()` records them); without autotuning (GRADLAB_INVOLUTION_AUTOTUNE=0,
-TRITON_INTERPRET=1) `default_config` decides.  Variants: the public launchers run these NCHW
-kernels or the channels-last ones (involution_triton_cl.py), per shape, as
-gradlab/kernels/involution_select.py chooses (`chosen_variants()` records it).  On CPU tensors
-the kernels run under TRITON_INTERPRET=1, set before triton is first imported.
+TRITON_INTERPRET=1) `default_config` decides.  The public launchers run these NCHW kernels or the
+channels-last ones (involution_triton_cl.py), per shape, as involution_select.py chooses
+(`chosen_variants()`); what a launch derives from its shapes is kept from the shape's first call
+(involution_launch.plan).  CPU tensors run under TRITON_INTERPRET=1, set before triton loads.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -47,17 +46,19 @@ from gradlab.kernels.involution_launch import (
     TUNE_REP_MS,
     TUNE_WARMUP_MS,
     IntPair,
+    Plan,
+    Switches,
     autotuning,
     block_c,
     chosen_configs,
     default_config,
-    geometry,
     launch_config,
-    record_config,
-    shape_key,
+    make_step,
+    read_switches,
+    record_step,
     tuning_candidates,
-    variant_timing,
 )
+from gradlab.kernels.involution_launch import plan as launch_plan
 from gradlab.kernels.involution_select import VARIANTS, chosen_variants
 
 try:
@@ -78,11 +79,6 @@ __all__ = ["AUTOTUNE_ENV", "CONFIGS", "HAVE_TRITON", "KERNELS", "VARIANTS", "aut
 
 #: The three kernels, in the order a forward + backward launches them.
 KERNELS = ("forward", "grad_input", "grad_weight")
-
-def _acc_dtype(dtype: torch.dtype) -> Any:
-    """float64 accumulates in float64; everything else in float32."""
-    return tl.float64 if dtype == torch.float64 else tl.float32
-
 
 def _require_triton() -> None:
     if not HAVE_TRITON:
@@ -266,135 +262,139 @@ if HAVE_TRITON:
 Config = tuple[int, int, int]
 
 
-def _launch(name: str, geo: dict[str, int], dtype: torch.dtype, *tensors: torch.Tensor,
+def _launch(name: str, plan: Plan, dtype: torch.dtype, *tensors: torch.Tensor,
             config: Config | None = None) -> None:
-    """Launch kernel `name` with the shared argument list: autotuned, or at `config`
-    (BLOCK_P, num_warps, TILE_W), or at default_config."""
-    rows, cols = (geo["H"], geo["W"]) if name == "grad_input" else (geo["Ho"], geo["Wo"])
-    args = (*tensors, rows * cols, geo["B"], geo["C"], geo["H"], geo["W"], geo["Ho"], geo["Wo"],
-            geo["G"], geo["CPG"], geo["sh"], geo["sw"], geo["ph"], geo["pw"], geo["dh"],
-            geo["dw"])
-    bc = block_c(geo["CPG"])
-    const = {"KH": geo["KH"], "KW": geo["KW"], "BLOCK_C": bc, "C_EVEN": geo["CPG"] % bc == 0,
-             "ACC": _acc_dtype(dtype)}
-
-    def grid(meta: dict[str, Any]) -> tuple[int, int, int]:
-        return launch_config(name, rows, cols, geo["B"], geo["G"], geo["CPG"],
-                             int(meta["BLOCK_P"]), int(meta["TILE_W"])).grid
-
-    work = geo["B"] * geo["C"] * rows * cols * geo["KH"] * geo["KW"]
-    if config is None and autotuning(work):
+    """Launch NCHW kernel `name` on `tensors` as `plan`'s Step says (made on its first launch):
+    autotuned, or at `config` (BLOCK_P, num_warps, TILE_W), or at default_config."""
+    step = plan.steps.get("nchw")
+    if step is None:
+        geo, bc = plan.geo, block_c(plan.geo["CPG"])
+        const = {"KH": geo["KH"], "KW": geo["KW"], "BLOCK_C": bc, "C_EVEN": geo["CPG"] % bc == 0,
+                 "ACC": kcl.acc_dtype(dtype)}
+        step = plan.steps["nchw"] = make_step(name, "nchw", plan, const, config)
+    if step.config is None:
         tuned = _TUNED[name]
-        tuned[grid](*args, **const)
+        tuned[step.grid](*tensors, *step.args, **step.const)
         best = tuned.best_config
-        record_config(name, "nchw", geo, dtype, (int(best.kwargs["BLOCK_P"]),
-                      int(best.num_warps), int(best.kwargs["TILE_W"])), "autotune")
+        record_step(step, (int(best.kwargs["BLOCK_P"]), int(best.num_warps),
+                           int(best.kwargs["TILE_W"])))
         return
-    block_p, warps, tile_w = config or default_config(rows, cols)
-    _JIT[name][grid](*args, **const, BLOCK_P=block_p, TILE_W=tile_w, num_warps=warps)
-    record_config(name, "nchw", geo, dtype, (block_p, warps, tile_w),
-                  "given" if config else "default")
+    _JIT[name][step.grid](*tensors, *step.args, **step.const)
+    record_step(step)
 
 
-def _check_dtypes(*tensors: torch.Tensor) -> None:
-    dtypes = {t.dtype for t in tensors}
-    if len(dtypes) != 1:
-        raise TypeError(f"involution kernels need one dtype, got {sorted(map(str, dtypes))}")
+def _check_dtypes(a: torch.Tensor, b: torch.Tensor) -> None:
+    if a.dtype != b.dtype:
+        got = sorted([str(a.dtype), str(b.dtype)])
+        raise TypeError(f"involution kernels need one dtype, got {got}")
 
 
-def _run_variant(kernel: str, geo: dict[str, int], layout_of: torch.Tensor,
-                 runs: dict[str, Callable[[], torch.Tensor]], variant: str | None,
-                 config: Config | None) -> torch.Tensor:
-    """Run `variant` of `kernel`, or the one involution_select picks for this shape and input
-    layout (timed once per shape on a GPU).  A `config` alone is an NCHW block size."""
-    cl_input = kcl.is_channels_last(layout_of)
-    key = (*shape_key(geo, layout_of.dtype), "channels_last" if cl_input else "other")
-    rows = geo["H"] * geo["W"] if kernel == "grad_input" else geo["Ho"] * geo["Wo"]
-    timed = variant_timing(geo["B"] * geo["C"] * rows * geo["KH"] * geo["KW"])
-    return select.run(kernel, key, runs, variant=variant or ("nchw" if config else None),
-                      channels_last=cl_input, timer=kcl.time_ms if timed else None)
+def _run_variant(kernel: str, plan: Plan, runs: dict[str, Callable[[], torch.Tensor]],
+                 variant: str | None, config: Config | None, switches: Switches | None = None,
+                 layouts: kcl.LayoutCache | None = None) -> torch.Tensor:
+    """Run `variant` of `kernel`, or the one involution_select picks for `plan`'s key (timed once
+    per shape on a GPU, conversions included: LayoutCache.clock); a `config` alone runs NCHW."""
+    return select.run(kernel, plan.key, runs, variant=variant or ("nchw" if config else None),
+                      channels_last=plan.key[-1] == "channels_last",
+                      timer=(layouts or kcl.LayoutCache()).clock if plan.timed else None,
+                      env=switches.variant if switches else None)
+
+
+# The launchers' `switches`: the environment as their caller read it (read here when not given);
+# `layouts`: its LayoutCache (a forward and its backward share copies through it).
+_NCHW, _CL = torch.contiguous_format, torch.channels_last
 
 
 def involution_forward(
     x: torch.Tensor, w: torch.Tensor, s: IntPair = 1, p: IntPair = 0, d: IntPair = 1,
-    config: Config | None = None, variant: str | None = None,
+    config: Config | None = None, variant: str | None = None, *,
+    switches: Switches | None = None, layouts: kcl.LayoutCache | None = None,
 ) -> torch.Tensor:
     """out [B, C, Ho, Wo] from x [B, C, H, W] and w [B, G, KH, KW, Ho, Wo]; channels-last
     memory when the channels-last kernels ran."""
     _require_triton()
     _check_dtypes(x, w)
-    geo = geometry(x.shape, w.shape, s, p, d)
-    shape = (geo["B"], geo["C"], geo["Ho"], geo["Wo"])
-    if not math.prod(shape):
-        return x.new_empty(shape)
+    sw = switches or read_switches()
+    plan = launch_plan("forward", x.shape, w.shape, s, p, d, x.dtype, kcl.is_channels_last(x),
+                       config, sw)
+    if plan.nothing:
+        return x.new_empty(plan.shape)
+    layouts = layouts or kcl.LayoutCache()
+    get = layouts.get
 
     def nchw() -> torch.Tensor:
-        out = x.new_empty(shape)
-        _launch("forward", geo, x.dtype, x.contiguous(), w.contiguous(), out, config=config)
+        out = x.new_empty(plan.shape)
+        _launch("forward", plan, x.dtype, get(x, _NCHW), get(w, _NCHW), out, config=config)
         return out
 
     def cl() -> torch.Tensor:
-        out = torch.empty(shape, dtype=x.dtype, device=x.device,
-                          memory_format=torch.channels_last)
-        kcl.launch("forward", "cl", geo, x.dtype, kcl.channels_last(x), w.contiguous(), out,
+        out = torch.empty(plan.shape, dtype=x.dtype, device=x.device, memory_format=_CL)
+        kcl.launch("forward", "cl", plan, x.dtype, get(x, _CL), get(w, _NCHW), out,
                    config=config)
         return out
 
-    return _run_variant("forward", geo, x, {"nchw": nchw, "cl": cl}, variant, config)
+    return _run_variant("forward", plan, {"nchw": nchw, "cl": cl}, variant, config, sw, layouts)
 
 
 def involution_grad_input(
     go: torch.Tensor, w: torch.Tensor, x_shape: Sequence[int], s: IntPair = 1, p: IntPair = 0,
-    d: IntPair = 1, config: Config | None = None, variant: str | None = None,
+    d: IntPair = 1, config: Config | None = None, variant: str | None = None, *,
+    switches: Switches | None = None, layouts: kcl.LayoutCache | None = None,
 ) -> torch.Tensor:
     """grad of x [B, C, H, W] from grad_output [B, C, Ho, Wo] and w."""
     _require_triton()
     _check_dtypes(go, w)
-    geo = geometry(x_shape, w.shape, s, p, d)
-    shape = tuple(int(n) for n in x_shape)
-    if not (w.numel() and geo["Ho"] * geo["Wo"] and math.prod(shape)):  # nothing to write,
-        return w.new_zeros(shape)  # or no output pixel reads x: all zeros
+    sw = switches or read_switches()
+    plan = launch_plan("grad_input", x_shape, w.shape, s, p, d, go.dtype,
+                       kcl.is_channels_last(go), config, sw)
+    if plan.nothing:  # nothing to write, or no output pixel reads x: all zeros
+        return w.new_zeros(plan.shape)
+    layouts = layouts or kcl.LayoutCache()
+    get = layouts.get
 
-    # .contiguous() also materialises a stride-0 grad_output (e.g. from out.sum().backward()).
+    # the copies also materialise a stride-0 grad_output (e.g. from out.sum().backward())
     def nchw() -> torch.Tensor:
-        gx = w.new_empty(shape)  # every element written once by the kernel
-        _launch("grad_input", geo, w.dtype, go.contiguous(), w.contiguous(), gx, config=config)
+        gx = w.new_empty(plan.shape)  # every element written once by the kernel
+        _launch("grad_input", plan, w.dtype, get(go, _NCHW), get(w, _NCHW), gx, config=config)
         return gx
 
     def cl() -> torch.Tensor:
-        gx = torch.empty(shape, dtype=w.dtype, device=w.device,
-                         memory_format=torch.channels_last)
-        kcl.launch("grad_input", "cl", geo, w.dtype, kcl.channels_last(go), w.contiguous(), gx,
+        gx = torch.empty(plan.shape, dtype=w.dtype, device=w.device, memory_format=_CL)
+        kcl.launch("grad_input", "cl", plan, w.dtype, get(go, _CL), get(w, _NCHW), gx,
                    config=config)
         return gx
 
-    return _run_variant("grad_input", geo, go, {"nchw": nchw, "cl": cl}, variant, config)
+    return _run_variant("grad_input", plan, {"nchw": nchw, "cl": cl}, variant, config, sw, layouts)
 
 
 def involution_grad_weight(
     go: torch.Tensor, x: torch.Tensor, w_shape: Sequence[int], s: IntPair = 1, p: IntPair = 0,
-    d: IntPair = 1, config: Config | None = None, variant: str | None = None,
+    d: IntPair = 1, config: Config | None = None, variant: str | None = None, *,
+    switches: Switches | None = None, layouts: kcl.LayoutCache | None = None,
 ) -> torch.Tensor:
     """grad of w [B, G, KH, KW, Ho, Wo] from grad_output [B, C, Ho, Wo] and x."""
     _require_triton()
     _check_dtypes(go, x)
-    geo = geometry(x.shape, w_shape, s, p, d)
-    shape = tuple(int(n) for n in w_shape)
-    if not math.prod(shape):
-        return x.new_empty(shape)
+    sw = switches or read_switches()
+    plan = launch_plan("grad_weight", x.shape, w_shape, s, p, d, x.dtype,
+                       kcl.is_channels_last(x), config, sw)
+    if plan.nothing:
+        return x.new_empty(plan.shape)
+    layouts = layouts or kcl.LayoutCache()
+    get = layouts.get
 
     def nchw() -> torch.Tensor:
-        gw = x.new_empty(shape)  # every element written once
-        _launch("grad_weight", geo, x.dtype, go.contiguous(), x.contiguous(), gw, config=config)
+        gw = x.new_empty(plan.shape)  # every element written once
+        _launch("grad_weight", plan, x.dtype, get(go, _NCHW), get(x, _NCHW), gw, config=config)
         return gw
 
     def cl(vec: str) -> Callable[[], torch.Tensor]:
         def run() -> torch.Tensor:
-            gw = x.new_empty(shape)
-            kcl.launch("grad_weight", vec, geo, x.dtype, kcl.channels_last(go),
-                       kcl.channels_last(x), gw, config=config)
+            gw = x.new_empty(plan.shape)
+            kcl.launch("grad_weight", vec, plan, x.dtype, get(go, _CL), get(x, _CL), gw,
+                       config=config)
             return gw
         return run
 
-    return _run_variant("grad_weight", geo, x, {"nchw": nchw, "cl": cl("cl"),
-                                                "cl_vec": cl("cl_vec")}, variant, config)
+    runs = {"nchw": nchw, "cl": cl("cl"), "cl_vec": cl("cl_vec")}
+    return _run_variant("grad_weight", plan, runs, variant, config, sw, layouts)

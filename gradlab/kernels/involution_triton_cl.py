@@ -38,12 +38,11 @@ from gradlab.kernels.involution_launch import (
     CL_CONFIGS,
     TUNE_REP_MS,
     TUNE_WARMUP_MS,
-    autotuning,
+    Plan,
     block_c,
-    cl_default_config,
     cl_tuning_candidates,
-    launch_config,
-    record_config,
+    make_step,
+    record_step,
     vector_channels,
 )
 
@@ -57,7 +56,8 @@ except ImportError:  # only these kernels need triton
     tl = None
     HAVE_TRITON = False
 
-__all__ = ["HAVE_TRITON", "KERNELS", "channels_last", "is_channels_last", "launch", "time_ms"]
+__all__ = ["HAVE_TRITON", "KERNELS", "LayoutCache", "acc_dtype", "channels_last",
+           "is_channels_last", "launch", "time_ms"]
 
 #: The channels-last kernels by the name the selector knows them (kernel, variant).
 KERNELS = (("forward", "cl"), ("grad_input", "cl"), ("grad_weight", "cl"),
@@ -259,7 +259,8 @@ if HAVE_TRITON:
     _TUNED = {k: _tuned(f, "N_PIX") for k, f in _JIT.items()}
 
 
-def _acc_dtype(dtype: torch.dtype) -> Any:
+def acc_dtype(dtype: torch.dtype) -> Any:
+    """The accumulator (both kernel sets): float64 for float64 inputs, float32 otherwise."""
     return tl.float64 if dtype == torch.float64 else tl.float32
 
 
@@ -282,36 +283,69 @@ def channels_last(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous(memory_format=torch.channels_last)
 
 
-def launch(kernel: str, variant: str, geo: dict[str, int], dtype: torch.dtype,
+class LayoutCache:
+    """The layout copies the launches of one call made (a forward, a backward), by source
+    tensor and memory format, so that a tensor read by several launches is converted once.
+    A source modified in place since (another version) is converted again."""
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[torch.Tensor, int, torch.memory_format, torch.Tensor]] = []
+        self.timing = False
+
+    def add(self, t: torch.Tensor, fmt: torch.memory_format, copy: torch.Tensor) -> None:
+        """Know `copy` as `t` in memory format `fmt` (a copy an earlier call made)."""
+        self.entries.append((t, t._version, fmt, copy))
+
+    def get(self, t: torch.Tensor, fmt: torch.memory_format) -> torch.Tensor:
+        """`t` in memory format `fmt`: itself when it is already, else its one copy (a fresh
+        one, not kept, while `clock` times)."""
+        if t.is_contiguous(memory_format=fmt):
+            return t
+        if self.timing:
+            return t.contiguous(memory_format=fmt)
+        for src, version, f, copy in self.entries:
+            if src is t and f == fmt and src._version == version:
+                return copy
+        copy = t.contiguous(memory_format=fmt)
+        if copy is not t:
+            self.entries.append((t, t._version, fmt, copy))
+        return copy
+
+    def clock(self, run: Callable[[], object]) -> float:
+        """time_ms of `run`, every conversion made afresh each call (as before this cache, so
+        the variant selector's choice is the one it was): the launchers' timer."""
+        self.timing = True
+        try:
+            return time_ms(run)
+        finally:
+            self.timing = False
+
+    def copy_of(self, t: torch.Tensor) -> tuple[torch.memory_format, torch.Tensor] | None:
+        """(format, copy) of the one copy of `t` made; None unless exactly one was."""
+        mine = [(fmt, copy) for src, _, fmt, copy in self.entries if src is t]
+        return mine[0] if len(mine) == 1 else None
+
+
+def launch(kernel: str, variant: str, plan: Plan, dtype: torch.dtype,
            *tensors: torch.Tensor, config: Config | None = None) -> None:
-    """Launch the channels-last `kernel` (`variant` "cl" or "cl_vec") on channels-last
-    tensors: autotuned, or at `config` (BLOCK_P, num_warps, 0), or at cl_default_config."""
+    """Launch the channels-last `kernel` (`variant` "cl" or "cl_vec") on channels-last tensors
+    as its Step for `plan` says (built on the plan's first launch): autotuned, or at `config`
+    (BLOCK_P, num_warps, 0), or at cl_default_config."""
     if not HAVE_TRITON:
         raise RuntimeError("the involution Triton kernels need triton, which is not installed")
-    pixels = geo["H"] * geo["W"] if kernel == "grad_input" else geo["Ho"] * geo["Wo"]
-    args = (*tensors, pixels, geo["B"], geo["C"], geo["H"], geo["W"], geo["Ho"], geo["Wo"],
-            geo["G"], geo["CPG"], geo["sh"], geo["sw"], geo["ph"], geo["pw"], geo["dh"],
-            geo["dw"])
-    bc = block_c(geo["CPG"])
-    vec = vector_channels(geo["CPG"], dtype.itemsize)
-    const = {"KH": geo["KH"], "KW": geo["KW"], "BLOCK_C": bc, "VEC": vec,
-             "C_EVEN": geo["CPG"] % (vec if variant == "cl_vec" else bc) == 0,
-             "ACC": _acc_dtype(dtype)}
-
-    def grid(meta: dict[str, Any]) -> tuple[int, int, int]:
-        return launch_config(kernel, pixels, 1, geo["B"], geo["G"], geo["CPG"],
-                             int(meta["BLOCK_P"])).grid
-
-    work = geo["B"] * geo["C"] * pixels * geo["KH"] * geo["KW"]
-    if config is None and autotuning(work):
+    step = plan.steps.get(variant)
+    if step is None:
+        cpg = plan.geo["CPG"]
+        vec = vector_channels(cpg, dtype.itemsize)
+        const = {"KH": plan.geo["KH"], "KW": plan.geo["KW"], "BLOCK_C": block_c(cpg), "VEC": vec,
+                 "C_EVEN": cpg % (vec if variant == "cl_vec" else block_c(cpg)) == 0,
+                 "ACC": acc_dtype(dtype)}
+        step = plan.steps[variant] = make_step(kernel, variant, plan, const, config)
+    if step.config is None:
         tuned = _TUNED[(kernel, variant)]
-        tuned[grid](*args, **const)
+        tuned[step.grid](*tensors, *step.args, **step.const)
         best = tuned.best_config
-        record_config(kernel, variant, geo, dtype,
-                      (int(best.kwargs["BLOCK_P"]), int(best.num_warps), 0), "autotune")
+        record_step(step, (int(best.kwargs["BLOCK_P"]), int(best.num_warps), 0))
         return
-    block_p, warps, _ = config or cl_default_config(pixels)
-    _JIT[(kernel, variant)][grid](*args, **const, BLOCK_P=block_p, num_warps=warps)
-    record_config(kernel, variant, geo, dtype, (block_p, warps, 0),
-                  "given" if config else "default")
-
+    _JIT[(kernel, variant)][step.grid](*tensors, *step.args, **step.const)
+    record_step(step)

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch.autograd.function import FunctionCtx
 
+from gradlab.kernels.involution_launch import read_switches
 from gradlab.model import OpDef
 
 IntPair = int | Sequence[int]
@@ -47,8 +49,18 @@ def _out_size(n: int, k: int, s: int, p: int, d: int) -> int:
     return (n + 2 * p - d * (k - 1) - 1) // s + 1
 
 
+#: The (x shape, w shape, stride, padding, dilation) that fitted: checked once each.
+_FITTED: set[tuple[Any, ...]] = set()
+
+
 def _check_shapes(x: torch.Tensor, w: torch.Tensor, s: tuple[int, int], p: tuple[int, int],
                   d: tuple[int, int]) -> None:
+    if x.dtype != w.dtype or x.device != w.device:
+        raise TypeError(f"involution: x and w differ in dtype or device ({x.dtype}/{x.device} vs "
+                        f"{w.dtype}/{w.device})")
+    key = (x.shape, w.shape, s, p, d)
+    if key in _FITTED:
+        return
     if x.dim() != 4 or w.dim() != 6:
         raise ValueError(f"involution expects x [B,C,H,W] and w [B,G,KH,KW,Ho,Wo], got "
                          f"{tuple(x.shape)} and {tuple(w.shape)}")
@@ -59,9 +71,7 @@ def _check_shapes(x: torch.Tensor, w: torch.Tensor, s: tuple[int, int], p: tuple
     if w.shape[0] != b or g == 0 or c % g or tuple(w.shape[4:]) != (ho, wo):
         raise ValueError(f"involution: w shape {tuple(w.shape)} does not fit x shape "
                          f"{tuple(x.shape)} (expected [{b}, G | {c}, KH, KW, {ho}, {wo}])")
-    if x.dtype != w.dtype or x.device != w.device:
-        raise TypeError(f"involution: x and w differ in dtype or device ({x.dtype}/{x.device} vs "
-                        f"{w.dtype}/{w.device})")
+    _FITTED.add(key)
 
 
 def involution_reference(x: torch.Tensor, w: torch.Tensor, stride: IntPair = 1,
@@ -140,18 +150,37 @@ def _torch_grad_weight(go: torch.Tensor, x: torch.Tensor, w_shape: torch.Size,
     return gw.to(x.dtype)
 
 
+def _copy_fits(x_shape: torch.Size, w_shape: torch.Size) -> bool:
+    """Whether the forward may keep a layout copy of x for grad_weight (instead of converting x
+    again): when x and the copy together are no larger than the unfolded input the reference
+    keeps for backward (K² values per output pixel and channel, against 2 per input pixel)."""
+    _, _, kh, kw, ho, wo = w_shape
+    return 2 * x_shape[2] * x_shape[3] <= kh * kw * ho * wo
+
+
+_KERNEL_MODULES: list[ModuleType] = []
+
+
+def _kernels() -> tuple[ModuleType, ModuleType]:
+    """The NCHW and channels-last kernel modules, imported on first use (triton loads then)."""
+    if not _KERNEL_MODULES:
+        from gradlab.kernels import involution_triton, involution_triton_cl
+
+        _KERNEL_MODULES.extend((involution_triton, involution_triton_cl))
+    return _KERNEL_MODULES[0], _KERNEL_MODULES[1]
+
+
 def _use_triton(x: torch.Tensor) -> bool:
     """Triton on CUDA tensors (when installed), or anywhere when forced."""
     forced = FORCE_TRITON or os.environ.get(FORCE_TRITON_ENV) == "1"
     if not (forced or x.is_cuda):
         return False
-    from gradlab.kernels.involution_triton import HAVE_TRITON
-
-    if forced and not HAVE_TRITON:
+    have: bool = _kernels()[0].HAVE_TRITON
+    if forced and not have:
         raise RuntimeError(f"involution: the Triton path is forced ({FORCE_TRITON_ENV} / "
                            "FORCE_TRITON) but triton is not installed")
     # CUDA without triton falls back to the torch path, which runs on any device.
-    return HAVE_TRITON
+    return have
 
 
 SECOND_ORDER_ERROR = (
@@ -192,47 +221,59 @@ class Involution(torch.autograd.Function):
     """involution with a memory-lean backward: saves only x and w."""
 
     @staticmethod
-    def forward(ctx: FunctionCtx, x: torch.Tensor, w: torch.Tensor, stride: IntPair = 1,
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, stride: IntPair = 1,
                 padding: IntPair = 0, dilation: IntPair = 1) -> torch.Tensor:
         s, p, d = _pair(stride), _pair(padding), _pair(dilation)
         _check_shapes(x, w, s, p, d)
         use_triton = _use_triton(x)
+        kept = None
         if use_triton:
-            from gradlab.kernels.involution_triton import involution_forward
-
-            out = involution_forward(x, w, s, p, d)
+            kt, kcl = _kernels()
+            ctx.switches = read_switches()
+            layouts = kcl.LayoutCache()
+            out: torch.Tensor = kt.involution_forward(x, w, s, p, d, switches=ctx.switches,
+                                                      layouts=layouts)
+            if ctx.needs_input_grad[1] and _copy_fits(x.shape, w.shape):  # for grad_weight
+                kept = layouts.copy_of(x)
+            ctx.kept_format = kept[0] if kept else None
         else:
             out = _torch_forward(x, w, s, p, d)
-        ctx.save_for_backward(x, w)
-        ctx.geometry = (s, p, d)  # type: ignore[attr-defined]
-        ctx.use_triton = use_triton  # type: ignore[attr-defined]
+        # the kept copy of x is saved like x (saved-tensor hooks see it too)
+        ctx.save_for_backward(x, w, *([kept[1]] if kept else []))
+        ctx.geometry = (s, p, d)
+        ctx.use_triton = use_triton
         return out
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        x, w = ctx.saved_tensors
-        gx, gw = Involution._first_order(ctx, grad_out, x, w)
-        if torch.is_grad_enabled():  # backward(create_graph=True)
+        x, w, *copy = ctx.saved_tensors
+        if torch.is_grad_enabled():  # backward(create_graph=True): never recorded
+            with torch.no_grad():
+                gx, gw = Involution._first_order(ctx, grad_out, x, w, copy)
             gx, gw = _first_order_only(grad_out, x, w, gx, gw)
+        else:
+            gx, gw = Involution._first_order(ctx, grad_out, x, w, copy)
         return gx, gw, None, None, None
 
     @staticmethod
-    @torch.no_grad()
-    def _first_order(ctx: Any, grad_out: torch.Tensor, x: torch.Tensor,
-                     w: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """(grad_x, grad_w), each None unless needed; never recorded by autograd."""
+    def _first_order(ctx: Any, grad_out: torch.Tensor, x: torch.Tensor, w: torch.Tensor,
+                     copy: list[torch.Tensor]) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """(grad_x, grad_w), each None unless needed (run with grad mode off); `copy`: the
+        forward's copy of x in ctx.kept_format, when kept."""
         s, p, d = ctx.geometry
         gx = gw = None
         if ctx.use_triton:
-            from gradlab.kernels.involution_triton import (
-                involution_grad_input,
-                involution_grad_weight,
-            )
-
+            kt, kcl = _kernels()
+            # the forward's copy of x (if kept), and grad_output's copies, made once for both
+            sw, layouts = ctx.switches, kcl.LayoutCache()
+            if copy:
+                layouts.add(x, ctx.kept_format, copy[0])
             if ctx.needs_input_grad[0]:
-                gx = involution_grad_input(grad_out, w, x.shape, s, p, d)
+                gx = kt.involution_grad_input(grad_out, w, x.shape, s, p, d, switches=sw,
+                                              layouts=layouts)
             if ctx.needs_input_grad[1]:
-                gw = involution_grad_weight(grad_out, x, w.shape, s, p, d)
+                gw = kt.involution_grad_weight(grad_out, x, w.shape, s, p, d, switches=sw,
+                                               layouts=layouts)
         else:
             if ctx.needs_input_grad[0]:
                 gx = _torch_grad_input(grad_out, w, x.shape, s, p, d)

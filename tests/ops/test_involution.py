@@ -167,9 +167,9 @@ def forced_triton(via: str = "flag") -> Iterator[list[str]]:
     calls: list[str] = []
 
     def spy(name: str) -> Callable[..., torch.Tensor]:
-        def launcher(*args: Any) -> torch.Tensor:
+        def launcher(*args: Any, **kwargs: Any) -> torch.Tensor:
             calls.append(name)
-            return real[name](*args)  # type: ignore[no-any-return]
+            return real[name](*args, **kwargs)  # type: ignore[no-any-return]
         return launcher
 
     before = inv.FORCE_TRITON
@@ -375,6 +375,28 @@ def _function_check(g: Geometry, layout: str, grad: str, dtype: torch.dtype) -> 
     return check
 
 
+def _check_function_forced_cl() -> None:
+    """Contiguous inputs through the Function with every kernel forced to channels last: the
+    forward's channels-last copy of x is kept for grad_weight, grad_output is converted once
+    for both backward kernels (tests/test_involution_select.py counts the copies)."""
+    from gradlab.kernels import involution_select
+
+    g = GEOMETRIES[1]  # stride 2, K 3: x and its copy fit in the reference's unfolded input
+    x, w = make_inputs(g, dtype=torch.float32)
+    os.environ[involution_select.VARIANT_ENV] = "cl"
+    try:
+        with forced_triton():
+            out = inv.involution(x, w, *g.geo())
+            kept = len(out.grad_fn.saved_tensors) == 3  # type: ignore[union-attr]
+            go = random_grad_output(out.shape, torch.float32).to(out)
+            got = (out.detach(), *torch.autograd.grad(out, (x, w), go))
+    finally:
+        os.environ.pop(involution_select.VARIANT_ENV, None)
+    assert kept and out.is_contiguous(memory_format=torch.channels_last)
+    tol = inv.OP.tolerance("float32")
+    assert_close_all(got, reference_float64(x, w, g.geo(), "random"), tol.atol, tol.rtol)
+
+
 def _check_gradcheck() -> None:
     g = GEOMETRIES[1]
     x, w = make_inputs(g)
@@ -440,6 +462,7 @@ def triton_checks() -> dict[str, Callable[[], None]]:
     # channels-last input: the selector's untimed choice runs the channels-last kernels
     checks[f"function-{g.name}-channels_last-random"] = _function_check(
         g, "channels_last", "random", torch.float32)
+    checks["function-forced-cl-keeps-x-copy"] = _check_function_forced_cl
     checks["gradcheck-fast-float64"] = _check_gradcheck
     checks["second-order-raises"] = _check_second_order_raises
     checks["env-var-forces-triton"] = _check_env_var_forces_triton
