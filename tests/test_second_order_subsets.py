@@ -1,8 +1,8 @@
 """Second order with one differentiable input at a time (second_order.subset_rows): a double
 backward that unpacks the first backward's packed gradients by position goes wrong only when
 an operand does not require grad (the held-out bug catalogue's cueq264): silently wrong
-values fail, a raise there warns (loud: xitorch's quad packs its parameters for all of them);
-correct Functions, in-place ones too, pass every subset."""
+values fail, a raise there is an error (as at first order: xitorch's quad packs its parameters
+for all of them); correct Functions, in-place ones too, pass every subset."""
 
 from __future__ import annotations
 
@@ -90,10 +90,11 @@ def test_a_double_backward_unpacking_by_position_fails_at_its_subset() -> None:
         ("requires_grad=[0]", "pass", ""), ("requires_grad=[1]", "pass", "")]
 
 
-def test_a_double_backward_raising_only_at_a_subset_warns() -> None:
+def test_a_double_backward_raising_only_at_a_subset_is_an_error() -> None:
     # cueq264's reproduction: the misread gradient has another shape, so autograd raises
     e = BY_ID["cueq264-packed-bwd-bwd"]
-    assert ("requires_grad=[1]", "warn", "subset_raises") in entry_rows(e.buggy.apply, e.id)
+    assert ("requires_grad=[1]", "error", "requires_grad_subset") in entry_rows(e.buggy.apply,
+                                                                                e.id)
     assert entry_rows(e.twin.apply, e.id) == [("requires_grad=[0]", "pass", ""),
                                               ("requires_grad=[1]", "pass", "")]
 

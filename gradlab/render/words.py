@@ -35,9 +35,6 @@ HINTS: dict[str, str] = {
                          "@torch.autograd.function.once_differentiable, so double backward "
                          "raises instead of being wrong, or make backward differentiable "
                          "(recompute what it needs from saved inputs with torch ops)",
-    "subset_raises": "double backward raises only with some differentiable inputs not "
-                     "requiring grad (a gradient penalty with part of the inputs frozen): "
-                     "gradients packed or indexed for all of them?",
     "second_order_claimed": "the op declares second_order: false, yet double backward runs and "
                             "is silently wrong: a Hessian or gradient penalty through it gets "
                             "wrong numbers without an error. Fix: decorate backward with "

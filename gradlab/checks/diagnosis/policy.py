@@ -100,12 +100,6 @@ RULES: tuple[Rule, ...] = (
     Rule(ANY, "tf32", FAIL, "a float32 CUDA result right only with TF32 off (hint `tf32`: "
          "the flags and what to set)",
          why="the Function loses more to TF32 than allowed"),
-    Rule("second_order", "subset_raises", WARN,
-         "double backward raises only where some differentiable inputs do not require grad "
-         "(it runs with all of them)",
-         why="a gradient penalty with some inputs frozen crashes: loud, and a limitation as "
-             "likely as a bug (xitorch's quad packs its parameters for all of them); a wrong "
-             "value there stays a failure (`requires_grad_subset`)"),
     Rule("second_order", "second_order_claimed", WARN,
          "double backward runs and is silently wrong where the op declares "
          "`second_order: false` (right, it passes)",
