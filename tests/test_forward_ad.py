@@ -95,6 +95,25 @@ def test_a_jvp_that_raises_is_an_error_not_a_missing_capability() -> None:
     assert "RuntimeError" in row.note
 
 
+def cdist_of_second(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Correct: torch.cdist has no forward-mode formula, met only along y."""
+    return x * 2 + torch.cdist(y, y)
+
+
+def pairwise_reference(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return x * 2 + ((y[:, None] - y[None]) ** 2).sum(-1).sqrt()
+
+
+def test_forward_mode_missing_along_one_input_only_is_information() -> None:
+    # torchrbf's RBF interpolator (the float32 calibration set): an error row before
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 3, generator=gen, dtype=torch.float64).requires_grad_()
+    y = torch.randn(3, 2, generator=gen, dtype=torch.float64).requires_grad_()
+    r = gradlab.check(cdist_of_second, [x, y], reference=pairwise_reference,
+                      checks=["forward_ad"])
+    assert [(a.status, a.reason) for a in r.rows] == [("pass", "forward_ad_missing")]
+
+
 def test_neither_with_forward_mode_is_a_declared_skip() -> None:
     # no reference and no jvp: nothing has forward mode, nothing is lost
     row = fad_row(ff.tanh_no_jvp, [x()], reference=None)

@@ -110,12 +110,13 @@ def ref_jvp(ref: Callable[..., Any] | None, inputs: Inputs, i: int, u: Tensor,
     return t.jvp if t.covered == list(covered) else None
 
 
-def supports(fn: Callable[..., Any] | None, inputs: Inputs) -> BaseException | None:
-    """None when `fn` runs under forward mode along its first differentiable input, else what
-    it raised."""
+def supports(fn: Callable[..., Any] | None, inputs: Inputs,
+             i: int | None = None) -> BaseException | None:
+    """None when `fn` runs under forward mode along its differentiable input i (the first by
+    default), else what it raised."""
     if fn is None:
         return RuntimeError("no reference")
-    i = inputs.diff_index[0]
+    i = inputs.diff_index[0] if i is None else i
     try:
         jvp_along(fn, inputs.clone(), i, torch.zeros(jac.real_numel(inputs.args[i]),
                                                      dtype=torch.float64))
@@ -133,9 +134,13 @@ def forward_ad_row(ctx: CaseContext, inputs: Inputs, gen: torch.Generator,
     if FORWARD_AD is None:
         return ctx.row("base", "forward_ad", SKIP, declared=True, reason="forward_ad_unavailable",
                        note=f"torch {torch.__version__} has no torch.autograd.forward_ad")
-    raised = supports(op.function, inputs)
+    # every input: an op without a forward-mode formula may sit on one input's path only (a
+    # torch.cdist of the second argument)
+    raised, along = next(((e, i) for e, i in ((supports(op.function, inputs, i), i)
+                                              for i in inputs.diff_index) if e is not None),
+                         (None, None))
     if raised is not None:
-        ref_raised = supports(op.reference, inputs)
+        ref_raised = supports(op.reference, inputs, along)
         if ref_raised is not None:
             # neither has forward mode (or there is nothing that has it): nothing is lost
             return ctx.row("base", "forward_ad", SKIP, declared=True,
