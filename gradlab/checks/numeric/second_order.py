@@ -198,7 +198,9 @@ def second_order_row(ctx: CaseContext, op: OpDef, inputs: Inputs, gen: torch.Gen
                 # a backward that changes ctx gives another result each time it runs: its
                 # second order is wrong for that reason, not for a ctx-held tensor
                 row.hint = not_reentrant(op, inputs, gen) or row.hint
-        if not row.failed and op.second_order is not False:
+        if not row.failed and op.second_order is not False and first_ok:
+            # only on a right first order: a gradient that ignores grad_output (and so loses
+            # its graph at a subset) is the first order's failure, said there
             subset_rows(ctx, op, inputs)
     except Exception as exc:
         if op.second_order is False:  # raised on a later probe (qpth: in-place on a rerun)
