@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 from bug_catalogue import BY_ID
+from bug_catalogue.heldout import unpacked
 from torch import Tensor
 from torch.autograd import Function
 
@@ -43,11 +44,7 @@ class MulBackward(Function):
     @classmethod
     def backward(cls, ctx: Any, *ggs: Tensor) -> tuple[Any, ...]:
         g, x, w = ctx.saved_tensors
-        if cls.by_flags:
-            it = iter(ggs)
-            ggx, ggw = (next(it) if f else None for f in ctx.flags)
-        else:
-            ggx, ggw = ggs[0], (ggs[1] if len(ggs) > 1 else None)
+        ggx, ggw = unpacked(ggs, ctx.flags, cls.by_flags)
         ggx = torch.zeros_like(x) if ggx is None else ggx
         ggw = torch.zeros_like(w) if ggw is None else ggw
         return ggx * w + ggw * x, g * ggw, g * ggx, None, None

@@ -411,6 +411,17 @@ class HarmonicsFixed(Harmonics):
     bwd = HarmonicsBackwardFixed
 
 
+def unpacked(ggs: tuple[Tensor, ...], flags: tuple[bool, bool],
+             by_flags: bool) -> tuple[Tensor | None, Tensor | None]:
+    """The two incoming gradients of a backward op that returned only the needed ones, packed:
+    by its flags (right), or by position as if none had been dropped (BROKEN)."""
+    if by_flags:
+        it = iter(ggs)
+        first, second = (next(it) if f else None for f in flags)
+        return first, second
+    return ggs[0], (ggs[1] if len(ggs) > 1 else None)
+
+
 class LinearBackward(Function):
     """Backward of y = x @ w as an op returning only the gradients needed, packed; BROKEN:
     its backward unpacks the incoming gradients by position as if none had been dropped."""
@@ -428,11 +439,7 @@ class LinearBackward(Function):
     @classmethod
     def backward(cls, ctx: Any, *ggs: Tensor) -> tuple[Any, ...]:
         g, x, w = ctx.saved_tensors
-        if cls.by_flags:
-            it = iter(ggs)
-            ggx, ggw = (next(it) if f else None for f in ctx.flags)
-        else:
-            ggx, ggw = ggs[0], (ggs[1] if len(ggs) > 1 else None)
+        ggx, ggw = unpacked(ggs, ctx.flags, cls.by_flags)
         ggx = torch.zeros_like(x) if ggx is None else ggx
         ggw = torch.zeros_like(w) if ggw is None else ggw
         dg = (ggx * w).sum(-1) + x @ ggw
