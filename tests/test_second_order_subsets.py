@@ -10,9 +10,8 @@ from typing import Any
 
 import torch
 from bug_catalogue import BY_ID
-from bug_catalogue.heldout import unpacked
+from bug_catalogue.heldout import Linear, LinearBackward, unpacked
 from torch import Tensor
-from torch.autograd import Function
 
 import gradlab
 
@@ -28,11 +27,9 @@ def entry_rows(fn: object, entry: str) -> list[tuple[str, str, str]]:
     return subset_rows(fn, e.inputs(), e.reference)
 
 
-class MulBackward(Function):
+class MulBackward(LinearBackward):
     """The backward of x * w as an op returning only the needed gradients, packed; BROKEN: its
     own backward unpacks the incoming gradients by position (same shapes: silently wrong)."""
-
-    by_flags = False
 
     @classmethod
     def forward(cls, ctx: Any, g: Tensor, x: Tensor, w: Tensor, nx: bool,
@@ -44,9 +41,7 @@ class MulBackward(Function):
     @classmethod
     def backward(cls, ctx: Any, *ggs: Tensor) -> tuple[Any, ...]:
         g, x, w = ctx.saved_tensors
-        ggx, ggw = unpacked(ggs, ctx.flags, cls.by_flags)
-        ggx = torch.zeros_like(x) if ggx is None else ggx
-        ggw = torch.zeros_like(w) if ggw is None else ggw
+        ggx, ggw = unpacked(ggs, ctx.flags, cls.by_flags, (x, w))
         return ggx * w + ggw * x, g * ggw, g * ggx, None, None
 
 
@@ -54,20 +49,15 @@ class MulBackwardFixed(MulBackward):
     by_flags = True
 
 
-class Mul(Function):
-    bwd: type[MulBackward] = MulBackward
+class Mul(Linear):
+    """x * w, its backward the packed op above (the catalogue's Linear, another product)."""
+
+    bwd = MulBackward
 
     @classmethod
     def forward(cls, ctx: Any, x: Tensor, w: Tensor) -> Tensor:
         ctx.save_for_backward(x, w)
         return x * w
-
-    @classmethod
-    def backward(cls, ctx: Any, g: Tensor) -> tuple[Tensor | None, Tensor | None]:
-        x, w = ctx.saved_tensors
-        nx, nw = ctx.needs_input_grad
-        outs = iter(cls.bwd.apply(g, x, w, nx, nw))
-        return (next(outs) if nx else None), (next(outs) if nw else None)
 
 
 class MulFixed(Mul):

@@ -411,15 +411,19 @@ class HarmonicsFixed(Harmonics):
     bwd = HarmonicsBackwardFixed
 
 
-def unpacked(ggs: tuple[Tensor, ...], flags: tuple[bool, bool],
-             by_flags: bool) -> tuple[Tensor | None, Tensor | None]:
+def unpacked(ggs: tuple[Tensor, ...], flags: tuple[bool, bool], by_flags: bool,
+             like: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
     """The two incoming gradients of a backward op that returned only the needed ones, packed:
-    by its flags (right), or by position as if none had been dropped (BROKEN)."""
+    by its flags (right), or by position as if none had been dropped (BROKEN); zeros shaped as
+    `like` for one that did not come."""
     if by_flags:
         it = iter(ggs)
-        first, second = (next(it) if f else None for f in flags)
-        return first, second
-    return ggs[0], (ggs[1] if len(ggs) > 1 else None)
+        got = [next(it) if f else None for f in flags]
+    else:
+        got = [ggs[0], ggs[1] if len(ggs) > 1 else None]
+    first, second = (torch.zeros_like(t) if g is None else g
+                     for g, t in zip(got, like, strict=True))
+    return first, second
 
 
 class LinearBackward(Function):
@@ -439,9 +443,7 @@ class LinearBackward(Function):
     @classmethod
     def backward(cls, ctx: Any, *ggs: Tensor) -> tuple[Any, ...]:
         g, x, w = ctx.saved_tensors
-        ggx, ggw = unpacked(ggs, ctx.flags, cls.by_flags)
-        ggx = torch.zeros_like(x) if ggx is None else ggx
-        ggw = torch.zeros_like(w) if ggw is None else ggw
+        ggx, ggw = unpacked(ggs, ctx.flags, cls.by_flags, (x, w))
         dg = (ggx * w).sum(-1) + x @ ggw
         return dg, g[:, None] * ggw, ggx.transpose(0, -1) @ g, None, None
 
