@@ -134,28 +134,13 @@ def forward_ad_row(ctx: CaseContext, inputs: Inputs, gen: torch.Generator,
     if FORWARD_AD is None:
         return ctx.row("base", "forward_ad", SKIP, declared=True, reason="forward_ad_unavailable",
                        note=f"torch {torch.__version__} has no torch.autograd.forward_ad")
-    # every input: an op without a forward-mode formula may sit on one input's path only (a
-    # torch.cdist of the second argument)
-    raised, along = next(((e, i) for e, i in ((supports(op.function, inputs, i), i)
-                                              for i in inputs.diff_index) if e is not None),
-                         (None, None))
-    if raised is not None:
-        ref_raised = supports(op.reference, inputs, along)
-        if ref_raised is not None:
-            # neither has forward mode (or there is nothing that has it): nothing is lost
-            return ctx.row("base", "forward_ad", SKIP, declared=True,
-                           reason="forward_ad_unsupported", note=first_line(raised),
-                           seconds=time.perf_counter() - t0)
-        if not isinstance(raised, NotImplementedError):
-            # not an absent jvp (torch raises NotImplementedError for one, and for an op
-            # without a forward-mode formula) but one that crashes: what jacfwd would meet
-            return ctx.crash_row("base", "forward_ad", raised, seconds=time.perf_counter() - t0)
-        return ctx.capability_row("base", "forward_ad", "forward_ad", hint="forward_ad_missing",
-                                  reason="forward_ad_missing", note=first_line(raised),
-                                  crash_location=crash_location(raised),
-                                  seconds=time.perf_counter() - t0)
     tol = op.numerical_tolerance(ctx.dtype)
-    results = [input_result(ctx, inputs, i, tol, gen) for i in inputs.diff_index]
+    try:
+        results = [input_result(ctx, inputs, i, tol, gen) for i in inputs.diff_index]
+    except FunctionRaised as raised:
+        # along every input: an op without a forward-mode formula may sit on one input's path
+        # only (a torch.cdist of the second argument)
+        return unsupported_row(ctx, raised.error, raised.along, inputs, t0)
     findings = [f for f, _, _ in results if f is not None]
     max_abs = max((d.stats.max_abs for _, d, _ in results), default=0.0)
     max_rel = max((d.stats.max_rel for _, d, _ in results), default=0.0)
@@ -173,13 +158,44 @@ def forward_ad_row(ctx: CaseContext, inputs: Inputs, gen: torch.Generator,
                    findings=findings, **kw)
 
 
+class FunctionRaised(Exception):
+    """The Function's own forward mode raised along input `along` (input_result's jvp)."""
+
+    def __init__(self, error: BaseException, along: int) -> None:
+        super().__init__(str(error))
+        self.error, self.along = error, along
+
+
+def unsupported_row(ctx: CaseContext, raised: BaseException, along: int, inputs: Inputs,
+                    t0: float) -> CheckRow:
+    """The row of a Function whose forward mode raised along input `along`: a declared skip
+    where the reference has none there either, a missing capability for an absent jvp or
+    formula (NotImplementedError), else an error."""
+    if supports(ctx.op.reference, inputs, along) is not None:
+        # neither has forward mode (or there is nothing that has it): nothing is lost
+        return ctx.row("base", "forward_ad", SKIP, declared=True,
+                       reason="forward_ad_unsupported", note=first_line(raised),
+                       seconds=time.perf_counter() - t0)
+    if not isinstance(raised, NotImplementedError):
+        # not an absent jvp (torch raises NotImplementedError for one, and for an op without a
+        # forward-mode formula) but one that crashes: what jacfwd would meet
+        return ctx.crash_row("base", "forward_ad", raised, seconds=time.perf_counter() - t0)
+    return ctx.capability_row("base", "forward_ad", "forward_ad", hint="forward_ad_missing",
+                              reason="forward_ad_missing", note=first_line(raised),
+                              crash_location=crash_location(raised),
+                              seconds=time.perf_counter() - t0)
+
+
 def input_result(ctx: CaseContext, inputs: Inputs, i: int, tol: Tolerance,
                  gen: torch.Generator) -> tuple[Finding | None, dg.Diff, bool]:
     """Input i's J u compared along one random unit tangent: (finding or None, the
     comparison, whether it was diagnosed densely)."""
     fn, x = ctx.op.function, inputs.args[i]
     u = jac.unit_probe(jac.real_numel(x), gen)
-    got = jvp_along(fn, inputs.clone(), i, u)
+    try:
+        got = jvp_along(fn, inputs.clone(), i, u)
+    except Exception as exc:  # the Function's own forward mode: unsupported_row decides
+        raise FunctionRaised(exc, i) from exc
     keep = got.covered
     fd = jac.directional_derivative(fn, inputs.clone(), i, u, keep=keep)
     tol = with_roundoff(tol, [got.outputs[k] for k in keep], norm=False)
