@@ -216,18 +216,19 @@ def subset_rows(ctx: CaseContext, op: OpDef, inputs: Inputs) -> None:
     probe, against the same derivatives with every input requiring grad, which the base row
     checked (no finite differences: the two are equal by the math).  A first backward that
     returns only the needed gradients, packed, and a double backward that unpacks them by
-    position goes wrong only there (the held-out bug catalogue's cueq264).  A subset whose
-    double backward raises is the capability question the base row answered: no row."""
+    position goes wrong only there (the held-out bug catalogue's cueq264).  Where the full set's
+    double backward raises, the base row's question: no row; where only the subset's does, an
+    error."""
     if len(inputs.diff_index) < 2:
         return
     t0 = time.perf_counter()
     for i in inputs.diff_index:
         try:
-            want = _probed(op.function, inputs.clone(), [i])
+            want = _probed(op.function, inputs.clone(), i)
         except Exception:
             continue  # the base row's question
         try:
-            got = _probed(op.function, inputs.clone(requires_grad={i}), [i])
+            got = _probed(op.function, inputs.clone(requires_grad={i}), i)
         except Exception as exc:
             # raises only where the other inputs do not require grad: an error, as the first
             # order's requires_grad variants make it (a gradient penalty with part of the
@@ -246,24 +247,22 @@ def subset_rows(ctx: CaseContext, op: OpDef, inputs: Inputs) -> None:
                 max_rel_err=max((d.stats.max_rel for d in bad), default=None))
 
 
-def _probed(fn: Callable[..., Any], inputs: Inputs, rows: Sequence[int]) -> list[Tensor]:
-    """The double backward of the gradients of `rows` (input positions, each requiring grad)
-    along seeded random probes u_i: d(sum <g_i, u_i>)/d(x_i) for each i in rows, then
-    d/d(grad_outputs); zeros for what it does not reach."""
+def _probed(fn: Callable[..., Any], inputs: Inputs, i: int) -> list[Tensor]:
+    """The double backward of input i's gradient (i requiring grad) along a seeded random probe
+    u: d<g_i, u>/d(x_i), then d<g_i, u>/d(grad_outputs); zeros for what it does not reach."""
     gen = torch.Generator().manual_seed(SUBSET_SEED)
     # the outputs' shapes from a run on copies: a Function that writes into its inputs leaves
     # the probed ones as they were
     g, g_inputs = gradient_inputs(fn, inputs, gen, call(fn, inputs.clone()))
-    wrt = [g_inputs.args[i] for i in rows] + list(g_inputs.args[len(inputs.args):])
+    wrt = [g_inputs.args[i], *g_inputs.args[len(inputs.args):]]
     with torch.enable_grad():
         # non-leaf copies (as the Function is called in a graph): an in-place write is legal
-        grads = g(*(a.clone() if isinstance(a, Tensor) else a for a in g_inputs.args))
+        grad = g(*(a.clone() if isinstance(a, Tensor) else a
+                   for a in g_inputs.args))[inputs.diff_index.index(i)]
         # input i's probe from a seed of its own: the same whichever inputs require grad
-        total = sum((grads[inputs.diff_index.index(i)] * torch.randn(
-            grads[inputs.diff_index.index(i)].shape, dtype=grads[0].dtype,
-            generator=torch.Generator().manual_seed(SUBSET_SEED + 1 + i))).sum() for i in rows)
-        assert isinstance(total, Tensor)
-        out = torch.autograd.grad(total, wrt, allow_unused=True)
+        u = torch.randn(grad.shape, dtype=grad.dtype,
+                        generator=torch.Generator().manual_seed(SUBSET_SEED + 1 + i))
+        out = torch.autograd.grad((grad * u).sum(), wrt, allow_unused=True)
     return [torch.zeros_like(w) if o is None else o.detach() for o, w in zip(out, wrt, strict=True)]
 
 
