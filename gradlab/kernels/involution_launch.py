@@ -15,7 +15,7 @@ __all__ = ["AUTOTUNE_ENV", "AUTOTUNE_MODES", "CL_CONFIGS", "CONFIGS", "MAX_BLOCK
            "Step", "Switches",
            "autotune_mode", "autotuning", "block_c", "chosen_configs", "cl_default_config",
            "cl_tuning_candidates", "default_config", "launch_config", "make_step",
-           "pixel_blocks", "plan", "read_switches", "record_config", "record_step",
+           "pixel_blocks", "plan", "read_switches", "record_step",
            "tuning_candidates",
            "variant_timing", "vector_channels"]
 
@@ -147,16 +147,19 @@ def _large_compiled(work: int | None, interpreted: bool | None = None) -> bool:
     return not interpreted and (work is None or work >= AUTOTUNE_MIN_WORK)
 
 
-def autotuning(work: int | None = None) -> bool:
+def autotuning(work: int | None = None, mode: str | None = None,
+               interpreted: bool | None = None) -> bool:
     """Whether a launch of `work` multiply-adds autotunes its block size: on a compiled GPU
-    path in mode "1", and only from AUTOTUNE_MIN_WORK on."""
-    return autotune_mode() == "1" and _large_compiled(work)
+    path in mode "1", and only from AUTOTUNE_MIN_WORK on (`mode`, `interpreted`: the switches
+    as a call read them; the environment's now when not given)."""
+    return (mode or autotune_mode()) == "1" and _large_compiled(work, interpreted)
 
 
-def variant_timing(work: int | None = None) -> bool:
+def variant_timing(work: int | None = None, mode: str | None = None,
+                   interpreted: bool | None = None) -> bool:
     """Whether a launch of `work` multiply-adds times the kernel variants (once per shape):
     on a compiled GPU path in mode "1" or "variants", from AUTOTUNE_MIN_WORK on."""
-    return autotune_mode() != "0" and _large_compiled(work)
+    return (mode or autotune_mode()) != "0" and _large_compiled(work, interpreted)
 
 
 #: The shape fields of a launch's record, in its key's order.
@@ -168,13 +171,6 @@ _CHOSEN: dict[tuple[str, str, tuple[Any, ...]], tuple[tuple[int, int, int], str]
 def shape_key(geo: dict[str, int], dtype: object) -> tuple[Any, ...]:
     """A launch's shape as the records key it: dtype name, then SHAPE_KEYS' sizes."""
     return (str(dtype).removeprefix("torch."), *(geo[k] for k in SHAPE_KEYS[1:]))
-
-
-def record_config(kernel: str, variant: str, geo: dict[str, int], dtype: object,
-                  config: tuple[int, int, int], how: str) -> None:
-    """Record the block size, warps and tile one launch ran with ("autotune", "given",
-    "default")."""
-    _CHOSEN[(kernel, variant, shape_key(geo, dtype))] = (config, how)
 
 
 def record_step(step: Step, config: tuple[int, int, int] | None = None) -> None:
@@ -313,7 +309,6 @@ def _new_plan(kernel: str, shapes: tuple[Any, ...], dtype: object, channels_last
     geo = geometry(*shapes)
     rows, cols = (geo["H"], geo["W"]) if kernel == "grad_input" else (geo["Ho"], geo["Wo"])
     work = geo["B"] * geo["C"] * rows * cols * geo["KH"] * geo["KW"]
-    big = _large_compiled(work, interpreted)
     if kernel == "forward":
         shape: tuple[int, ...] = (geo["B"], geo["C"], geo["Ho"], geo["Wo"])
     else:
@@ -322,7 +317,8 @@ def _new_plan(kernel: str, shapes: tuple[Any, ...], dtype: object, channels_last
     if kernel == "grad_input":  # no output pixel reads x: zeros, not nothing
         nothing = nothing or not (math.prod(shapes[1]) and geo["Ho"] * geo["Wo"])
     return Plan(geo, (*shape_key(geo, dtype), "channels_last" if channels_last else "other"),
-                timed=mode != "0" and big, autotune=config is None and mode == "1" and big,
+                timed=variant_timing(work, mode, interpreted),
+                autotune=config is None and autotuning(work, mode, interpreted),
                 shape=shape, nothing=nothing)
 
 
