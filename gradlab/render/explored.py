@@ -9,7 +9,8 @@ from typing import Any
 SEARCH_HINTS: dict[str, str] = {
     "edge_wrong": "wrong on an input at an edge of the case's signature (an empty size, a "
                   "non-square dim, all-zero or one-sign values, an int argument at 0, a bool "
-                  "argument at its other setting, a rank more): the spec case to paste follows",
+                  "or string argument at another setting, a rank more): the spec case to "
+                  "paste follows",
     "edge_raises": "backward raises on an input at an edge of the case's signature, where "
                    "forward and the reference ran: the spec case to paste follows",
     "edge_empty": "wrong, or backward raises, on an input with an empty tensor (a size or an "
@@ -53,6 +54,10 @@ def explored_words(facts: dict[str, Any], case: dict[str, Any] | None) -> str:
     sizes = "; ".join(f"{n} -> {', '.join(map(str, ms))}" for n, ms in facts["sizes"].items())
     said = (f"explored {facts['tried']} inputs in {facts['seconds']:.1f} s: sizes {sizes or '-'}"
             f"; values {', '.join(facts['values']) or '-'}")
+    settings = "; ".join(f"{i} -> {', '.join(map(str, vs))}"
+                         for i, vs in facts.get("settings", {}).items())
+    if settings:
+        said += f"; arguments {settings}"
     if facts.get("refused"):
         said += f"; {facts['refused']} refused by forward (not failures)"
     if facts["unjudgeable"]:

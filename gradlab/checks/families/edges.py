@@ -28,6 +28,7 @@ from torch import Tensor
 
 from gradlab.cases import materialize
 from gradlab.checks.diagnosis import policy
+from gradlab.checks.families.codefacts import NO_FACTS, CodeFacts, code_facts
 from gradlab.checks.families.explore import spec_case
 from gradlab.checks.families.inputspace import (
     SEED,
@@ -72,8 +73,9 @@ class Edge:
     simpler: Point | None = None
 
 
-def edge_points(case: Case) -> Iterator[Edge]:
-    """The case's edge points, in row order."""
+def edge_points(case: Case, facts: CodeFacts = NO_FACTS) -> Iterator[Edge]:
+    """The case's edge points, in row order (facts: what the Function's code says, the other
+    settings of its string arguments)."""
     base = base_point(case)
     for n in empty_sizes(case):
         yield Edge("empty", replace(base, sizes=tuple((m, 0 if m == n else m)
@@ -99,6 +101,9 @@ def edge_points(case: Case) -> Iterator[Edge]:
         yield Edge(f"int_zero[{i}]", replace(base, ints=((i, 0),)))
     for i in flag_axes(case):  # the switch's other setting (the bug catalogue's triton5660)
         yield Edge(f"flag[{i}]", replace(base, ints=((i, not case.args[i]),)))
+    for i, settings in facts.choices:  # a mode's other settings ('sum' for 'mean')
+        for s in settings:
+            yield Edge(f"choice[{i}]", replace(base, ints=((i, s),)))
     ranked = rank_axis(case)
     if ranked:
         yield Edge("rank", replace(base, ranked=ranked))
@@ -168,7 +173,7 @@ def _edge_rows(ctx: CaseContext, want: Run | None) -> None:
              reference_scale(op.reference, case, ctx.device) if op.reference else [])
     kinds: dict[str, list[tuple[Point, Outcome]]] = {}
     seconds: dict[str, float] = {}
-    for e in edge_points(case):
+    for e in edge_points(case, code_facts(op.function, op.reference, case.args)):
         if op.reference is None and not e.kind.startswith(ORACLE_KINDS):
             continue  # judged by the reference only
         if e.after and any(o.verdict in RANK for _, o in kinds.get(e.after, [])):

@@ -29,6 +29,7 @@ from typing import Any
 from torch import Tensor
 
 from gradlab.checks.diagnosis import policy
+from gradlab.checks.families.codefacts import NO_FACTS, CodeFacts, code_facts, threshold_values
 from gradlab.checks.families.inputspace import (
     LARGE,
     SEED,
@@ -38,6 +39,7 @@ from gradlab.checks.families.inputspace import (
     base_point,
     combinations,
     int_axes,
+    int_values,
     one_at_a_time,
     rank_axis,
     resized,
@@ -69,23 +71,28 @@ class Search:
     outcome: Outcome | None = None
     sizes_seen: dict[int, set[int]] | None = None
     kinds_seen: set[str] | None = None
+    #: each plain argument's settings tried (an int's values, a string's other settings)
+    settings_seen: dict[int, set[Any]] = field(default_factory=dict)
 
 
 
 @dataclass(frozen=True)
 class Space:
     """The axes of a case beside its base point's: dims that share a size (each also moved on
-    its own), the int arguments, the argument a rank point extends, and every (argument,
-    dim) of each size (where a shrink moves one dim of a size axis on its own)."""
+    its own), the plain arguments and the values each takes (an int's, a string's other
+    settings), the argument a rank point extends, and every (argument, dim) of each size
+    (where a shrink moves one dim of a size axis on its own)."""
 
     shared: Sequence[tuple[int, int, int]] = ()
-    ints: Sequence[tuple[int, int]] = ()
+    plain: Sequence[tuple[int, Sequence[Any]]] = ()
     ranked: tuple[int, ...] = ()
     dims_of: Mapping[int, Sequence[tuple[int, int]]] = field(default_factory=dict)
 
 
-def space(case: Case) -> Space:
-    return Space(shared_dims(case), int_axes(case), rank_axis(case), size_dims(case))
+def space(case: Case, facts: CodeFacts = NO_FACTS) -> Space:
+    plain = [(i, int_values(n)) for i, n in int_axes(case)]
+    return Space(shared_dims(case), [*plain, *facts.choices], rank_axis(case),
+                 size_dims(case))
 
 
 def search(judge_point: Callable[[Point], Outcome], base: Point, budget: float,
@@ -94,8 +101,8 @@ def search(judge_point: Callable[[Point], Outcome], base: Point, budget: float,
     one fails; a failure is then shrunk (shrink) within what is left of the budget."""
     s = Search(sizes_seen={n: set() for n, _ in base.sizes}, kinds_seen=set())
     start = clock()
-    points = _chain(one_at_a_time(base, axes.shared, axes.ints, axes.ranked),
-                    combinations(base, random.Random(SEED), axes.shared, axes.ints))
+    points = _chain(one_at_a_time(base, axes.shared, axes.plain, axes.ranked),
+                    combinations(base, random.Random(SEED), axes.shared, axes.plain))
     likely: tuple[Point, Outcome] | None = None
     for p in points:
         if clock() - start > budget:
@@ -135,6 +142,8 @@ def _tried(s: Search, judge_point: Callable[[Point], Outcome], p: Point) -> Outc
     for n, m in p.sizes:
         (s.sizes_seen or {}).setdefault(n, set()).add(m)
     (s.kinds_seen if s.kinds_seen is not None else set()).update(k for _, k in p.values)
+    for i, v in p.ints:
+        s.settings_seen.setdefault(i, set()).add(v)
     return out
 
 
@@ -205,6 +214,8 @@ def spec_case(case: Case, point: Point) -> dict[str, Any]:
     for i, kind in point.values:
         if kind in SPEC_VALUES:
             changed.setdefault(i, {}).update(SPEC_VALUES[kind])
+        elif kind == "thresholds":
+            changed.setdefault(i, {})["special"] = [float(f"{v:.6g}") for v in point.planted]
     out: dict[Any, Any] = dict(changed)
     out.update(dict(point.ints))  # a plain argument is set whole: `set: {1: 0}`
     return {"name": "explored", "set": out}
@@ -228,17 +239,20 @@ def explore_row(ctx: CaseContext, budget: float) -> None:
         return
     tol = op.tolerance("float64")
     floor = reference_scale(op.reference, case, ctx.device)
+    facts = code_facts(op.function, op.reference, case.args)
+    base = base_point(case, threshold_values(facts.thresholds))
     with warnings.catch_warnings():  # torch's warnings at probe inputs are not the user's
         warnings.simplefilter("ignore")
         s = search(lambda p: judge(op.function, op.reference, case, p, ctx.device, tol,
-                                   floor), base_point(case), budget, axes=space(case))
-    facts = {"tried": s.tried, "unjudgeable": s.unjudgeable, "refused": s.refused,
+                                   floor), base, budget, axes=space(case, facts))
+    seen = {"tried": s.tried, "unjudgeable": s.unjudgeable, "refused": s.refused,
              "seconds": round(s.seconds, 2),
              "sizes": {n: sorted(m) for n, m in (s.sizes_seen or {}).items()},
-             "values": [k for k in VALUE_KINDS if k in (s.kinds_seen or set())]}
+             "values": [k for k in (*VALUE_KINDS, "thresholds") if k in (s.kinds_seen or set())],
+             "settings": {i: sorted(v, key=str) for i, v in sorted(s.settings_seen.items())}}
     if s.failure is None or s.outcome is None:
         ctx.row("explore", "explore", PASS, seconds=s.seconds,
-                findings=[Finding("explored", -1, "", got=facts)])
+                findings=[Finding("explored", -1, "", got=seen)])
         return
     hint = {"wrong": "explored_wrong", "raises": "explored_raises",
             "broadcast": "explored_broadcast", "scale": "explored_scale",
@@ -246,6 +260,6 @@ def explore_row(ctx: CaseContext, budget: float) -> None:
         s.outcome.verdict, "explored_empty")
     status = policy.status("explore", hint, strict=ctx.options.strict)
     ctx.row("explore", "explore", status, seconds=s.seconds, hint=hint,
-            findings=[Finding("explored", -1, hint, got=facts,
+            findings=[Finding("explored", -1, hint, got=seen,
                               want=spec_case(case, s.failure))],
             note=s.outcome.note)

@@ -1,5 +1,6 @@
-"""Bool arguments at their other setting (the edges check's `flag[i]` points): which points
-flip one, and whether a setting turns random draws on (then no value can be compared)."""
+"""Bool and string arguments at their other settings (the edges check's `flag[i]` and
+`choice[i]` points): which points set one, and whether a setting turns random draws on (then
+no value can be compared)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ from gradlab.model import Case
 
 
 def flipped(case: Case, point: Point) -> bool:
-    """The point sets a bool argument of the case (edges' flag kind)."""
-    return any(isinstance(case.args[i], bool) for i, _ in point.ints if i < len(case.args))
+    """The point sets a bool or string argument of the case (edges' flag and choice kinds):
+    a switch or mode ('train') that may turn random draws on."""
+    return any(isinstance(case.args[i], (bool, str)) for i, _ in point.ints
+               if i < len(case.args))
 
 
 def draws(fn: Callable[..., Any], inputs: Inputs) -> bool:

@@ -40,11 +40,14 @@ class Point:
     sizes: tuple[tuple[int, int], ...]
     values: tuple[tuple[int, str], ...]
     dims: tuple[tuple[int, int, int], ...] = ()
-    #: (argument, value) of each plain int argument moved (a count, a number of bins or
-    #: repeats), or a bool argument flipped (bool is an int)
-    ints: tuple[tuple[int, int], ...] = ()
+    #: (argument, value) of each plain argument set whole: an int moved (a count, a number
+    #: of bins or repeats), a bool flipped, a string at another setting ('sum' for 'mean')
+    ints: tuple[tuple[int, Any], ...] = ()
     #: arguments that gain a trailing dim of RANK_SIZE (a 4-d image where the case has 3-d)
     ranked: tuple[int, ...] = ()
+    #: the values the `thresholds` kind plants (codefacts.threshold_values: either side of
+    #: each threshold the Function's code compares values with)
+    planted: tuple[float, ...] = ()
 
     def moved_axes(self) -> int:
         return (sum(a != b for a, b in self.sizes) + len(self.dims) + len(self.ints)
@@ -133,17 +136,23 @@ def value_axes(case: Case) -> list[int]:
     return out
 
 
-def base_point(case: Case) -> Point:
+def base_point(case: Case, planted: tuple[float, ...] = ()) -> Point:
     return Point(tuple((n, n) for n in size_axes(case)),
-                 tuple((i, "drawn") for i in value_axes(case)))
+                 tuple((i, "drawn") for i in value_axes(case)), planted=planted)
+
+
+def value_kinds(point: Point) -> tuple[str, ...]:
+    """The value kinds a point's value axes take: VALUE_KINDS, and `thresholds` where the
+    Function's code compares values with some (point.planted)."""
+    return (*VALUE_KINDS, "thresholds") if point.planted else VALUE_KINDS
 
 
 def one_at_a_time(base: Point, shared: Sequence[tuple[int, int, int]] = (),
-                  ints: Sequence[tuple[int, int]] = (),
+                  plain: Sequence[tuple[int, Sequence[Any]]] = (),
                   ranked: tuple[int, ...] = ()) -> Iterator[Point]:
     """Each axis alone at each of its values, the rest as the case has them: the size axes,
     each shared dim on its own (one more, empty), the value axes, the int arguments, a rank
-    more."""
+    more.  plain: each plain argument's position and the values it takes."""
     for k, (n, _) in enumerate(base.sizes):
         for m in size_values(n):
             sizes = list(base.sizes)
@@ -153,12 +162,12 @@ def one_at_a_time(base: Point, shared: Sequence[tuple[int, int, int]] = (),
         for m in (n + 1, 1, 0):  # non-square, broadcast against the others, empty
             yield replace(base, dims=((i, d, m),))
     for k, (i, _) in enumerate(base.values):
-        for kind in VALUE_KINDS[1:]:
+        for kind in value_kinds(base)[1:]:
             values = list(base.values)
             values[k] = (i, kind)
             yield replace(base, values=tuple(values))
-    for i, n in ints:
-        for m in int_values(n):
+    for i, settings in plain:
+        for m in settings:
             yield replace(base, ints=((i, m),))
     if ranked:
         yield replace(base, ranked=ranked)
@@ -166,20 +175,22 @@ def one_at_a_time(base: Point, shared: Sequence[tuple[int, int, int]] = (),
 
 def combinations(base: Point, rng: random.Random,
                  shared: Sequence[tuple[int, int, int]] = (),
-                 ints: Sequence[tuple[int, int]] = ()) -> Iterator[Point]:
+                 plain: Sequence[tuple[int, Sequence[Any]]] = ()) -> Iterator[Point]:
     """Seeded random points, each moving about MOVE of the axes (and, one time in three, one
     shared dim on its own)."""
+    kinds = value_kinds(base)
     while True:
         sizes = tuple((n, rng.choice(size_values(n)) if rng.random() < MOVE else n)
                       for n, _ in base.sizes)
-        values = tuple((i, rng.choice(VALUE_KINDS) if rng.random() < MOVE else "drawn")
+        values = tuple((i, rng.choice(kinds) if rng.random() < MOVE else "drawn")
                        for i, _ in base.values)
         dims: tuple[tuple[int, int, int], ...] = ()
         if shared and rng.random() < 1 / 3:
             i, d, n = rng.choice(list(shared))
             dims = ((i, d, rng.choice((n + 1, 2 * n + 1, 1, 0))),)
-        moved = tuple((i, rng.choice(int_values(n))) for i, n in ints if rng.random() < MOVE)
-        yield Point(sizes, values, dims, moved)
+        moved = tuple((i, rng.choice(list(settings))) for i, settings in plain
+                      if rng.random() < MOVE)
+        yield Point(sizes, values, dims, moved, planted=base.planted)
 
 
 def resized(case: Case, point: Point) -> Case | None:
@@ -261,6 +272,12 @@ def with_values(inputs: Inputs, point: Point) -> Inputs:
             x.view(-1)[planted] = 0
         elif kind == "zero":  # every element: a zero rotation, an all-zero mask
             x = torch.zeros_like(x)
+        elif kind == "thresholds":  # a quarter of the elements, the first always, each at a
+            # value either side of a threshold the code compares with (seeded choice)
+            planted = torch.rand(x.numel(), generator=gen) < 0.25
+            planted[0] = True
+            pick = torch.randint(len(point.planted), (int(planted.sum()),), generator=gen)
+            x.view(-1)[planted] = torch.tensor(point.planted, dtype=x.dtype)[pick]
         elif kind == "ties":
             flat = x.reshape(-1)
             flat[1::2] = flat[0::2][: flat[1::2].numel()]
