@@ -13,6 +13,7 @@ torch's own enumerated string arguments (TORCH_CHOICES) for a value of theirs.
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import math
 import numbers
@@ -109,16 +110,24 @@ def _trees(fn: Callable[..., Any] | None) -> Iterator[tuple[ast.AST, dict[str, A
     if fn is None:
         return
     for f in _functions(fn):
-        try:
-            src = textwrap.dedent(inspect.getsource(f))
-            tree = ast.parse(src)
-        except (OSError, TypeError, SyntaxError, IndentationError):
-            continue  # no source (compiled, interactive) or a lambda inside an expression
+        tree = _parsed(f)
+        if tree is None:
+            continue
         env = dict(f.__globals__)
         if f.__closure__:
             env.update(zip(f.__code__.co_freevars,
                            (_cell(c) for c in f.__closure__), strict=True))
         yield tree, env
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(f: Any) -> ast.AST | None:
+    """A function's parsed source (cached: every case of an op reads the same code), or None
+    without source (compiled, interactive) or for a lambda inside a larger expression."""
+    try:
+        return ast.parse(textwrap.dedent(inspect.getsource(f)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return None
 
 
 def _cell(c: Any) -> Any:

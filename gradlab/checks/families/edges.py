@@ -173,7 +173,10 @@ def _edge_rows(ctx: CaseContext, want: Run | None) -> None:
              reference_scale(op.reference, case, ctx.device) if op.reference else [])
     kinds: dict[str, list[tuple[Point, Outcome]]] = {}
     seconds: dict[str, float] = {}
-    for e in edge_points(case, code_facts(op.function, op.reference, case.args)):
+    # the code is read only for its string arguments' settings (thresholds are explore's)
+    facts = (code_facts(op.function, op.reference, case.args)
+             if any(isinstance(a, str) for a in case.args) else NO_FACTS)
+    for e in edge_points(case, facts):
         if op.reference is None and not e.kind.startswith(ORACLE_KINDS):
             continue  # judged by the reference only
         if e.after and any(o.verdict in RANK for _, o in kinds.get(e.after, [])):
