@@ -170,3 +170,23 @@ def test_explore_says_which_settings_it_tried() -> None:
     (row,) = [r for r in report.rows if r.check == "explore"]
     assert row.status == "pass", message(row)
     assert "arguments 1 -> none, sum" in message(row)
+
+
+def test_a_string_passed_by_keyword_is_set_by_its_name() -> None:
+    def by_keyword(x: Tensor, *, reduction: str = "mean") -> Tensor:
+        return Squares.apply(x, reduction)
+
+    def fixed_by_keyword(x: Tensor, *, reduction: str = "mean") -> Tensor:
+        return SquaresFixed.apply(x, reduction)
+
+    # the wrapper's code names the Function: its comparisons count
+    facts = code_facts(by_keyword, squares, (rand(2),), {"reduction": "mean"})
+    assert facts.choices == (("reduction", ("sum", "none")),)
+    x = rand(3, 4)
+    report = gradlab.check(by_keyword, [x], kwargs={"reduction": "mean"}, reference=squares)
+    assert rows(report, "edges")["choice[reduction]"] == ("fail", "edge_wrong"), report.rows
+    (row,) = [r for r in report.rows if r.variant == "choice[reduction]"]
+    assert row.findings[0].want["set"]["reduction"] in ("sum", "none")
+    report = gradlab.check(fixed_by_keyword, [x], kwargs={"reduction": "mean"},
+                           reference=squares)
+    assert rows(report, "edges")["choice[reduction]"][0] == "pass"

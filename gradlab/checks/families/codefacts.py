@@ -19,7 +19,7 @@ import math
 import numbers
 import textwrap
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,10 +46,11 @@ MAX_THRESHOLDS = 4
 
 @dataclass(frozen=True)
 class CodeFacts:
-    """The settings of each string argument (position: others than the case's) and the
-    thresholds (non-zero, non-integer numbers) its code compares values with."""
+    """The settings of each string argument (its position, or its name as a keyword: others
+    than the case's) and the thresholds (non-zero, non-integer numbers) its code compares
+    values with."""
 
-    choices: tuple[tuple[int, tuple[str, ...]], ...] = ()
+    choices: tuple[tuple[int | str, tuple[str, ...]], ...] = ()
     thresholds: tuple[float, ...] = ()
 
 
@@ -58,22 +59,23 @@ NO_FACTS = CodeFacts()
 
 
 def code_facts(fn: Callable[..., Any], ref: Callable[..., Any] | None,
-               args: tuple[Any, ...]) -> CodeFacts:
+               args: tuple[Any, ...], kwargs: Mapping[str, Any] | None = None) -> CodeFacts:
     """The facts of `fn` (and of `ref`, the same math, for string settings) for a call with
-    `args`; empty where no source can be read."""
+    `args` and `kwargs`; empty where no source can be read."""
     trees = list(_trees(fn))
     ref_trees = list(_trees(ref)) if ref is not None else []
     names = _parameter_names(fn, len(args))
+    strings: list[tuple[int | str, str, str]] = [  # (where, the parameter's name, the value)
+        (i, names[i], a) for i, a in enumerate(args) if isinstance(a, str) and i < len(names)]
+    strings += [(k, k, v) for k, v in (kwargs or {}).items() if isinstance(v, str)]
     choices = []
-    for i, a in enumerate(args):
-        if not isinstance(a, str) or i >= len(names):
-            continue
-        found = [*_literal_choices(fn, i), *(s for t, _ in trees + ref_trees
-                                             for s in _strings_of(t, names[i]))]
+    for where, name, a in strings:
+        found = [*_literal_choices(fn, name), *(s for t, _ in trees + ref_trees
+                                                for s in _strings_of(t, name))]
         found += [s for group in TORCH_CHOICES if a in group for s in group]
         others = tuple(dict.fromkeys(s for s in found if s != a))[:MAX_CHOICES]
         if others:
-            choices.append((i, others))
+            choices.append((where, others))
     thresholds = tuple(dict.fromkeys(c for t, env in trees for c in _compared_numbers(t, env)))
     return CodeFacts(tuple(choices), thresholds[:MAX_THRESHOLDS])
 
@@ -152,16 +154,15 @@ def _parameter_names(fn: Callable[..., Any], n: int) -> list[str]:
     return names[:n]
 
 
-def _literal_choices(fn: Callable[..., Any], i: int) -> list[str]:
-    """The strings of a `Literal[...]` annotation on the i-th argument."""
+def _literal_choices(fn: Callable[..., Any], name: str) -> list[str]:
+    """The strings of a `Literal[...]` annotation on the parameter `name`."""
     owner = getattr(fn, "__self__", None)
     target = owner.forward if isinstance(owner, type) else fn
     try:
         hints = typing.get_type_hints(target)
-        names = _parameter_names(fn, i + 1)
     except Exception:  # an annotation naming what the module cannot resolve
         return []
-    hint = hints.get(names[i]) if i < len(names) else None
+    hint = hints.get(name)
     if typing.get_origin(hint) is typing.Literal:
         return [s for s in typing.get_args(hint) if isinstance(s, str)]
     return []

@@ -174,8 +174,9 @@ def _edge_rows(ctx: CaseContext, want: Run | None) -> None:
     kinds: dict[str, list[tuple[Point, Outcome]]] = {}
     seconds: dict[str, float] = {}
     # the code is read only for its string arguments' settings (thresholds are explore's)
-    facts = (code_facts(op.function, op.reference, case.args)
-             if any(isinstance(a, str) for a in case.args) else NO_FACTS)
+    facts = (code_facts(op.function, op.reference, case.args, case.kwargs)
+             if any(isinstance(a, str) for a in [*case.args, *case.kwargs.values()])
+             else NO_FACTS)
     for e in edge_points(case, facts):
         if op.reference is None and not e.kind.startswith(ORACLE_KINDS):
             continue  # judged by the reference only

@@ -72,7 +72,7 @@ class Search:
     sizes_seen: dict[int, set[int]] | None = None
     kinds_seen: set[str] | None = None
     #: each plain argument's settings tried (an int's values, a string's other settings)
-    settings_seen: dict[int, set[Any]] = field(default_factory=dict)
+    settings_seen: dict[int | str, set[Any]] = field(default_factory=dict)
 
 
 
@@ -84,7 +84,7 @@ class Space:
     (where a shrink moves one dim of a size axis on its own)."""
 
     shared: Sequence[tuple[int, int, int]] = ()
-    plain: Sequence[tuple[int, Sequence[Any]]] = ()
+    plain: Sequence[tuple[int | str, Sequence[Any]]] = ()
     ranked: tuple[int, ...] = ()
     dims_of: Mapping[int, Sequence[tuple[int, int]]] = field(default_factory=dict)
 
@@ -239,7 +239,7 @@ def explore_row(ctx: CaseContext, budget: float) -> None:
         return
     tol = op.tolerance("float64")
     floor = reference_scale(op.reference, case, ctx.device)
-    facts = code_facts(op.function, op.reference, case.args)
+    facts = code_facts(op.function, op.reference, case.args, case.kwargs)
     base = base_point(case, threshold_values(facts.thresholds))
     with warnings.catch_warnings():  # torch's warnings at probe inputs are not the user's
         warnings.simplefilter("ignore")
@@ -249,7 +249,8 @@ def explore_row(ctx: CaseContext, budget: float) -> None:
              "seconds": round(s.seconds, 2),
              "sizes": {n: sorted(m) for n, m in (s.sizes_seen or {}).items()},
              "values": [k for k in (*VALUE_KINDS, "thresholds") if k in (s.kinds_seen or set())],
-             "settings": {i: sorted(v, key=str) for i, v in sorted(s.settings_seen.items())}}
+             "settings": {i: sorted(v, key=str)
+                          for i, v in sorted(s.settings_seen.items(), key=lambda kv: str(kv[0]))}}
     if s.failure is None or s.outcome is None:
         ctx.row("explore", "explore", PASS, seconds=s.seconds,
                 findings=[Finding("explored", -1, "", got=seen)])

@@ -17,8 +17,9 @@ from gradlab.model import Case
 def flipped(case: Case, point: Point) -> bool:
     """The point sets a bool or string argument of the case (edges' flag and choice kinds):
     a switch or mode ('train') that may turn random draws on."""
-    return any(isinstance(case.args[i], (bool, str)) for i, _ in point.ints
-               if i < len(case.args))
+    return any(isinstance(case.kwargs.get(i) if isinstance(i, str) else
+                          case.args[i] if i < len(case.args) else None, (bool, str))
+               for i, _ in point.ints)
 
 
 def draws(fn: Callable[..., Any], inputs: Inputs) -> bool:

@@ -40,9 +40,10 @@ class Point:
     sizes: tuple[tuple[int, int], ...]
     values: tuple[tuple[int, str], ...]
     dims: tuple[tuple[int, int, int], ...] = ()
-    #: (argument, value) of each plain argument set whole: an int moved (a count, a number
-    #: of bins or repeats), a bool flipped, a string at another setting ('sum' for 'mean')
-    ints: tuple[tuple[int, Any], ...] = ()
+    #: (argument, value) of each plain argument set whole (a position, or a keyword's name):
+    #: an int moved (a count, a number of bins or repeats), a bool flipped, a string at
+    #: another setting ('sum' for 'mean')
+    ints: tuple[tuple[int | str, Any], ...] = ()
     #: arguments that gain a trailing dim of RANK_SIZE (a 4-d image where the case has 3-d)
     ranked: tuple[int, ...] = ()
     #: the values the `thresholds` kind plants (codefacts.threshold_values: either side of
@@ -148,7 +149,7 @@ def value_kinds(point: Point) -> tuple[str, ...]:
 
 
 def one_at_a_time(base: Point, shared: Sequence[tuple[int, int, int]] = (),
-                  plain: Sequence[tuple[int, Sequence[Any]]] = (),
+                  plain: Sequence[tuple[int | str, Sequence[Any]]] = (),
                   ranked: tuple[int, ...] = ()) -> Iterator[Point]:
     """Each axis alone at each of its values, the rest as the case has them: the size axes,
     each shared dim on its own (one more, empty), the value axes, the int arguments, a rank
@@ -175,7 +176,7 @@ def one_at_a_time(base: Point, shared: Sequence[tuple[int, int, int]] = (),
 
 def combinations(base: Point, rng: random.Random,
                  shared: Sequence[tuple[int, int, int]] = (),
-                 plain: Sequence[tuple[int, Sequence[Any]]] = ()) -> Iterator[Point]:
+                 plain: Sequence[tuple[int | str, Sequence[Any]]] = ()) -> Iterator[Point]:
     """Seeded random points, each moving about MOVE of the axes (and, one time in three, one
     shared dim on its own)."""
     kinds = value_kinds(base)
@@ -216,7 +217,8 @@ def resized(case: Case, point: Point) -> Case | None:
                          layout="contiguous" if a.layout == "strided" else a.layout)
                  if isinstance(a, TensorArg) else _reshaped(a, shape))
         args.append(a)
-    return replace(case, args=tuple(args))
+    kwargs = {**case.kwargs, **{k: v for k, v in point.ints if isinstance(k, str)}}
+    return replace(case, args=tuple(args), kwargs=kwargs)
 
 
 def _resizable(a: TensorArg | Tensor) -> bool:
