@@ -332,3 +332,50 @@ def test_one_dim_of_a_shared_size_shrinks_on_its_own() -> None:
     assert row.status == "fail", message(row)
     got = row.findings[0].want["set"]
     assert got[0]["shape"][0] == 5 and got[1]["shape"][1] == 1, got
+
+
+class RowScan(torch.autograd.Function):
+    """h[t] = a[t] * h[t-1] + x[t] along dim 1, row by row (a loop over the batch, which an
+    empty batch skips whatever the lengths); backward multiplies by a, raising where a's and
+    x's lengths differ."""
+
+    @staticmethod
+    def forward(ctx, a, x):
+        ctx.save_for_backward(a)
+        out = torch.zeros_like(x)
+        for b in range(x.shape[0]):
+            h = torch.zeros_like(x[b, 0])
+            for t in range(x.shape[1]):
+                h = a[b, t] * h + x[b, t]
+                out[b, t] = h
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        gx = torch.zeros_like(g)
+        carry = torch.zeros_like(g[:, 0])
+        for t in reversed(range(g.shape[1])):
+            carry = g[:, t] + carry * (a[:, t + 1] if t + 1 < a.shape[1] else 0)
+            gx[:, t] = carry
+        return None, gx * torch.ones_like(a)  # a's length against x's: raises where they differ
+
+
+def row_scan_ref(a, x):
+    h, out = torch.zeros_like(x[:, 0]), []
+    for t in range(x.shape[1]):
+        h = a[:, t] * h + x[:, t]
+        out.append(h)
+    return torch.stack(out, 1)
+
+
+def test_an_empty_batch_of_shapes_the_reference_refuses_anyway_is_not_judged() -> None:
+    # a [0, 2] against x [0, 5]: forward's loop runs no row and the output is empty, but the
+    # reference refuses those lengths with rows too: no valid call, never a failure
+    a = torch.rand(3, 4, dtype=torch.float64)
+    x = torch.rand(3, 4, dtype=torch.float64, requires_grad=True)
+    report = gradlab.check(RowScan.apply, [a, x], reference=row_scan_ref,
+                           checks=["forward", "gradient", "explore"], explore=BUDGET)
+    row = explore_row(report)
+    # (its forward accepts a batch of a against one of x that it does not broadcast: a warn)
+    assert row.status != "fail" and row.hint != "explored_empty", message(row)
