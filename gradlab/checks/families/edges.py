@@ -28,7 +28,7 @@ from torch import Tensor
 
 from gradlab.cases import materialize
 from gradlab.checks.diagnosis import policy
-from gradlab.checks.families.codefacts import NO_FACTS, CodeFacts, code_facts
+from gradlab.checks.families.codefacts import NO_FACTS, CodeFacts, code_facts, threshold_values
 from gradlab.checks.families.explore import spec_case
 from gradlab.checks.families.inputspace import (
     SEED,
@@ -40,6 +40,7 @@ from gradlab.checks.families.inputspace import (
     shared_dims,
 )
 from gradlab.checks.families.pointjudge import Outcome, judge, magnitudes, reference_scale
+from gradlab.checks.families.sizes import component_sizes
 from gradlab.checks.numeric.context import CaseContext
 from gradlab.checks.numeric.execute import Run, requiring_grad, run_once
 from gradlab.model import Case, TensorArg
@@ -75,8 +76,8 @@ class Edge:
 
 def edge_points(case: Case, facts: CodeFacts = NO_FACTS) -> Iterator[Edge]:
     """The case's edge points, in row order (facts: what the Function's code says, the other
-    settings of its string arguments)."""
-    base = base_point(case)
+    settings of its string arguments and the thresholds it compares values with)."""
+    base = base_point(case, threshold_values(facts.thresholds))
     for n in empty_sizes(case):
         yield Edge("empty", replace(base, sizes=tuple((m, 0 if m == n else m)
                                                       for m, _ in base.sizes)))
@@ -97,6 +98,10 @@ def edge_points(case: Case, facts: CodeFacts = NO_FACTS) -> Iterator[Edge]:
     # the default check more than its 20%: bench_check.py --edges)
     for k, (i, _) in enumerate(base.values):
         yield Edge(f"zero[{i}]", _valued(base, k, "zero"), simpler=_valued(base, k, "zeros"))
+    if base.planted:  # values either side of each threshold the code compares with, which
+        # the case's own may never reach (a splat skipped below alpha 1/255)
+        for k, (i, _) in enumerate(base.values):
+            yield Edge(f"threshold[{i}]", _valued(base, k, "thresholds"))
     for i, _ in int_axes(case):
         yield Edge(f"int_zero[{i}]", replace(base, ints=((i, 0),)))
     for i in flag_axes(case):  # the switch's other setting (the bug catalogue's triton5660)
@@ -125,7 +130,8 @@ def empty_sizes(case: Case) -> list[int]:
                   and len(a.shape) > 0), None)
     if first is None:
         return []
-    ends = [n for n in (first.shape[0], first.shape[-1]) if n > 1]
+    parts = component_sizes(case.args)
+    ends = [n for n in (first.shape[0], first.shape[-1]) if n > 1 and n not in parts]
     return list(dict.fromkeys(ends))
 
 
@@ -173,10 +179,7 @@ def _edge_rows(ctx: CaseContext, want: Run | None) -> None:
              reference_scale(op.reference, case, ctx.device) if op.reference else [])
     kinds: dict[str, list[tuple[Point, Outcome]]] = {}
     seconds: dict[str, float] = {}
-    # the code is read only for its string arguments' settings (thresholds are explore's)
-    facts = (code_facts(op.function, op.reference, case.args, case.kwargs)
-             if any(isinstance(a, str) for a in [*case.args, *case.kwargs.values()])
-             else NO_FACTS)
+    facts = code_facts(op.function, op.reference, case.args, case.kwargs)
     for e in edge_points(case, facts):
         if op.reference is None and not e.kind.startswith(ORACLE_KINDS):
             continue  # judged by the reference only

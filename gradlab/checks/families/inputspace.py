@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from gradlab.cases import Inputs, copy_like
-from gradlab.checks.families.sizes import grown_within
+from gradlab.checks.families.sizes import component_sizes, grown_within
 from gradlab.model import Case, TensorArg
 
 #: The value kinds of a floating differentiable input (VALUES[kind] makes them from a draw).
@@ -27,6 +27,9 @@ MAX_ELEMENTS = 4096
 TINY, LARGE = 1e-6, 1e3
 #: Seed of the search (a run is reproducible) and of each point's values.
 SEED = 2024
+#: The relative spread of the values the `thresholds` kind plants about each (clear of the
+#: threshold itself: codefacts.THRESHOLD_SIDE is 10x it).
+JITTER = 1e-3
 #: The share of axes a random combination moves away from the case's own value.
 MOVE = 0.4
 
@@ -62,9 +65,11 @@ RANK_SIZE = 2
 def size_axes(case: Case) -> list[int]:
     """The case's distinct tensor sizes above 1, largest first (each one axis).  A dim of 1 is
     a broadcast or keepdim dim by the case's own choice (a [1] scale, a [1, 1] parameter):
-    growing it changes what the argument means, not how large it is."""
+    growing it changes what the argument means, not how large it is; so does growing a
+    constant's components (sizes.component_sizes)."""
     shapes = [tuple(a.shape) for a in case.args if isinstance(a, (TensorArg, Tensor))]
-    return sorted({n for s in shapes for n in s if n > 1}, reverse=True)
+    return sorted({n for s in shapes for n in s if n > 1} - component_sizes(case.args),
+                  reverse=True)
 
 
 def size_dims(case: Case) -> dict[int, list[tuple[int, int]]]:
@@ -110,8 +115,9 @@ def rank_axis(case: Case) -> tuple[int, ...]:
 def shared_dims(case: Case) -> list[tuple[int, int, int]]:
     """(argument, dim, size) of every dim whose size another dim shares: each also moves on its
     own (where the sizes must agree the reference refuses it, a point not judgeable)."""
+    parts = component_sizes(case.args)  # a constant's components stay as they are
     dims = [(i, d, n) for i, a in enumerate(case.args) if isinstance(a, (TensorArg, Tensor))
-            for d, n in enumerate(tuple(a.shape)) if n > 1]  # a 1 is the case's broadcast
+            for d, n in enumerate(tuple(a.shape)) if n > 1 and n not in parts]
     count: dict[int, int] = {}
     for _, _, n in dims:
         count[n] = count.get(n, 0) + 1
@@ -274,12 +280,13 @@ def with_values(inputs: Inputs, point: Point) -> Inputs:
             x.view(-1)[planted] = 0
         elif kind == "zero":  # every element: a zero rotation, an all-zero mask
             x = torch.zeros_like(x)
-        elif kind == "thresholds":  # a quarter of the elements, the first always, each at a
-            # value either side of a threshold the code compares with (seeded choice)
-            planted = torch.rand(x.numel(), generator=gen) < 0.25
-            planted[0] = True
-            pick = torch.randint(len(point.planted), (int(planted.sum()),), generator=gen)
-            x.view(-1)[planted] = torch.tensor(point.planted, dtype=x.dtype)[pick]
+        elif kind == "thresholds":  # every element beside a threshold the code compares
+            # with, on a seeded random side, at a jittered distance (no two alike: no ties):
+            # the case's own values mostly lie on one side, so every pattern of sides shows
+            pick = torch.randint(len(point.planted), (x.numel(),), generator=gen)
+            jitter = 1 + JITTER * torch.rand(x.numel(), generator=gen, dtype=torch.float64)
+            planted = torch.tensor(point.planted, dtype=torch.float64)[pick]
+            x.view(-1)[:] = (planted * jitter).to(x.dtype)
         elif kind == "ties":
             flat = x.reshape(-1)
             flat[1::2] = flat[0::2][: flat[1::2].numel()]

@@ -87,10 +87,28 @@ def _fixed(a: Any) -> bool:
     return isinstance(a, Tensor) and not (a.is_floating_point() or a.is_complex())
 
 
+def constant(t: Any) -> bool:
+    """An example tensor that does not require grad (floating, not empty): data the Function is
+    conditioned on, given by the caller, whose rows may each have to be a valid object (a unit
+    quaternion, a pose, soft targets summing to 1) by a rule its values cannot show.  gradlab
+    never invents its values: it grows by its own rows repeated (grown_within), and its last
+    dim, one object's components, is not grown (component_sizes) nor repeated (the expanded
+    variant).  pypose's Lie groups in the calibration set: 23 false fail rows where drawn
+    rows or components left the group."""
+    return (isinstance(t, Tensor) and not t.requires_grad and t.dim() >= 1 and t.numel() > 0
+            and (t.is_floating_point() or t.is_complex()))
+
+
+def component_sizes(args: Sequence[Any]) -> set[int]:
+    """The last-dim sizes of the constants: each row one object's components."""
+    return {a.shape[-1] for a in args if constant(a)}
+
+
 def ragged_sizes(args: Sequence[Any]) -> list[int]:
     """The sizes the ragged variant grows: the largest distinct dims above 1 that no fixed
-    tensor (given values, integer or bool) has, since those cannot grow with the others."""
-    fixed = {n for a in args if _fixed(a) for n in tuple(a.shape)}
+    tensor (given values, integer or bool) has, since those cannot grow with the others, and
+    no constant holds as its components (component_sizes)."""
+    fixed = {n for a in args if _fixed(a) for n in tuple(a.shape)} | component_sizes(args)
     sizes = sorted({n for shape in _shapes(args) for n in shape if n > 1} - fixed, reverse=True)
     return sizes[:RAGGED_SIZES]
 
@@ -122,8 +140,11 @@ def grown_within(a: Tensor, shape: Sequence[int]) -> Tensor:
 
     A tensor given to the API is the only evidence of its domain (an entmax alpha must exceed
     1, a variance be positive): values drawn from [-1, 1] instead left it and blamed the
-    Function for the reference's own NaN (entmax_bisect's ragged rows)."""
+    Function for the reference's own NaN (entmax_bisect's ragged rows).  A constant grows by
+    its own rows repeated (tiled: constant says why)."""
     t = a.detach().to("cpu")
+    if constant(a):
+        return tiled(t, shape).to(device=a.device)
     real = torch.view_as_real(t).to(torch.float64) if t.is_complex() else t.to(torch.float64)
     lead = tuple(slice(0, n) for n in t.shape)
     out_shape = (*shape, *((2,) if t.is_complex() else ()))
@@ -138,6 +159,16 @@ def grown_within(a: Tensor, shape: Sequence[int]) -> Tensor:
         u[lead] = real  # the case's own values where they fit
     values = torch.view_as_complex(u.contiguous()) if t.is_complex() else u
     return values.to(device=a.device, dtype=a.dtype)
+
+
+def tiled(t: Tensor, shape: Sequence[int]) -> Tensor:
+    """`t` (of as many dims, none empty) at `shape`: its own slices repeated cyclically along
+    every dim (a smaller size keeps the leading block)."""
+    out = t
+    for d, m in enumerate(shape):
+        index = torch.arange(m, device=t.device) % out.shape[d]
+        out = out.index_select(d, index)
+    return out.contiguous()
 
 
 def ragged_inputs(case: Case, sizes: Sequence[int], dtype: str, device: str) -> Inputs:

@@ -19,9 +19,9 @@ from torch import Tensor
 
 from gradlab.cases import Inputs, copy_like, materialize, narrowed, plain_copy, relayout
 from gradlab.checks.diagnosis.hints import ONLY_HINT
+from gradlab.checks.families import sizes as sz
 from gradlab.checks.families.judgeable import judgeable
 from gradlab.checks.families.repeats import repeat_variants, tie_convention
-from gradlab.checks.families.sizes import magnitude_inputs, ragged_inputs, ragged_name, ragged_sizes
 from gradlab.checks.families.values import conventions, left_out, value_families
 from gradlab.checks.families.verdicts import (
     LAYOUT_FAMILIES,
@@ -81,9 +81,12 @@ def families(ctx: CaseContext) -> set[str]:
 
 
 def _layout_applies(family: str, t: Tensor) -> bool:
-    if family == "expanded" and not (t.is_floating_point() or t.is_complex()):
-        # repeating an index or a mask's first slice makes another input, not another layout
-        return False
+    if family == "expanded":
+        # an index's or a mask's first slice repeated is another input, not another layout; so
+        # is a constant's first component repeated along its last dim (relayout's dim)
+        dim = next((d for d, n in enumerate(t.shape) if n > 1), None)
+        return (t.is_floating_point() or t.is_complex()) and t.dim() >= 1 and not (
+            sz.constant(t) and dim == t.dim() - 1)
     if family == "channels_last":
         return t.dim() == 4 and not t.is_contiguous(memory_format=torch.channels_last)
     if family == "transposed":
@@ -109,11 +112,11 @@ def layout_variants(fams: set[str], base: Inputs) -> Iterator[Variant]:
 def value_variants(ctx: CaseContext, fams: set[str], base: Inputs) -> Iterator[Variant]:
     """Large magnitudes and ragged sizes (gradlab.checks.families.sizes)."""
     if "magnitude" in fams:
-        big = magnitude_inputs(base, ctx.dtype)
+        big = sz.magnitude_inputs(base, ctx.dtype)
         if big is not None:
             yield Variant("magnitude", "magnitude", big, new_values=True)
     if "ragged" in fams:
-        sizes = ragged_sizes(ctx.case.args)
+        sizes = sz.ragged_sizes(ctx.case.args)
         if sizes:
             yield ragged_variant(ctx, sizes)
     for name, family, inputs in repeat_variants(fams, base, ctx.op.reference is not None):
@@ -124,14 +127,13 @@ def value_variants(ctx: CaseContext, fams: set[str], base: Inputs) -> Iterator[V
 
 def ragged_variant(ctx: CaseContext, sizes: Sequence[int]) -> Variant:
     """The case with `sizes` grown (gradlab.checks.families.sizes)."""
-    return Variant(ragged_name(sizes), "ragged",
-                   ragged_inputs(ctx.case, sizes, ctx.dtype, ctx.device), new_values=True,
+    return Variant(sz.ragged_name(sizes), "ragged",
+                   sz.ragged_inputs(ctx.case, sizes, ctx.dtype, ctx.device), new_values=True,
                    sizes=tuple(sizes))
 
 
 def ragged_parts(ctx: CaseContext, v: Variant) -> Iterator[Variant]:
-    """The ragged variant's sizes grown one at a time (after the variant growing them all
-    failed or was refused: which size does it?)."""
+    """The ragged variant's sizes grown one at a time (after all of them failed: which?)."""
     for n in v.sizes:
         yield ragged_variant(ctx, [n])
 

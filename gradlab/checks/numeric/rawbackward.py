@@ -183,7 +183,9 @@ def returned_gradients(args: Sequence[Any], raw: Sequence[Any]) -> list[Finding]
             if grad is not None:
                 found.append(Finding("input", i, "non_tensor_grad", want=type(arg).__name__))
             continue
-        if isinstance(grad, Tensor):
+        if isinstance(grad, Tensor) and arg.requires_grad:
+            # a gradient for an input that does not require grad is dropped by autograd
+            # unread (validate_outputs skips its edge): nothing of the call's
             found += tensor_findings(i, grad, arg)
     return found
 
