@@ -5,15 +5,15 @@ valid call at all (indices into nothing)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from gradlab.cases import Inputs, materialize
-from gradlab.checks.families.inputspace import SEED, Point, resized
+from gradlab.cases import Inputs
+from gradlab.checks.families.inputspace import Point
 from gradlab.model import Case, TensorArg
 
 
@@ -38,23 +38,6 @@ def filled(case: Case, point: Point) -> Point:
                    dims=tuple((i, d, case.args[i].shape[d] if m == 0 else m)
                               for i, d, m in point.dims),
                    ints=tuple((i, v) for i, v in point.ints if v != 0))
-
-
-def refused_filled(ref: Callable[..., Any], case: Case, point: Point, device: str) -> bool:
-    """The reference refuses the point with its emptiness filled (filled) too: its shapes are
-    no valid call (an A [0, 2] scanned against an X [0, 5]), whatever an empty batch lets
-    through, so an empty output there says nothing."""
-    again = filled(case, point)
-    sized = resized(case, again) if again != point else None
-    if sized is None:
-        return False
-    try:
-        inputs = materialize(sized, "float64", device, SEED)
-        with torch.no_grad():
-            ref(*inputs.args, **inputs.kwargs)
-    except Exception:
-        return True
-    return False
 
 
 def indices_into_nothing(inputs: Inputs) -> bool:
