@@ -159,7 +159,7 @@ def shrink(s: Search, judge_point: Callable[[Point], Outcome], p: Point, out: Ou
     changed = True
     while changed and not over():
         changed = False
-        for cand in _smaller(p, dims_of or {}):
+        for cand in _redrawn(_smaller(p, dims_of or {})):
             if over():
                 break
             o = _tried(s, judge_point, cand)
@@ -167,6 +167,19 @@ def shrink(s: Search, judge_point: Callable[[Point], Outcome], p: Point, out: Ou
                 p, out, changed = cand, Outcome(out.verdict, o.note), True
                 break
     return p, out
+
+
+#: The draws a shrink tries of a smaller point whose values are drawn sides of thresholds: a
+#: pattern of sides that fails at 3 rows shows at 1 row in one draw of 4 or so.
+SHRINK_DRAWS = 4
+
+
+def _redrawn(points: Iterator[Point]) -> Iterator[Point]:
+    """Each point, then (where a value axis plants thresholds' sides) its other draws."""
+    for p in points:
+        yield p
+        if any(kind == "thresholds" for _, kind in p.values):
+            yield from (replace(p, draw=d) for d in range(1, SHRINK_DRAWS) if d != p.draw)
 
 
 def _smaller(p: Point, dims_of: Mapping[int, Sequence[tuple[int, int]]]) -> Iterator[Point]:

@@ -52,6 +52,8 @@ class Point:
     #: the values the `thresholds` kind plants (codefacts.threshold_values: either side of
     #: each threshold the Function's code compares values with)
     planted: tuple[float, ...] = ()
+    #: the draw of the value kinds' random choices (which side of a threshold, which zeros)
+    draw: int = 0
 
     def moved_axes(self) -> int:
         return (sum(a != b for a, b in self.sizes) + len(self.dims) + len(self.ints)
@@ -263,8 +265,8 @@ def _reshaped(a: Tensor, shape: tuple[int, ...]) -> Tensor:
 
 
 def with_values(inputs: Inputs, point: Point) -> Inputs:
-    """The inputs with each value axis' kind applied (seeded)."""
-    gen = torch.Generator().manual_seed(SEED)
+    """The inputs with each value axis' kind applied (seeded, by the point's draw)."""
+    gen = torch.Generator().manual_seed(SEED + point.draw)
     for i, kind in point.values:
         t = inputs.args[i]
         if kind == "drawn" or not isinstance(t, Tensor) or t.numel() == 0:
