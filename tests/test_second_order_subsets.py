@@ -96,3 +96,16 @@ def test_an_in_place_function_passes_every_subset() -> None:
 def test_one_differentiable_input_has_no_subset_rows() -> None:
     e = BY_ID["kornia367-where-division-nan"]
     assert entry_rows(e.twin, e.id) == []
+
+
+def mean_and_spread(x: Tensor, s: Tensor) -> tuple[Tensor, Tensor]:
+    """Two outputs, the second of s alone (a filter's covariance beside its mean): with only x
+    requiring grad, the second does not require grad."""
+    return x * s.exp(), (2 * s).sin()
+
+
+def test_an_output_that_does_not_depend_on_the_subset_passes() -> None:
+    x = torch.rand(4, dtype=torch.float64, requires_grad=True)
+    s = torch.rand(4, dtype=torch.float64, requires_grad=True)
+    assert subset_rows(mean_and_spread, [x, s], mean_and_spread) == [
+        ("requires_grad=[0]", "pass", ""), ("requires_grad=[1]", "pass", "")]

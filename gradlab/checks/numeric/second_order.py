@@ -254,7 +254,10 @@ def _probed(fn: Callable[..., Any], inputs: Inputs, i: int) -> list[Tensor]:
     # the outputs' shapes from a run on copies: a Function that writes into its inputs leaves
     # the probed ones as they were
     g, g_inputs = gradient_inputs(fn, inputs, gen, call(fn, inputs.clone()))
+    # an output that does not depend on input i (a covariance beside a mean, when only the
+    # measurements require grad) takes a grad_output that does not require grad: not asked
     wrt = [g_inputs.args[i], *g_inputs.args[len(inputs.args):]]
+    asked = [w for w in wrt if w.requires_grad]
     with torch.enable_grad():
         # non-leaf copies (as the Function is called in a graph): an in-place write is legal
         grad = g(*(a.clone() if isinstance(a, Tensor) else a
@@ -262,7 +265,8 @@ def _probed(fn: Callable[..., Any], inputs: Inputs, i: int) -> list[Tensor]:
         # input i's probe from a seed of its own: the same whichever inputs require grad
         u = torch.randn(grad.shape, dtype=grad.dtype,
                         generator=torch.Generator().manual_seed(SUBSET_SEED + 1 + i))
-        out = torch.autograd.grad((grad * u).sum(), wrt, allow_unused=True)
+        got = iter(torch.autograd.grad((grad * u).sum(), asked, allow_unused=True))
+    out = [next(got) if w.requires_grad else None for w in wrt]
     return [torch.zeros_like(w) if o is None else o.detach() for o, w in zip(out, wrt, strict=True)]
 
 
