@@ -95,6 +95,8 @@ def write(rows: list[tuple[Entry, bool, dict, dict, str]], budget: float, second
     either = sum(r[1] or r[2]["red"] for r in rows)
     found = [r for r in rows if r[2]["red"]]
     alarms = [r for r in rows if r[3]["red"]]
+    flagged = sum(r[1] or r[2]["red"] or r[2].get("status") == "warn" for r in rows)
+    twin_warns = sum(r[3].get("status") == "warn" for r in rows)
     twice = sum(r[4] == "yes" for r in found)
     comparable = sum(r[4] != "-" for r in found)
     lines = [
@@ -107,8 +109,11 @@ def write(rows: list[tuple[Entry, bool, dict, dict, str]], budget: float, second
         f"| caught at the defaults (results.json) | {defaults}/{n} ({100 * defaults / n:.0f}%) |",
         f"| caught with --explore (the defaults or the search) | {either}/{n} "
         f"({100 * either / n:.0f}%) |",
+        f"| flagged with --explore: a fail or error at the defaults, or the search's row a "
+        f"fail, error or warn | {flagged}/{n} ({100 * flagged / n:.0f}%) |",
         f"| found by the search itself | {len(found)}/{n} |",
         f"| false alarms of the search on the twins | {len(alarms)} |",
+        f"| warns of the search on the twins | {twin_warns} |",
         f"| shrunk within 2x of the smallest failing input in every dim | {twice} of "
         f"{comparable} comparable |",
         "",
