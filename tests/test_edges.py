@@ -13,6 +13,7 @@ import torch
 from bug_catalogue.empty import AddColumn, AddColumnFixed
 from bug_catalogue.shapes import BatchStepLinear, BatchStepLinearFixed
 from bug_catalogue.values import (
+    Elu,
     RsqrtBackward,
     RsqrtFixed,
     SincNorm,
@@ -628,3 +629,33 @@ def test_a_recorded_tensor_of_fixed_values_can_be_made_empty() -> None:
     # any other size keeps the recorded values out of reach
     assert resized(case, replace(base, sizes=tuple((n, 2 if n == 4 else m)
                                                    for n, m in base.sizes))) is None
+
+
+class ColumnStack(Function):
+    """x.sum(-1), whose backward stacks one gradient per column: it raises without columns
+    (torch.stack of nothing), whatever the values."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.n = x.shape[-1]
+        return x.sum(-1)
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        return torch.stack([g] * ctx.n, -1)
+
+
+def test_a_failure_the_values_do_not_need_is_named_for_its_shape() -> None:
+    # no columns and every value zero, where the case's values are all positive: the raise
+    # is the shape's (it raises at the case's own values too), not the values' region
+    case = Case("c", (rand(3, 4, low=0.1, high=1.0).requires_grad_(),))
+    base = base_point(case)
+    point = replace(base, sizes=((4, 0), (3, 3)), values=((0, "zero"),))
+    out = judge(ColumnStack.apply, lambda x: x.sum(-1), case, point, "cpu",
+                table(False)["float64"])
+    assert out.verdict == "reshaped", out
+    # where the values are what it needs, the region names it
+    out = judge(Elu.apply, lambda x, a: torch.nn.functional.elu(x, a),
+                Case("c", (rand(3, 4, low=0.1, high=1.0).requires_grad_(), 1.0)),
+                replace(base, values=((0, "negative"),)), "cpu", table(False)["float64"])
+    assert out.verdict == "domain", out

@@ -73,14 +73,12 @@ def judge(fn: Callable[..., Any], ref: Callable[..., Any] | None, case: Case, po
     if pole:
         out = at_poles(ref, inputs, want, got, gen)
     elif got.error is not None:
-        # forward refusing an input is validation (a clear error is the right answer to a
-        # size it does not support); backward raising where forward accepted it is a bug
+        # forward refusing an input is validation; backward raising where forward ran, a bug
         note = f"{type(got.error).__name__}: {got.error}".splitlines()[0]
         if (got.stage != "forward" and any(w in note for w in INVALID_RETURN)
                 and not point.dims):
             # autograd refused what backward returned (a shape, a count) where the arguments'
-            # shapes agree as the case's do: wrong, not a crash of the Function's own code, on
-            # an empty input as on any other
+            # shapes agree as the case's do: wrong, on an empty input as on any other
             return Outcome("wrong", note)
         out = Outcome("refused" if got.stage == "forward" else "raises", note)
     else:
@@ -95,15 +93,18 @@ def judge(fn: Callable[..., Any], ref: Callable[..., Any] | None, case: Case, po
         # apart, so no value of theirs can be compared
         return Outcome("unjudgeable", "random draws at this setting")
     out = _named(out, ref, case, point, inputs, got, device, pole)
-    if out.verdict == "empty":
-        again = filled(case, point)
-        if indices_into_nothing(inputs):
-            return Outcome("unjudgeable", "indices into an empty tensor")
-        if again != point and judge(fn, ref, case, again, device, tol, floor).verdict not in (
-                "pass", "unjudgeable", "refused"):
-            # it fails with its empty sizes back at the case's too: not the emptiness (shapes
-            # only an empty batch lets the reference accept, an f [0, 2] against an x [0, 1])
-            out.verdict = "reshaped"
+    if indices_into_nothing(inputs) and out.verdict == "empty":
+        return Outcome("unjudgeable", "indices into an empty tensor")
+    if out.verdict in ("empty", "domain"):
+        # empty: failing with its empty sizes back at the case's too, not the emptiness (shapes
+        # only an empty batch lets the reference accept, an f [0, 2] against an x [0, 1]);
+        # domain: failing with the values back at the case's draw, the shape's (a stack of
+        # nothing at an empty input), named so
+        again = filled(case, point) if out.verdict == "empty" else replace(
+            point, values=tuple((i, "drawn") for i, _ in point.values))
+        other = judge(fn, ref, case, again, device, tol, floor) if again != point else out
+        if again != point and other.verdict not in ("pass", "unjudgeable", "refused"):
+            return Outcome("reshaped", out.note) if out.verdict == "empty" else other
     return out
 
 
