@@ -107,7 +107,7 @@ def _functions(fn: Callable[..., Any]) -> Iterator[Any]:
                 yield from _functions(v.apply)
 
 
-def _trees(fn: Callable[..., Any] | None) -> Iterator[tuple[ast.AST, dict[str, Any]]]:
+def _trees(fn: Callable[..., Any] | None) -> Iterator[tuple[ast.AST, Mapping[str, Any]]]:
     """Each function's parsed source and the names it sees (its globals, its closure)."""
     if fn is None:
         return
@@ -139,27 +139,30 @@ def _cell(c: Any) -> Any:
         return None
 
 
+def _called(fn: Callable[..., Any]) -> tuple[Callable[..., Any], bool]:
+    """What a call of `fn` runs: a Function's forward (True: it takes ctx first), or fn."""
+    owner = getattr(fn, "__self__", None)
+    return (owner.forward, True) if isinstance(owner, type) else (fn, False)
+
+
 def _parameter_names(fn: Callable[..., Any], n: int) -> list[str]:
     """The names of the n positional arguments a call passes (forward's, past ctx, for a
     Function), or none where the signature cannot be read."""
-    owner = getattr(fn, "__self__", None)
-    target = owner.forward if isinstance(owner, type) else fn
+    target, takes_ctx = _called(fn)
     try:
         params = list(inspect.signature(target).parameters.values())
     except (TypeError, ValueError):
         return []
-    if isinstance(owner, type):
-        params = params[1:]  # ctx
+    if takes_ctx:
+        params = params[1:]
     names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     return names[:n]
 
 
 def _literal_choices(fn: Callable[..., Any], name: str) -> list[str]:
     """The strings of a `Literal[...]` annotation on the parameter `name`."""
-    owner = getattr(fn, "__self__", None)
-    target = owner.forward if isinstance(owner, type) else fn
     try:
-        hints = typing.get_type_hints(target)
+        hints = typing.get_type_hints(_called(fn)[0])
     except Exception:  # an annotation naming what the module cannot resolve
         return []
     hint = hints.get(name)
@@ -205,7 +208,7 @@ def _strings(node: ast.AST) -> Iterator[str]:
             yield from _strings(e)
 
 
-def _compared_numbers(tree: ast.AST, env: dict[str, Any]) -> Iterator[float]:
+def _compared_numbers(tree: ast.AST, env: Mapping[str, Any]) -> Iterator[float]:
     """The non-zero, non-integer numbers a comparison holds (x < 1e-8, a >= ALPHA_MIN, a
     module constant or arithmetic of constants): an integer is a size, a dim or a count far
     more often than a value's threshold, and 0 is the zeros kind's."""
@@ -217,7 +220,7 @@ def _compared_numbers(tree: ast.AST, env: dict[str, Any]) -> Iterator[float]:
                     yield float(v)
 
 
-def _number(node: ast.AST, env: dict[str, Any]) -> float | None:
+def _number(node: ast.AST, env: Mapping[str, Any]) -> float | None:
     """The value of a constant expression: a number, a name bound to one, +-*/ of them."""
     if isinstance(node, ast.Constant):
         v = node.value

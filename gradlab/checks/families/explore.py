@@ -31,10 +31,10 @@ from torch import Tensor
 from gradlab.checks.diagnosis import policy
 from gradlab.checks.families.codefacts import NO_FACTS, CodeFacts, code_facts, threshold_values
 from gradlab.checks.families.inputspace import (
+    ALL_VALUE_KINDS,
     LARGE,
     SEED,
     TINY,
-    VALUE_KINDS,
     Point,
     base_point,
     combinations,
@@ -261,7 +261,7 @@ def explore_row(ctx: CaseContext, budget: float) -> None:
     seen = {"tried": s.tried, "unjudgeable": s.unjudgeable, "refused": s.refused,
              "seconds": round(s.seconds, 2),
              "sizes": {n: sorted(m) for n, m in (s.sizes_seen or {}).items()},
-             "values": [k for k in (*VALUE_KINDS, "thresholds") if k in (s.kinds_seen or set())],
+             "values": [k for k in ALL_VALUE_KINDS if k in (s.kinds_seen or set())],
              "settings": {i: sorted(v, key=str)
                           for i, v in sorted(s.settings_seen.items(), key=lambda kv: str(kv[0]))}}
     if s.failure is None or s.outcome is None:

@@ -17,9 +17,11 @@ from gradlab.model import Case
 def flipped(case: Case, point: Point) -> bool:
     """The point sets a bool or string argument of the case (edges' flag and choice kinds):
     a switch or mode ('train') that may turn random draws on."""
-    return any(isinstance(case.kwargs.get(i) if isinstance(i, str) else
-                          case.args[i] if i < len(case.args) else None, (bool, str))
-               for i, _ in point.ints)
+    def setting(i: int | str) -> object:  # a keyword's by name, a positional one's by place
+        return case.kwargs.get(i) if isinstance(i, str) else (
+            case.args[i] if i < len(case.args) else None)
+
+    return any(isinstance(setting(i), (bool, str)) for i, _ in point.ints)
 
 
 def draws(fn: Callable[..., Any], inputs: Inputs) -> bool:

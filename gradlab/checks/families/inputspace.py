@@ -19,6 +19,8 @@ from gradlab.model import Case, TensorArg
 
 #: The value kinds of a floating differentiable input (VALUES[kind] makes them from a draw).
 VALUE_KINDS = ("drawn", "positive", "negative", "zeros", "zero", "ties", "tiny", "large")
+#: ... and `thresholds`, where the Function's code compares values with some (value_kinds).
+ALL_VALUE_KINDS = (*VALUE_KINDS, "thresholds")
 #: The most elements one explored tensor may have: the search is for conditions, not sizes, and
 #: a point must cost milliseconds (a dense float64 tensor of 4096 elements is 32 KB).
 MAX_ELEMENTS = 4096
@@ -153,7 +155,7 @@ def base_point(case: Case, planted: tuple[float, ...] = ()) -> Point:
 def value_kinds(point: Point) -> tuple[str, ...]:
     """The value kinds a point's value axes take: VALUE_KINDS, and `thresholds` where the
     Function's code compares values with some (point.planted)."""
-    return (*VALUE_KINDS, "thresholds") if point.planted else VALUE_KINDS
+    return ALL_VALUE_KINDS if point.planted else VALUE_KINDS
 
 
 def one_at_a_time(base: Point, shared: Sequence[tuple[int, int, int]] = (),

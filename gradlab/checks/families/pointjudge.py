@@ -102,8 +102,8 @@ def judge(fn: Callable[..., Any], ref: Callable[..., Any] | None, case: Case, po
         # nothing at an empty input), named so
         again = filled(case, point) if out.verdict == "empty" else replace(
             point, values=tuple((i, "drawn") for i, _ in point.values))
-        other = judge(fn, ref, case, again, device, tol, floor) if again != point else out
-        if again != point and other.verdict not in ("pass", "unjudgeable", "refused"):
+        other = judge(fn, ref, case, again, device, tol, floor) if again != point else None
+        if other is not None and other.verdict not in ("pass", "unjudgeable", "refused"):
             return Outcome("reshaped", out.note) if out.verdict == "empty" else other
     return out
 
