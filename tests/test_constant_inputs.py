@@ -94,3 +94,70 @@ def test_a_gradient_of_the_wrong_shape_fails_where_the_input_requires_grad() -> 
     r = unit_rows(6).requires_grad_()
     report = gradlab.check(Rotate.apply, [r, p.requires_grad_()], reference=rotate_ref)
     assert ("contract", "base", "wrong_shape") in failing(report), failing(report)
+
+
+def weighted_mean_ref(x: Tensor, w: Tensor) -> Tensor:
+    return (x * w).sum(-1) / w.sum(-1)
+
+
+class WeightedMean(Function):
+    """Rows of x averaged with the weights w (a constant); assume_unit: BROKEN, backward takes
+    w as already normalised (summing to 1), which the case's own weights do."""
+
+    assume_unit = True
+
+    @classmethod
+    def forward(cls, ctx: Any, x: Tensor, w: Tensor) -> Tensor:
+        ctx.save_for_backward(w)
+        return weighted_mean_ref(x, w)
+
+    @classmethod
+    def backward(cls, ctx: Any, g: Tensor) -> tuple[Tensor, None]:
+        (w,) = ctx.saved_tensors
+        share = w if cls.assume_unit else w / w.sum(-1, keepdim=True)
+        return g[..., None] * share, None
+
+
+class WeightedMeanFixed(WeightedMean):
+    assume_unit = False
+
+
+def explore_hint(fn: type[Function], w: Tensor, budget: float = 2.0) -> tuple[str, str]:
+    x = torch.randn(3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    report = gradlab.check(fn.apply, [x.requires_grad_(), w], reference=weighted_mean_ref,
+                           checks=["explore"], explore=budget)
+    (row,) = [r for r in report.rows if r.check == "explore"]
+    return row.status, row.hint
+
+
+def test_explore_moves_a_constants_values_and_a_failure_there_warns() -> None:
+    w = torch.softmax(torch.randn(3, 4, dtype=torch.float64), -1)  # rows summing to 1
+    # the defaults never make up a constant's values: the bug that needs them passes there
+    report = gradlab.check(WeightedMean.apply, [torch.randn(3, 4, dtype=torch.float64)
+                                                .requires_grad_(), w],
+                           reference=weighted_mean_ref)
+    assert failing(report) == []
+    # --explore does, and says so: likely, not certain (the weights may have to sum to 1)
+    assert explore_hint(WeightedMean, w) == ("warn", "explored_constant")
+    assert explore_hint(WeightedMeanFixed, w) == ("pass", "")
+
+
+class RotateByInverse(Rotate):
+    """Backward applies the inverse rotation (conj / |r|^2), which is the transpose for unit
+    rows only: right for rotations, wrong for any other r (pypose's Lie groups)."""
+
+    @classmethod
+    def backward(cls, ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+        (r,) = ctx.saved_tensors
+        inverse = r * torch.tensor([1.0, -1.0], dtype=r.dtype) / (r * r).sum(-1, keepdim=True)
+        return torch.zeros((*r.shape[:-1], 1), dtype=r.dtype), rotate_ref(inverse, g)
+
+
+def test_a_function_right_only_for_its_constants_kind_of_values_warns_never_fails() -> None:
+    p = torch.randn(4, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    args = [unit_rows(4), p.requires_grad_()]
+    assert failing(gradlab.check(RotateByInverse.apply, args, reference=rotate_ref)) == []
+    report = gradlab.check(RotateByInverse.apply, args, reference=rotate_ref,
+                           checks=["explore"], explore=2.0)
+    (row,) = [r for r in report.rows if r.check == "explore"]
+    assert (row.status, row.hint) == ("warn", "explored_constant"), row

@@ -379,3 +379,31 @@ def test_an_empty_batch_of_shapes_the_reference_refuses_anyway_is_not_judged() -
     row = explore_row(report)
     # (its forward accepts a batch of a against one of x that it does not broadcast: a warn)
     assert row.status != "fail" and row.hint != "explored_empty", message(row)
+
+
+def edge_scale(index: torch.Tensor, w: torch.Tensor, n: int, detached: bool = False
+               ) -> torch.Tensor:
+    """Each edge's weight over the root of its source's in-degree (the weights into it):
+    finite only where every source has an edge in.  detached: BROKEN, the degree is taken as
+    a constant (no gradient through it)."""
+    deg = w.new_zeros(n).index_add(0, index[1], w)
+    deg = deg.detach() if detached else deg
+    return w * deg[index[0]].rsqrt()
+
+
+def test_an_index_tensor_shrinks_to_its_smallest_positions() -> None:
+    # every leading block of these edges has a source with no edge in (the reference is
+    # infinite there, not judgeable): only edges on one node shrink below the case's 4
+    index = torch.tensor([[0, 0, 1, 2], [1, 2, 2, 0]])
+    w = torch.rand(4, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) + 0.5
+    report = gradlab.check(lambda i, x, n: edge_scale(i, x, n, detached=True),
+                           [index, w.requires_grad_(), 3], reference=edge_scale,
+                           checks=["explore"], explore=BUDGET)
+    row = explore_row(report)
+    assert row.status == "fail", message(row)
+    case = row.findings[0].want["set"]
+    assert case[0] == {"shape": [2, 1], "values": [[0], [0]]}, case
+    assert case[1] == {"shape": [1]}, case
+    twin = gradlab.check(edge_scale, [index, w, 3], reference=edge_scale, checks=["explore"],
+                         explore=BUDGET)
+    assert explore_row(twin).status == "pass", message(explore_row(twin))

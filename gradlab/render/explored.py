@@ -45,6 +45,9 @@ SEARCH_HINTS: dict[str, str] = {
     "explored_scale": "off only at values rescaled 1e-6x or 1e3x, every value finite: an "
                       "unstable formula, or a method's absolute scale by design (a damping "
                       "epsilon)",
+    "explored_constant": "wrong or raising only where a constant (a tensor that does not "
+                         "require grad: targets, boxes, poses) takes values gradlab made up: "
+                         "a bug if the Function accepts any such values",
 }
 
 

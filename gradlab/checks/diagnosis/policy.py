@@ -177,6 +177,12 @@ RULES: tuple[Rule, ...] = (
          "finite",
          why="as scale_limited: an unstable formula, or a damping epsilon by design; a "
              "non-finite result stays a failure"),
+    Rule("explore", "explored_constant", WARN,
+         "under `--explore`, a wrong result or a backward that raises only where a constant "
+         "(an example tensor that does not require grad) takes values gradlab made up",
+         why="a constant is data the Function may be conditioned on by a rule no value shows "
+             "(pypose's poses are right only as unit quaternions; soft targets may have to "
+             "sum to 1): likely a bug, not certain"),
     Rule("contract", "summed_shape", WARN,
          "backward returns a gradient at a shape autograd sums down to the input's (the "
          "output's broadcast shape for a [1, 1] parameter)",

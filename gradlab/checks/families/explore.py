@@ -38,6 +38,7 @@ from gradlab.checks.families.inputspace import (
     Point,
     base_point,
     combinations,
+    index_args,
     int_axes,
     int_values,
     one_at_a_time,
@@ -87,12 +88,14 @@ class Space:
     plain: Sequence[tuple[int | str, Sequence[Any]]] = ()
     ranked: tuple[int, ...] = ()
     dims_of: Mapping[int, Sequence[tuple[int, int]]] = field(default_factory=dict)
+    #: the example index tensors a shrink may lower (inputspace.index_args)
+    indices: tuple[int, ...] = ()
 
 
 def space(case: Case, facts: CodeFacts = NO_FACTS) -> Space:
     plain = [(i, int_values(n)) for i, n in int_axes(case)]
     return Space(shared_dims(case), [*plain, *facts.choices], rank_axis(case),
-                 size_dims(case))
+                 size_dims(case), index_args(case))
 
 
 def search(judge_point: Callable[[Point], Outcome], base: Point, budget: float,
@@ -110,7 +113,7 @@ def search(judge_point: Callable[[Point], Outcome], base: Point, budget: float,
         out = _tried(s, judge_point, p)
         if out.verdict in FAILED:
             s.failure, s.outcome = shrink(s, judge_point, p, out, lambda: clock() - start
-                                          > budget * 2, axes.dims_of)
+                                          > budget * 2, axes)
             break
         if out.verdict in KEPT and (likely is None or KEPT.index(out.verdict)
                                     < KEPT.index(likely[1].verdict)):
@@ -119,7 +122,7 @@ def search(judge_point: Callable[[Point], Outcome], base: Point, budget: float,
             likely = (p, out)
     if s.failure is None and likely is not None:
         s.failure, s.outcome = shrink(s, judge_point, *likely, lambda: clock() - start
-                                      > budget * 2, axes.dims_of)
+                                      > budget * 2, axes)
     s.seconds = clock() - start
     return s
 
@@ -148,9 +151,7 @@ def _tried(s: Search, judge_point: Callable[[Point], Outcome], p: Point) -> Outc
 
 
 def shrink(s: Search, judge_point: Callable[[Point], Outcome], p: Point, out: Outcome,
-           over: Callable[[], bool],
-           dims_of: Mapping[int, Sequence[tuple[int, int]]] | None = None
-           ) -> tuple[Point, Outcome]:
+           over: Callable[[], bool], axes: Space = Space()) -> tuple[Point, Outcome]:
     """The failing point made smaller while it still fails the same way: each value axis back
     to its draw, then each size axis to its smallest failing size (sizes tried ascending), in
     passes until one changes nothing.  A backward raising at the case's shape that raises at
@@ -159,7 +160,7 @@ def shrink(s: Search, judge_point: Callable[[Point], Outcome], p: Point, out: Ou
     changed = True
     while changed and not over():
         changed = False
-        for cand in _redrawn(_smaller(p, dims_of or {})):
+        for cand in _redrawn(_smaller(p, axes.dims_of, axes.indices)):
             if over():
                 break
             o = _tried(s, judge_point, cand)
@@ -182,11 +183,13 @@ def _redrawn(points: Iterator[Point]) -> Iterator[Point]:
             yield from (replace(p, draw=d) for d in range(1, SHRINK_DRAWS) if d != p.draw)
 
 
-def _smaller(p: Point, dims_of: Mapping[int, Sequence[tuple[int, int]]]) -> Iterator[Point]:
+def _smaller(p: Point, dims_of: Mapping[int, Sequence[tuple[int, int]]],
+             indices: Sequence[int] = ()) -> Iterator[Point]:
     """Points one step simpler than p: a value axis back to its draw, an int or rank back to
     the case's, one size axis at a smaller size (ascending: the smallest that fails is found
-    first), or one dim of a size axis smaller on its own (dims_of: a batch that fails at 5
-    with its out-features, which share the size, back at 1)."""
+    first), one dim of a size axis smaller on its own (dims_of: a batch that fails at 5
+    with its out-features, which share the size, back at 1), or an index tensor's positions
+    all at its smallest (indices: a graph's edges on one node)."""
     for k, (i, kind) in enumerate(p.values):
         if kind != "drawn":
             values = list(p.values)
@@ -214,6 +217,9 @@ def _smaller(p: Point, dims_of: Mapping[int, Sequence[tuple[int, int]]]) -> Iter
             if (i, d) not in own:
                 for smaller in range(1, min(m, n + 1)):
                     yield replace(p, dims=(*p.dims, (i, d, smaller)))
+    for i in indices:
+        if i not in p.lowered:
+            yield replace(p, lowered=(*p.lowered, i))
 
 
 def spec_case(case: Case, point: Point) -> dict[str, Any]:
@@ -224,6 +230,10 @@ def spec_case(case: Case, point: Point) -> dict[str, Any]:
     for i, (a, b) in enumerate(zip(case.args, sized.args if sized else case.args, strict=True)):
         if isinstance(a, (TensorArg, Tensor)) and tuple(a.shape) != tuple(b.shape):
             changed[i] = {"shape": list(b.shape)}
+    for i in point.lowered:  # positions a spec cannot draw: given as they are
+        b = sized.args[i] if sized else None
+        if isinstance(b, Tensor) and b.numel() <= MAX_SPEC_VALUES:
+            changed[i] = {"shape": list(b.shape), "values": b.tolist()}
     for i, kind in point.values:
         if kind in SPEC_VALUES:
             changed.setdefault(i, {}).update(SPEC_VALUES[kind])
@@ -233,6 +243,9 @@ def spec_case(case: Case, point: Point) -> dict[str, Any]:
     out.update(dict(point.ints))  # a plain argument is set whole: `set: {1: 0}`
     return {"name": "explored", "set": out}
 
+
+#: The most elements a spec case gives as values (a lowered index tensor's positions).
+MAX_SPEC_VALUES = 64
 
 #: The value kinds a spec can state (docs/specs.md: `low`/`high`; planted zeros as `special`,
 #: which the special variant plants); ties are not.
@@ -253,7 +266,7 @@ def explore_row(ctx: CaseContext, budget: float) -> None:
     tol = op.tolerance("float64")
     floor = reference_scale(op.reference, case, ctx.device)
     facts = code_facts(op.function, op.reference, case.args, case.kwargs)
-    base = base_point(case, threshold_values(facts.thresholds))
+    base = base_point(case, threshold_values(facts.thresholds), constants=True)
     with warnings.catch_warnings():  # torch's warnings at probe inputs are not the user's
         warnings.simplefilter("ignore")
         s = search(lambda p: judge(op.function, op.reference, case, p, ctx.device, tol,
@@ -270,7 +283,8 @@ def explore_row(ctx: CaseContext, budget: float) -> None:
         return
     hint = {"wrong": "explored_wrong", "raises": "explored_raises",
             "broadcast": "explored_broadcast", "scale": "explored_scale",
-            "domain": "explored_domain", "reshaped": "explored_reshaped"}.get(
+            "domain": "explored_domain", "reshaped": "explored_reshaped",
+            "constant": "explored_constant"}.get(
         s.outcome.verdict, "explored_empty")
     status = policy.status("explore", hint, strict=ctx.options.strict)
     ctx.row("explore", "explore", status, seconds=s.seconds, hint=hint,

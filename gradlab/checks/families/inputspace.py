@@ -13,8 +13,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gradlab.cases import Inputs, copy_like
-from gradlab.checks.families.sizes import component_sizes, grown_within
+from gradlab.cases import Inputs, copy_like, materialize
+from gradlab.checks.families.sizes import component_sizes, constant, grown_within
 from gradlab.model import Case, TensorArg
 
 #: The value kinds of a floating differentiable input (VALUES[kind] makes them from a draw).
@@ -56,10 +56,14 @@ class Point:
     planted: tuple[float, ...] = ()
     #: the draw of the value kinds' random choices (which side of a threshold, which zeros)
     draw: int = 0
+    #: example index tensors whose every position is set to their smallest (a shrink's
+    #: simpler positions: edges [[0], [0]] need one node where [[0], [1]] need two)
+    lowered: tuple[int, ...] = ()
 
     def moved_axes(self) -> int:
         return (sum(a != b for a, b in self.sizes) + len(self.dims) + len(self.ints)
-                + len(self.ranked) + sum(k != "drawn" for _, k in self.values))
+                + len(self.ranked) + len(self.lowered)
+                + sum(k != "drawn" for _, k in self.values))
 
 
 #: The size of the dim a rank point appends.
@@ -91,6 +95,15 @@ def int_axes(case: Case) -> list[tuple[int, int]]:
     of bins, repeats or groups, each its own axis."""
     return [(i, a) for i, a in enumerate(case.args)
             if isinstance(a, int) and not isinstance(a, bool) and a > 0]
+
+
+def index_args(case: Case) -> tuple[int, ...]:
+    """The example integer tensors of more than one value (an index: positions), whose
+    positions a shrink may lower to their smallest (Point.lowered)."""
+    return tuple(i for i, a in enumerate(case.args)
+                 if isinstance(a, Tensor) and a.numel() > 1 and a.dtype != torch.bool
+                 and not (a.is_floating_point() or a.is_complex())
+                 and bool((a != a.min()).any()))
 
 
 def flag_axes(case: Case) -> list[int]:
@@ -134,22 +147,31 @@ def size_values(n: int) -> list[int]:
 
 
 
-def value_axes(case: Case) -> list[int]:
-    """Positions of the floating arguments that require grad (the ones with value kinds)."""
+def value_axes(case: Case, constants: bool = False) -> list[int]:
+    """Positions of the floating arguments that require grad (the ones with value kinds), and
+    with `constants` the floating example tensors that do not (sizes.constant: `--explore`
+    moves their values too, where a failure is only likely: moved_constants)."""
     out = []
     for i, a in enumerate(case.args):
         if isinstance(a, TensorArg):
             floating = a.dtype is None or a.dtype.startswith(("float", "bfloat"))
             if floating and a.requires_grad and a.values is None:
                 out.append(i)
-        elif isinstance(a, Tensor) and a.is_floating_point() and a.requires_grad:
+        elif isinstance(a, Tensor) and a.is_floating_point() and (
+                a.requires_grad or (constants and constant(a))):
             out.append(i)
     return out
 
 
-def base_point(case: Case, planted: tuple[float, ...] = ()) -> Point:
+def moved_constants(case: Case, point: Point) -> bool:
+    """The point moves a constant's values (soft targets, boxes, poses) off the case's own:
+    values gradlab made up for data the Function may be conditioned on (sizes.constant)."""
+    return any(kind != "drawn" and constant(case.args[i]) for i, kind in point.values)
+
+
+def base_point(case: Case, planted: tuple[float, ...] = (), constants: bool = False) -> Point:
     return Point(tuple((n, n) for n in size_axes(case)),
-                 tuple((i, "drawn") for i in value_axes(case)), planted=planted)
+                 tuple((i, "drawn") for i in value_axes(case, constants)), planted=planted)
 
 
 def value_kinds(point: Point) -> tuple[str, ...]:
@@ -226,6 +248,8 @@ def resized(case: Case, point: Point) -> Case | None:
             a = (replace(a, shape=shape, strides=None, values=None if empty else a.values,
                          layout="contiguous" if a.layout == "strided" else a.layout)
                  if isinstance(a, TensorArg) else _reshaped(a, shape))
+            if i in point.lowered and isinstance(a, Tensor) and a.numel():
+                a = torch.full_like(a, int(a.min()))
         args.append(a)
     kwargs = {**case.kwargs, **{k: v for k, v in point.ints if isinstance(k, str)}}
     return replace(case, args=tuple(args), kwargs=kwargs)
@@ -297,7 +321,33 @@ def with_values(inputs: Inputs, point: Point) -> Inputs:
             x = flat.reshape(x.shape)
         else:
             x = x * (TINY if kind == "tiny" else LARGE)
-        inputs.args[i] = copy_like(x, requires_grad=True)
+        inputs.args[i] = copy_like(x, requires_grad=t.requires_grad)  # a constant stays one
     return inputs
+
+
+def outside(case: Case, point: Point, device: str) -> bool:
+    """Some moved value axis holds values in a region the case's own values of that argument
+    never reach: 0 where they are all of one sign, a sign they never take (magnitudes are the
+    rescaled kinds' concern: pointjudge.RESCALED)."""
+    moved = [(i, kind) for i, kind in point.values if kind in REGION_KINDS]
+    if not moved:
+        return False
+    try:
+        own = materialize(case, "float64", device, SEED)
+    except Exception:
+        return False
+    for i, kind in moved:
+        a = own.args[i]
+        if isinstance(a, Tensor) and a.numel() and not a.is_complex():
+            lo, hi = float(a.detach().min()), float(a.detach().max())
+            if not REGION_KINDS[kind](lo, hi):
+                return True
+    return False
+
+
+#: The value kinds that move values to a region, and whether a case's values spanning lo..hi
+#: reach it.
+REGION_KINDS = {"zero": lambda lo, hi: lo <= 0 <= hi, "zeros": lambda lo, hi: lo <= 0 <= hi,
+                "negative": lambda lo, hi: lo < 0, "positive": lambda lo, hi: hi > 0}
 
 

@@ -29,7 +29,14 @@ from gradlab.checks.diagnosis import diagnose as dg
 from gradlab.checks.families.domain import ILL_CONDITIONED, NUDGE, moved
 from gradlab.checks.families.emptiness import empty_batch, filled, indices_into_nothing, is_empty
 from gradlab.checks.families.flags import draws, flipped
-from gradlab.checks.families.inputspace import SEED, Point, resized, with_values
+from gradlab.checks.families.inputspace import (
+    SEED,
+    Point,
+    moved_constants,
+    outside,
+    resized,
+    with_values,
+)
 from gradlab.checks.numeric.execute import Run, run_once
 from gradlab.model import Case, TensorArg
 
@@ -95,11 +102,11 @@ def judge(fn: Callable[..., Any], ref: Callable[..., Any] | None, case: Case, po
     out = _named(out, ref, case, point, inputs, got, device, pole)
     if indices_into_nothing(inputs) and out.verdict == "empty":
         return Outcome("unjudgeable", "indices into an empty tensor")
-    if out.verdict in ("empty", "domain"):
+    if out.verdict in ("empty", "domain", "constant"):
         # empty: failing with its empty sizes back at the case's too, not the emptiness (shapes
         # only an empty batch lets the reference accept, an f [0, 2] against an x [0, 1]);
         # domain: failing with the values back at the case's draw, the shape's (a stack of
-        # nothing at an empty input), named so
+        # nothing at an empty input), named so; constant: so too
         again = filled(case, point) if out.verdict == "empty" else replace(
             point, values=tuple((i, "drawn") for i, _ in point.values))
         other = judge(fn, ref, case, again, device, tol, floor) if again != point else None
@@ -115,7 +122,11 @@ def _named(out: Outcome, ref: Callable[..., Any], case: Case, point: Point, inpu
     infinity of the other sign than the limit's is no domain choice (arithmetic written for x
     away from a pole gives the limit's own sign there, or a NaN; the other sign is a value
     written for the pole, and wrong), so it fails wherever the case's values lie."""
-    if out.verdict in FAILED and not pole and _outside(case, point, inputs, device):
+    if out.verdict in FAILED and moved_constants(case, point):
+        # values gradlab made up for a constant (soft targets, boxes, poses): whether the
+        # Function takes any such values, no value of the case shows (sizes.constant)
+        out.verdict = "constant"
+    elif out.verdict in FAILED and not pole and outside(case, point, device):
         # values beyond the range the case's own span (0 or one sign where its values are
         # all positive): a case's values are the only evidence of the domain (a cumprod
         # whose backward divides by x, written for x away from 0), so not certain
@@ -173,7 +184,7 @@ def _disagreeing(case: Case, point: Point) -> bool:
 #: a finite error only at rescaled values.
 FAILED = ("wrong", "raises")
 CERTAIN = (*FAILED, "empty")
-UNCERTAIN = ("domain", "reshaped", "broadcast", "scale")
+UNCERTAIN = ("domain", "reshaped", "broadcast", "scale", "constant")
 
 
 def empty_output(fn: Callable[..., Any], inputs: Inputs, gen: torch.Generator,
@@ -199,32 +210,6 @@ def empty_output(fn: Callable[..., Any], inputs: Inputs, gen: torch.Generator,
         if isinstance(g, Tensor) and g.numel() and not bool((g == 0).all()):
             return Outcome("empty", f"gradient {k} is not zero where every output is empty")
     return Outcome("pass")
-
-
-def _outside(case: Case, point: Point, inputs: Inputs, device: str) -> bool:
-    """Some moved value axis holds values in a region the case's own values of that argument
-    never reach: 0 where they are all of one sign, a sign they never take (magnitudes are the
-    rescaled kinds' concern: RESCALED)."""
-    moved = [(i, kind) for i, kind in point.values if kind in REGION_KINDS]
-    if not moved:
-        return False
-    try:
-        own = materialize(case, "float64", device, SEED)
-    except Exception:
-        return False
-    for i, kind in moved:
-        a = own.args[i]
-        if isinstance(a, Tensor) and a.numel() and not a.is_complex():
-            lo, hi = float(a.detach().min()), float(a.detach().max())
-            if not REGION_KINDS[kind](lo, hi):
-                return True
-    return False
-
-
-#: The value kinds that move values to a region, and whether a case's values spanning lo..hi
-#: reach it.
-REGION_KINDS = {"zero": lambda lo, hi: lo <= 0 <= hi, "zeros": lambda lo, hi: lo <= 0 <= hi,
-                "negative": lambda lo, hi: lo < 0, "positive": lambda lo, hi: hi > 0}
 
 
 def _reshaped(point: Point) -> bool:
