@@ -659,3 +659,27 @@ def test_a_failure_the_values_do_not_need_is_named_for_its_shape() -> None:
                 Case("c", (rand(3, 4, low=0.1, high=1.0).requires_grad_(), 1.0)),
                 replace(base, values=((0, "negative"),)), "cpu", table(False)["float64"])
     assert out.verdict == "domain", out
+
+
+class Twice(Function):
+    """2x, right at every shape."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        return 2 * x
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        return 2 * g
+
+
+def twice_or_nothing(x: Tensor) -> Tensor:
+    """The reference, which returns a fresh zero tensor for an empty signal (no graph: its
+    gradient is None, the same zero as the Function's empty one)."""
+    return 2 * x if x.numel() else torch.zeros_like(x)
+
+
+def test_an_empty_gradient_where_the_reference_has_none_passes() -> None:
+    x = torch.rand(2, 5, dtype=torch.float64).requires_grad_()
+    report = gradlab.check(Twice.apply, [x], reference=twice_or_nothing)
+    assert [r for r in report.rows if r.status in ("fail", "error")] == [], report.rows
