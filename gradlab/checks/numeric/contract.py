@@ -21,6 +21,7 @@ from torch import Tensor
 
 from gradlab.cases import Inputs, flat_outputs
 from gradlab.checks.diagnosis import policy
+from gradlab.checks.numeric import backprop
 from gradlab.checks.numeric.context import CaseContext, first_line
 from gradlab.model import Target, Tolerance
 from gradlab.results import PASS, SKIP, Finding
@@ -133,9 +134,8 @@ def again(outs: Sequence[Tensor], inputs: Inputs, grad_outputs: Sequence[Tensor]
     if not pairs or not diff:
         return []
     try:
-        return list(torch.autograd.grad([p[0] for p in pairs], [inputs.args[i] for i in diff],
-                                        [p[1] for p in pairs], allow_unused=True,
-                                        retain_graph=True))
+        return backprop.grads([p[0] for p in pairs], [inputs.args[i] for i in diff],
+                              [p[1] for p in pairs], retain_graph=True)
     except Exception as exc:
         return exc
 

@@ -12,7 +12,7 @@ from torch import Tensor
 
 from gradlab.cases import Inputs, copy_like, flat_outputs, standard_normal
 from gradlab.checks.diagnosis.hints import RNG_CONTRACT_HINTS, RNG_INDEPENDENT_HINTS, rng_hint
-from gradlab.checks.numeric import contract
+from gradlab.checks.numeric import backprop, contract
 from gradlab.checks.numeric.rawbackward import direct_backward, grad_output_as, raw_backward
 from gradlab.results import CheckRow, Finding
 from gradlab.torchstate import case_rng, preserved_rng, replay, rng_device, rng_now
@@ -185,10 +185,8 @@ def _autograd(pairs: Sequence[tuple[Tensor, Tensor]],
               inputs: Inputs) -> tuple[list[Tensor | None], BaseException | None]:
     """The differentiable inputs' gradients by autograd, or what it raised."""
     try:
-        return list(torch.autograd.grad([p[0] for p in pairs],
-                                        [inputs.args[i] for i in inputs.diff_index],
-                                        [p[1] for p in pairs], allow_unused=True,
-                                        retain_graph=True)), None
+        return backprop.grads([p[0] for p in pairs], [inputs.args[i] for i in inputs.diff_index],
+                              [p[1] for p in pairs], retain_graph=True), None
     except Exception as exc:
         return [], exc
 
@@ -220,9 +218,8 @@ def run_undefined(fn: Callable[..., Any], inputs: Inputs, gos: list[Tensor],
         # a backward writing into an output it saved is the base run's contract finding:
         # the forward row here judges the outputs as forward returned them
         returned = [o.detach().clone() for o in outs]
-        grads = torch.autograd.grad([p[0] for p in pairs],
-                                    [inputs.args[i] for i in inputs.diff_index],
-                                    [p[1] for p in pairs], allow_unused=True)
+        grads = backprop.grads([p[0] for p in pairs], [inputs.args[i] for i in inputs.diff_index],
+                               [p[1] for p in pairs])
         return as_returned(Run(outs, list(grads), grad_outs64=gos), returned)
     except Exception as exc:
         # the outputs forward made, when it was backward that raised: the forward row judges

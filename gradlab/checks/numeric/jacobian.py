@@ -19,6 +19,7 @@ from torch import Tensor
 
 from gradlab.cases import Inputs, call, standard_normal
 from gradlab.checks.diagnosis.diagnose import unravel
+from gradlab.checks.numeric import backprop
 
 #: Finite-difference step in float64, as torch.autograd.gradcheck.
 EPS = 1e-6
@@ -183,9 +184,8 @@ class Backward:
         pairs = [(o, g) for o, g in zip(self.outputs, grads_out, strict=True) if o.requires_grad]
         if not pairs or not self.wrt:
             return [None] * len(self.wrt)
-        grads: list[Tensor | None] = list(torch.autograd.grad(
-            [p[0] for p in pairs], self.wrt, [p[1] for p in pairs], retain_graph=True,
-            allow_unused=True, create_graph=create_graph))
+        grads = backprop.grads([p[0] for p in pairs], self.wrt, [p[1] for p in pairs],
+                               retain_graph=True, create_graph=create_graph)
         if self.first is None:
             self.first = (v, grads)
         return grads
