@@ -407,3 +407,17 @@ def test_an_index_tensor_shrinks_to_its_smallest_positions() -> None:
     twin = gradlab.check(edge_scale, [index, w, 3], reference=edge_scale, checks=["explore"],
                          explore=BUDGET)
     assert explore_row(twin).status == "pass", message(explore_row(twin))
+
+
+def test_a_search_that_judged_nothing_is_a_skip_not_a_pass() -> None:
+    def float32_only(x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.float64:  # a kernel built for float32 alone
+            raise TypeError("float64 is not supported")
+        return x * 2
+
+    x = torch.rand(3, 4, dtype=torch.float32).requires_grad_()
+    row = explore_row(gradlab.check(float32_only, [x], reference=lambda t: t * 2,
+                                    checks=["explore"], explore=1.0))
+    assert (row.status, row.declared, row.reason) == ("skip", True, "explore_nothing_judged")
+    assert row.findings[0].got["refused"] == row.findings[0].got["tried"] > 0
+    assert "not explored" in message(row)

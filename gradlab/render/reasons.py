@@ -93,6 +93,9 @@ REASONS: dict[str, str] = {
     "no_reference": "no reference: compared with the Function's own contiguous run",
     "explore_no_reference": "not explored: the search compares with a reference, and this op "
                             "has none",
+    "explore_nothing_judged": "not explored: forward refused every input the search tried in "
+                              "float64, the case's own too, or the reference could not judge "
+                              "them (the base rows say why)",
     "edges_no_reference": "edges not checked: an edge input is compared with a reference, "
                           "and this op has none (without one only an empty output is judged, "
                           "and no edge input gave one)",

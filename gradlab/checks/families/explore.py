@@ -278,7 +278,11 @@ def explore_row(ctx: CaseContext, budget: float) -> None:
              "settings": {i: sorted(v, key=str)
                           for i, v in sorted(s.settings_seen.items(), key=lambda kv: str(kv[0]))}}
     if s.failure is None or s.outcome is None:
-        ctx.row("explore", "explore", PASS, seconds=s.seconds,
+        # a search that judged no input (forward refused each one in float64, the case's own
+        # too, or the reference could not judge them) has shown nothing: not a pass
+        judged = s.tried > s.refused + s.unjudgeable
+        ctx.row("explore", "explore", PASS if judged else SKIP, seconds=s.seconds,
+                declared=not judged, reason="" if judged else "explore_nothing_judged",
                 findings=[Finding("explored", -1, "", got=seen)])
         return
     hint = {"wrong": "explored_wrong", "raises": "explored_raises",
