@@ -11,6 +11,7 @@ import pytest
 import torch
 from torch import Tensor
 from torch.autograd import Function
+from torch.autograd.function import once_differentiable
 
 import gradlab
 from gradlab.results import CheckRow
@@ -116,3 +117,38 @@ def test_the_true_float64_softmax_gets_no_warn() -> None:
     r = gradlab.check(Softmax, [rand(4, 8)], reference=softmax)
     assert r.passed and not [x for x in r.rows if x.status != "pass"], not_passing(r.rows)
     assert not precision_rows(r.rows)
+
+
+class Float32SinMixed(Function):
+    """sin computed in float32 and cast (forward: float32 values), its backward's derivative
+    in float32 times grad_output in float64: the gradient is float32-accurate without being
+    float32 values (fairscale's float32 vocabulary projection does the same)."""
+
+    factor = 1.0
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.save_for_backward(x)
+        return torch.sin(x.float()).to(x.dtype)
+
+    @classmethod
+    @once_differentiable  # a kernel's backward: first order only
+    def backward(cls, ctx: Any, g: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return torch.cos(x.float()).to(x.dtype) * g * cls.factor
+
+
+class Float32SinMixedWrong(Float32SinMixed):
+    """BROKEN: its gradient 1% too large."""
+
+    factor = 1.01
+
+
+def test_a_float32_accurate_gradient_beside_a_float32_forward_is_precision() -> None:
+    r = gradlab.check(Float32SinMixed.apply, [rand(4, 8)], reference=torch.sin)
+    assert r.passed, not_passing(r.rows)
+    assert [(x.check, x.hint) for x in r.rows if x.status == "warn"] == [
+        ("forward", "precision_loss")], not_passing(r.rows)
+    wrong = gradlab.check(Float32SinMixedWrong.apply, [rand(4, 8)], reference=torch.sin)
+    assert ("base", "gradient") in {(x.variant, x.check) for x in wrong.rows
+                                    if x.status == "fail"}, not_passing(wrong.rows)
