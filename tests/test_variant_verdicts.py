@@ -182,6 +182,25 @@ def test_an_approximate_backward_gets_a_value_level_finding_not_a_layout_hint() 
     assert "tolerances that would pass: {float64:" in message(expanded)
 
 
+class ApproxExpSumOutputOnCtx(vf.ApproxExpSum):
+    """The same method, its output also kept on ctx (a reference cycle: a contract finding
+    at the base case, which says nothing of its values)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        y = vf.ApproxExpSum.forward(ctx, x)
+        ctx.y = y
+        return y
+
+
+def test_a_contract_finding_leaves_the_variants_values_judged_as_a_passing_base() -> None:
+    r = gradlab.check(ApproxExpSumOutputOnCtx, [vf.small_sums_example()],
+                      reference=vf.exp_sum_reference, checks=FIRST_ORDER)
+    assert ("contract", "ctx_output") in {(x.check, x.hint) for x in r.failures}, said(r)
+    (big,) = [x for x in r.rows if x.variant == "magnitude" and x.check == "gradient"]
+    assert (big.status, big.reason) == ("warn", "scale_limited"), said(r)
+
+
 def test_a_layout_bug_keeps_its_layout_hint() -> None:
     r = gradlab.check(vf.ExpSumRawGradOut, [vf.small_sums_example()],
                       reference=vf.exp_sum_reference, checks=FIRST_ORDER)

@@ -27,6 +27,7 @@ from gradlab.checks.families.verdicts import (
     LAYOUT_FAMILIES,
     REFUSABLE,
     VALUE_FAMILIES,
+    base_findings,
     expanded_refused,
     mark_value_level,
     near_bound,
@@ -274,9 +275,7 @@ def variant_rows(ctx: CaseContext, b: Baseline, checks: frozenset[str]) -> None:
 
     Variants on the base values are compared with b.want, the others get their own expected
     run (Baseline says what each field serves)."""
-    # when the base case fails too (or is only float32-accurate: a float32 overflow at the
-    # magnitude variant is that), its diagnosis is the variants' best one (none when none)
-    base = [r for r in ctx.rows if r.failed or r.hint == "precision_loss"]
+    base = base_findings(ctx.rows)
     judge = Judge(ctx.op.tolerance(ctx.dtype), checks, bool(base), {r.check: r.hint for r in base})
     names = ctx.options.variant_names
     for v in generate(ctx, b.inputs, [tuple(g.shape) for g in b.grad_outs64]):

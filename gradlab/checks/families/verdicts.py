@@ -60,6 +60,7 @@ from gradlab.checks.families.values import small_inputs
 from gradlab.checks.numeric.compare import compared_aside
 from gradlab.checks.numeric.context import CaseContext, first_line
 from gradlab.checks.numeric.execute import Run, run_once
+from gradlab.checks.numeric.rawbackward import STORAGE_HINTS
 from gradlab.model import Tolerance
 from gradlab.results import ERROR, SKIP, CheckRow
 
@@ -307,6 +308,15 @@ def range_reached(ctx: CaseContext, got: Run, inputs: Inputs, grad_outs64: Seque
         if not nonfinite_within(a, b):
             return False
     return True
+
+
+def base_findings(rows: Sequence[CheckRow]) -> list[CheckRow]:
+    """The base case's rows a variant's verdict leans on: failing, or only float32-accurate (a
+    float32 overflow at the magnitude variant is that), where their diagnosis is the variants'
+    too; not a finding on where the Function keeps tensors (STORAGE_HINTS), which says nothing
+    of its values."""
+    return [r for r in rows if (r.failed or r.hint == "precision_loss")
+            and r.hint not in STORAGE_HINTS]
 
 
 def scale_limited(ctx: CaseContext, family: str, got: Run, inputs: Inputs,

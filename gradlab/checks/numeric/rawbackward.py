@@ -220,6 +220,13 @@ def ctx_aliases(node: Any, args: Sequence[Any], outs: Sequence[Tensor],
     return found
 
 
+#: The findings on where a Function keeps tensors (memory, a version check escaped), which say
+#: nothing of the values it computes: a variant failing beside one is judged as beside a
+#: passing base case (mpc's LQR solver keeps its outputs on ctx; its small variant's error is
+#: its solver's absolute tolerance, a scale_limited warn).
+STORAGE_HINTS = ("ctx_output", "ctx_output_detached", "ctx_input")
+
+
 def direct_backward(fn: Callable[..., Any], inputs: Inputs, outs: Sequence[Tensor],
                     grad_outputs: Sequence[Tensor]) -> RawResult | None:
     """Call the custom Function node that made every output, with `grad_outputs`, as the engine
