@@ -346,3 +346,37 @@ def test_a_0d_scale_stays_0d_in_every_variant_and_its_sign_bug_is_still_caught()
     assert any(r.variant == "base" for r in wrong), said(bad)
     assert {(f.subject, f.index, f.hint) for r in wrong for f in r.findings} <= {
         ("input", 1, h) for h in ("", *VALUE_HINTS)}, said(bad)
+
+
+class RowsOfFour(torch.autograd.Function):
+    """2x; its backward checks a size forward never does (4 rows, a kernel's fixed horizon):
+    it raises at the ragged variant's 5 rows.  wrong_shape: BROKEN instead, past 4 rows its
+    gradient keeps 4 of them (autograd refuses it)."""
+
+    wrong_shape = False
+
+    @classmethod
+    def forward(cls, ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return 2 * x
+
+    @classmethod
+    def backward(cls, ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        if cls.wrong_shape:
+            return 2 * g[:4]
+        assert g.shape[0] == 4, "a horizon of 4 steps"
+        return 2 * g
+
+
+class RowsOfFourWrongShape(RowsOfFour):
+    wrong_shape = True
+
+
+def test_a_backward_raising_only_at_the_ragged_sizes_warns_as_a_reshaped_edge() -> None:
+    x = torch.rand(4, 8, dtype=torch.float64).requires_grad_()
+    r = gradlab.check(RowsOfFour, [x], reference=lambda t: 2 * t, checks=FIRST_ORDER)
+    ragged = [x for x in r.rows if x.variant.startswith("ragged") and x.check == "gradient"]
+    assert ragged and {(x.status, x.reason) for x in ragged} >= {("warn", "reshaped_raises")}
+    assert not r.failures, said(r)
+    wrong = gradlab.check(RowsOfFourWrongShape, [x], reference=lambda t: 2 * t,
+                          checks=FIRST_ORDER)
+    assert any(x.variant.startswith("ragged") for x in wrong.failures), said(wrong)

@@ -30,6 +30,9 @@ REASONS: dict[str, str] = {
                            "failure is the one to fix first)",
     "no_custom_function": "no custom Function in the graph: only in-place writes were checked",
     "raises_as_declared": "double backward raises as declared",
+    "reshaped_raises": "backward raises only at sizes your case lacks (the ragged variant's), "
+                       "where forward and the reference ran: a bug if the Function is meant "
+                       "for them",
     "scale_limited": "wrong only at inputs rescaled far from yours (finite values, or a "
                      "raise): an unstable formula, or an absolute scale by design (a damping "
                      "epsilon, a solver tolerance or step). A warn: --strict fails it; declare "

@@ -117,6 +117,11 @@ RULES: tuple[Rule, ...] = (
          why="values 1e3x or 1e-12x from the user's: an unstable formula, or a method's "
              "absolute scale by design (damping, solver tolerance, step); a non-finite value "
              "stays a failure"),
+    Rule(ANY, "reshaped_raises", WARN,
+         "a backward that raises only at the ragged variant's sizes, which the case lacks, "
+         "where forward and the reference ran (the base case passing)",
+         why="as edge_reshaped: forward accepting a shape is evidence, not proof, that the "
+             "Function supports it (mpc's LQR step checks its horizon in backward alone)"),
     Rule(ANY, "method_accuracy", WARN,
          "a forward or gradient off only at a value variant's values (special, ties, ragged, "
          "size-1), by an error small everywhere with its direction kept (an approximate "

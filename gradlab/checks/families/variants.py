@@ -32,6 +32,7 @@ from gradlab.checks.families.verdicts import (
     mark_value_level,
     near_bound,
     plain_copy_failures,
+    raised_at_new_sizes,
     reference_refused,
     scale_limited,
     unsure,
@@ -396,3 +397,4 @@ def judge_failures(ctx: CaseContext, v: Variant, b: Baseline, judge: Judge,
         else:
             r.hint = ONLY_HINT[v.family]
     scale_limited(ctx, v.family, got, v.inputs, b.grad_outs64, failing, b.gen)
+    raised_at_new_sizes(ctx, v.family, got, failing)

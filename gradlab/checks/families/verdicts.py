@@ -48,6 +48,7 @@ from gradlab.checks.diagnosis.hints import (
     LEVEL_HINTS,
     VALUE_LEVEL_FACTOR,
     advise_tolerance,
+    crash_hint,
     level_hint,
     value_level,
     value_level_hint,
@@ -343,6 +344,21 @@ def scale_limited(ctx: CaseContext, family: str, got: Run, inputs: Inputs,
     for r in failing:
         r.status = policy.status(r.check, "scale_limited", strict=ctx.options.strict)
         r.reason = "scale_limited"
+
+
+def raised_at_new_sizes(ctx: CaseContext, family: str, got: Run,
+                        failing: list[CheckRow]) -> None:
+    """A ragged variant's crash rows where backward raised (forward ran, and the reference,
+    or the variant would be refused; the base case passed): policy's `reshaped_raises`, as
+    the edges check's edge_reshaped, one rule for a raise at sizes the case lacks.  A gradient
+    autograd refuses (wrong_shape, a count) stays a failure."""
+    if (family != "ragged" or got.error is None or got.stage != "backward"
+            or crash_hint(got.error) != "crash"):
+        return
+    for r in failing:
+        if r.status == ERROR:
+            r.status = policy.status(r.check, "reshaped_raises", strict=ctx.options.strict)
+            r.reason = "reshaped_raises"
 
 
 def without_reference(family: str, rows: list[CheckRow]) -> None:
