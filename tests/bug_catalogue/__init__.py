@@ -8,6 +8,7 @@ from . import (
     empty,
     formulas,
     heldout,
+    heldout2,
     indices,
     layout,
     second_order,
@@ -18,7 +19,7 @@ from . import (
 from .base import Entry
 
 MODULES = (layout, indices, empty, second_order, formulas, contracts, values, shapes,
-           transforms, heldout)
+           transforms, heldout, heldout2)
 ENTRIES: tuple[Entry, ...] = tuple(e for m in MODULES for e in m.ENTRIES)
 BY_ID = {e.id: e for e in ENTRIES}
 assert len(BY_ID) == len(ENTRIES), "entry ids must be unique"

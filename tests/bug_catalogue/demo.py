@@ -27,7 +27,10 @@ def tolerances(dtype: torch.dtype) -> tuple[float, float]:
 def grad_output(out: Tensor, kind: str | None, gen: torch.Generator) -> Tensor:
     """A grad_output for `out` laid out as the condition says."""
     def draw(*shape: int) -> Tensor:
-        return torch.rand(shape, generator=gen, dtype=torch.float64).to(out.dtype) + 0.5
+        real = torch.rand(shape, generator=gen, dtype=torch.float64) + 0.5
+        if out.is_complex():  # an imaginary part too: a conjugate dropped shows
+            real = torch.complex(real, torch.rand(shape, generator=gen, dtype=torch.float64))
+        return real.to(out.dtype)
     if kind == "expanded":       # what out.sum().backward() hands backward
         return draw().expand(out.shape)
     if kind == "transposed":
@@ -86,8 +89,10 @@ def differ(got: Sequence[Tensor | None], want: Sequence[Tensor | None], what: st
         if g.shape != w.shape:
             return f"{what} {i}: shape {list(g.shape)}, reference {list(w.shape)}"
         rtol, atol = tolerances(w.dtype)
-        if not torch.allclose(g.double(), w.double(), rtol=rtol, atol=atol, equal_nan=False):
-            err = (g.double() - w.double()).abs().nan_to_num(float("inf")).max().item()
+        wide = torch.complex128 if g.is_complex() or w.is_complex() else torch.float64
+        g, w = g.to(wide), w.to(wide)  # a complex gradient compared whole (a conjugate wrong)
+        if not torch.allclose(g, w, rtol=rtol, atol=atol, equal_nan=False):
+            err = (g - w).abs().nan_to_num(float("inf")).max().item()
             return f"{what} {i}: differs from the reference (max abs err {err:.3g})"
     return None
 
