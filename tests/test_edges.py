@@ -683,3 +683,73 @@ def test_an_empty_gradient_where_the_reference_has_none_passes() -> None:
     x = torch.rand(2, 5, dtype=torch.float64).requires_grad_()
     report = gradlab.check(Twice.apply, [x], reference=twice_or_nothing)
     assert [r for r in report.rows if r.status in ("fail", "error")] == [], report.rows
+
+
+class Lagged(Function):
+    """x[..., d:] - x[..., :-d] for a lag d; one_lag: BROKEN, backward assumes d = 1, the
+    lag the case passes."""
+
+    one_lag = False
+
+    @classmethod
+    def forward(cls, ctx: Any, x: Tensor, d: int) -> Tensor:
+        ctx.shape, ctx.d = x.shape, 1 if cls.one_lag else d
+        return x[..., d:] - x[..., :-d]
+
+    @classmethod
+    def backward(cls, ctx: Any, g: Tensor) -> tuple[Tensor, None]:
+        gx = g.new_zeros(ctx.shape)
+        n = ctx.shape[-1]
+        gx[..., ctx.d:ctx.d + g.shape[-1]] += g[..., :n - ctx.d]
+        gx[..., :g.shape[-1]] -= g
+        return gx, None
+
+
+class LaggedOneLag(Lagged):
+    one_lag = True
+
+
+def lagged_ref(x: Tensor, d: int) -> Tensor:
+    return x[..., d:] - x[..., :-d]
+
+
+class Strided(Function):
+    """x[::a, ::b] for steps (a, b); same_steps: BROKEN, backward scatters with a along both
+    dims, right for square steps only."""
+
+    same_steps = False
+
+    @classmethod
+    def forward(cls, ctx: Any, x: Tensor, steps: tuple[int, int]) -> Tensor:
+        ctx.shape = x.shape
+        ctx.steps = (steps[0], steps[0]) if cls.same_steps else steps
+        return x[::steps[0], ::steps[1]]
+
+    @classmethod
+    def backward(cls, ctx: Any, g: Tensor) -> tuple[Tensor, None]:
+        gx = g.new_zeros(ctx.shape)
+        a, b = ctx.steps
+        view = gx[::a, ::b]
+        rows, cols = min(view.shape[0], g.shape[0]), min(view.shape[1], g.shape[1])
+        view[:rows, :cols] += g[:rows, :cols]
+        return gx, None
+
+
+class StridedSameSteps(Strided):
+    same_steps = True
+
+
+def test_an_int_argument_one_more_and_a_per_dim_setting_made_non_square() -> None:
+    x = torch.rand(3, 6, dtype=torch.float64).requires_grad_()
+    assert red(LaggedOneLag, [x, 1], lagged_ref) == {("edges", "int_more[1]", "edge_wrong")}
+    assert red(Lagged, [x, 1], lagged_ref) == set()
+    y = torch.rand(6, 6, dtype=torch.float64).requires_grad_()
+    strided_ref = lambda t, s: t[::s[0], ::s[1]]  # noqa: E731
+    assert red(StridedSameSteps, [y, (1, 1)], strided_ref) == {("edges", "tuple[1]",
+                                                                "edge_wrong")}
+    assert red(Strided, [y, (1, 1)], strided_ref) == set()
+
+
+def red(fn: type[Function], args: list[Any], ref: Any) -> set[tuple[str, str, str]]:
+    report = gradlab.check(fn.apply, args, reference=ref)
+    return {(r.check, r.variant, r.hint) for r in report.rows if r.status in ("fail", "error")}

@@ -5,9 +5,10 @@ in float64).
 The bug catalogue (benchmarks/catalogue/) shows where real Functions break on calls their
 authors never checked: an empty batch, one element, a square input made non-square, a batch
 past a kernel's step, an all-zero input (a zero rotation, an empty mask), an int argument at 0
-(bins, repeats), a rank more (a 4-d image where the tests used 3-d), float16 (a graph cut in
-the half path).  Each is a handful of points, not a search (edge_points); `--explore`
-searches the rest (one sign, ties, rescaled values, every size).
+(bins, repeats) or one more (tensor-parallel ranks, a stride), a per-dim setting made
+non-square (a dilation (2, 1)), a rank more (a 4-d image where the tests used 3-d), float16
+(a graph cut in the half path).  Each is a handful of points, not a search (edge_points);
+`--explore` searches the rest (one sign, ties, rescaled values, every size).
 
 One row per kind of edge (`edges/empty`, `edges/zero[0]`, ...), with pointjudge's verdicts: a
 wrong value fails, a likely but uncertain failure warns (pointjudge.UNCERTAIN), points the
@@ -36,8 +37,10 @@ from gradlab.checks.families.inputspace import (
     base_point,
     flag_axes,
     int_axes,
+    one_more,
     rank_axis,
     shared_dims,
+    tuple_axes,
 )
 from gradlab.checks.families.pointjudge import Outcome, judge, magnitudes, reference_scale
 from gradlab.checks.families.sizes import component_sizes
@@ -102,8 +105,11 @@ def edge_points(case: Case, facts: CodeFacts = NO_FACTS) -> Iterator[Edge]:
         # the case's own may never reach (a splat skipped below alpha 1/255)
         for k, (i, _) in enumerate(base.values):
             yield Edge(f"threshold[{i}]", _valued(base, k, "thresholds"))
-    for i, _ in int_axes(case):
+    for i, n in int_axes(case):  # none, and one more (a second rank, a stride of 2)
         yield Edge(f"int_zero[{i}]", replace(base, ints=((i, 0),)))
+        yield Edge(f"int_more[{i}]", replace(base, ints=((i, n + 1),)))
+    for i, t in tuple_axes(case):  # a setting per dim made non-square: a dilation (2, 1)
+        yield Edge(f"tuple[{i}]", replace(base, ints=((i, one_more(t)),)))
     for i in flag_axes(case):  # the switch's other setting (the bug catalogue's triton5660)
         yield Edge(f"flag[{i}]", replace(base, ints=((i, not case.args[i]),)))
     for i, settings in facts.choices:  # a mode's other settings ('sum' for 'mean')

@@ -90,11 +90,34 @@ def size_dims(case: Case) -> dict[int, list[tuple[int, int]]]:
     return out
 
 
-def int_axes(case: Case) -> list[tuple[int, int]]:
-    """(position, value) of every plain positive int argument (not a bool): a count, a number
-    of bins, repeats or groups, each its own axis."""
-    return [(i, a) for i, a in enumerate(case.args)
+def int_axes(case: Case) -> list[tuple[int | str, int]]:
+    """(position or keyword, value) of every plain positive int argument (not a bool): a
+    count, a number of bins, repeats, groups or ranks, each its own axis."""
+    return [(k, a) for k, a in _named(case)
             if isinstance(a, int) and not isinstance(a, bool) and a > 0]
+
+
+def tuple_axes(case: Case) -> list[tuple[int | str, tuple[int, ...] | list[int]]]:
+    """(position or keyword, value) of every tuple or list of plain ints (a kernel size,
+    strides, dilations, padding per dim): each element a setting of its own."""
+    return [(k, a) for k, a in _named(case) if isinstance(a, (tuple, list)) and a
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in a)]
+
+
+def tuple_values(t: tuple[int, ...] | list[int]) -> list[Any]:
+    """t with one element at a time moved to int_values' settings (a dilation (2, 1) where the
+    case has (1, 1)), in t's own type."""
+    return [type(t)([*t[:k], v, *t[k + 1:]]) for k in range(len(t)) for v in int_values(t[k])]
+
+
+def one_more(t: tuple[int, ...] | list[int]) -> Any:
+    """t with its first element one more: a square setting made non-square ((2, 1) for
+    (1, 1)), in t's own type."""
+    return type(t)([t[0] + 1, *t[1:]])
+
+
+def _named(case: Case) -> list[tuple[int | str, Any]]:
+    return [*enumerate(case.args), *case.kwargs.items()]
 
 
 def index_args(case: Case) -> tuple[int, ...]:
