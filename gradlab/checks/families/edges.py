@@ -118,6 +118,7 @@ def edge_points(case: Case, facts: CodeFacts = NO_FACTS) -> Iterator[Edge]:
     ranked = rank_axis(case)
     if ranked:
         yield Edge("rank", replace(base, ranked=ranked))
+        yield Edge("rank", replace(base, lead=ranked))  # a batch of the case's input
 
 
 def _valued(base: Point, k: int, kind: str) -> Point:

@@ -200,8 +200,8 @@ def _smaller(p: Point, dims_of: Mapping[int, Sequence[tuple[int, int]]],
             yield replace(p, values=tuple(values))
     for k in range(len(p.ints)):
         yield replace(p, ints=p.ints[:k] + p.ints[k + 1:])
-    if p.ranked:
-        yield replace(p, ranked=())
+    if p.ranked or p.lead:
+        yield replace(p, ranked=(), lead=())
     axis = {(i, d): m for n, m in p.sizes for i, d in dims_of.get(n, ())}
     for k, (i, d, m) in enumerate(p.dims):  # a dim moved on its own back with its size axis
         if m >= axis.get((i, d), 0):  # where that is no larger

@@ -51,6 +51,9 @@ class Point:
     ints: tuple[tuple[int | str, Any], ...] = ()
     #: arguments that gain a trailing dim of RANK_SIZE (a 4-d image where the case has 3-d)
     ranked: tuple[int, ...] = ()
+    #: arguments that gain a leading dim of RANK_SIZE (a batch of the case's input: [2, 3, 4]
+    #: where the case has [3, 4], as a layer norm over [batch, tokens, features] is called)
+    lead: tuple[int, ...] = ()
     #: the values the `thresholds` kind plants (codefacts.threshold_values: either side of
     #: each threshold the Function's code compares values with)
     planted: tuple[float, ...] = ()
@@ -62,7 +65,7 @@ class Point:
 
     def moved_axes(self) -> int:
         return (sum(a != b for a, b in self.sizes) + len(self.dims) + len(self.ints)
-                + len(self.ranked) + len(self.lowered)
+                + len(self.ranked) + len(self.lead) + len(self.lowered)
                 + sum(k != "drawn" for _, k in self.values))
 
 
@@ -227,6 +230,7 @@ def one_at_a_time(base: Point, shared: Sequence[tuple[int, int, int]] = (),
             yield replace(base, ints=((i, m),))
     if ranked:
         yield replace(base, ranked=ranked)
+        yield replace(base, lead=ranked)
 
 
 def combinations(base: Point, rng: random.Random,
@@ -262,7 +266,8 @@ def resized(case: Case, point: Point) -> Case | None:
             a = ints[i]
         elif isinstance(a, (TensorArg, Tensor)):
             shape = tuple(own.get((i, d), size.get(n, n)) for d, n in enumerate(a.shape))
-            shape += (RANK_SIZE,) * (i in point.ranked)
+            shape = ((RANK_SIZE,) * (i in point.lead) + shape
+                     + (RANK_SIZE,) * (i in point.ranked))
             # an empty tensor holds no values: any argument may be one (a recorded call's
             # fixed values, an index's positions), which is how edges judge recorded specs
             empty = 0 in shape and shape != tuple(a.shape)
@@ -270,7 +275,7 @@ def resized(case: Case, point: Point) -> Case | None:
                 return None
             a = (replace(a, shape=shape, strides=None, values=None if empty else a.values,
                          layout="contiguous" if a.layout == "strided" else a.layout)
-                 if isinstance(a, TensorArg) else _reshaped(a, shape))
+                 if isinstance(a, TensorArg) else _reshaped(a, shape, i in point.lead))
             if i in point.lowered and isinstance(a, Tensor) and a.numel():
                 a = torch.full_like(a, int(a.min()))
         args.append(a)
@@ -297,14 +302,15 @@ def _may_take(a: TensorArg | Tensor, shape: tuple[int, ...]) -> bool:
             and all(m <= n for m, n in zip(shape, own, strict=True)))
 
 
-def _reshaped(a: Tensor, shape: tuple[int, ...]) -> Tensor:
+def _reshaped(a: Tensor, shape: tuple[int, ...], lead: bool = False) -> Tensor:
     """An API example tensor at `shape` (a floating one: _resizable): its leading block, grown
-    within its value range."""
+    within its value range (lead: its new dim is the first, a batch of it)."""
     if tuple(a.shape) == shape:
         return a
     grad = a.requires_grad
     if len(shape) > a.dim():  # a rank point: the tensor is the first slice of the new dims
-        a = a.detach().reshape(*a.shape, *(1,) * (len(shape) - a.dim()))
+        ones = (1,) * (len(shape) - a.dim())
+        a = a.detach().reshape(*ones, *a.shape) if lead else a.detach().reshape(*a.shape, *ones)
     lead = a.detach()[tuple(slice(0, min(n, m)) for n, m in zip(a.shape, shape, strict=True))]
     t = lead.clone() if tuple(lead.shape) == shape or lead.numel() == 0 else grown_within(
         lead, shape)

@@ -83,9 +83,9 @@ def judge(fn: Callable[..., Any], ref: Callable[..., Any] | None, case: Case, po
         # forward refusing an input is validation; backward raising where forward ran, a bug
         note = f"{type(got.error).__name__}: {got.error}".splitlines()[0]
         if (got.stage != "forward" and any(w in note for w in INVALID_RETURN)
-                and not point.dims):
-            # autograd refused what backward returned (a shape, a count) where the arguments'
-            # shapes agree as the case's do: wrong, on an empty input as on any other
+                and not (point.dims or point.lead)):
+            # autograd refused what backward returned where the arguments' shapes agree as the
+            # case's do (no dim moved alone, no batch dim): wrong, empty input or not
             return Outcome("wrong", note)
         out = Outcome("refused" if got.stage == "forward" else "raises", note)
     else:
@@ -218,8 +218,8 @@ def _reshaped(point: Point) -> bool:
     that the Function supports it: a hidden constraint forward does not check (xitorch's
     symeig asked for 3 eigenvalues of a 1x1 matrix) raises too.  A wrong value stays
     certain."""
-    return (any(n != m for n, m in point.sizes) or bool(point.dims) or bool(point.ranked)
-            or bool(point.ints))
+    return (any(n != m for n, m in point.sizes)
+            or bool(point.dims or point.ranked or point.lead or point.ints))
 
 
 def _coupled(ref: Callable[..., Any], case: Case, point: Point, device: str) -> bool:
