@@ -814,3 +814,16 @@ def test_a_batch_of_the_case_input_is_an_edge() -> None:
     report = gradlab.check(ScaleRows.apply, [x, s], reference=lambda a, b: a * b[:, None])
     assert [(r.check, r.variant, r.status, r.hint) for r in report.rows if r.status != "pass"
             ] == [("edges", "rank", "warn", "edge_reshaped")]
+
+
+def test_a_keyword_int_is_moved_one_more_never_to_zero() -> None:
+    # a keyword int is configuration (a block size): 0 can be a loop that never ends
+    x = torch.rand(3, 4, dtype=torch.float64).requires_grad_()
+    kinds = {e.kind: e.point.ints for e in edge_points(Case("c", (x, 2), {"block": 3,
+                                                                          "dims": (1, 1)}))}
+    assert kinds["int_zero[1]"] == ((1, 0),) and kinds["int_more[1]"] == ((1, 3),)
+    assert kinds["int_more[block]"] == (("block", 4),) and "int_zero[block]" not in kinds
+    assert kinds["tuple[dims]"] == (("dims", (2, 1)),)
+    from gradlab.checks.families.explore import space
+    plain = dict(space(Case("c", (x, 2), {"block": 3})).plain)
+    assert plain[1] == [0, 1, 3] and plain["block"] == [1, 4]

@@ -105,8 +105,9 @@ def edge_points(case: Case, facts: CodeFacts = NO_FACTS) -> Iterator[Edge]:
         # the case's own may never reach (a splat skipped below alpha 1/255)
         for k, (i, _) in enumerate(base.values):
             yield Edge(f"threshold[{i}]", _valued(base, k, "thresholds"))
-    for i, n in int_axes(case):  # none, and one more (a second rank, a stride of 2)
-        yield Edge(f"int_zero[{i}]", replace(base, ints=((i, 0),)))
+    for i, n in int_axes(case):  # none (not a keyword's: inputspace.int_values), one more
+        if isinstance(i, int):
+            yield Edge(f"int_zero[{i}]", replace(base, ints=((i, 0),)))
         yield Edge(f"int_more[{i}]", replace(base, ints=((i, n + 1),)))
     for i, t in tuple_axes(case):  # a setting per dim made non-square: a dilation (2, 1)
         yield Edge(f"tuple[{i}]", replace(base, ints=((i, one_more(t)),)))

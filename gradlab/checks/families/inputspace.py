@@ -107,10 +107,11 @@ def tuple_axes(case: Case) -> list[tuple[int | str, tuple[int, ...] | list[int]]
             and all(isinstance(v, int) and not isinstance(v, bool) for v in a)]
 
 
-def tuple_values(t: tuple[int, ...] | list[int]) -> list[Any]:
+def tuple_values(t: tuple[int, ...] | list[int], zero: bool = True) -> list[Any]:
     """t with one element at a time moved to int_values' settings (a dilation (2, 1) where the
-    case has (1, 1)), in t's own type."""
-    return [type(t)([*t[:k], v, *t[k + 1:]]) for k in range(len(t)) for v in int_values(t[k])]
+    case has (1, 1)), in t's own type (zero: int_values' 0 too)."""
+    return [type(t)([*t[:k], v, *t[k + 1:]]) for k in range(len(t))
+            for v in int_values(t[k], zero)]
 
 
 def one_more(t: tuple[int, ...] | list[int]) -> Any:
@@ -138,9 +139,11 @@ def flag_axes(case: Case) -> list[int]:
     return [i for i, a in enumerate(case.args) if isinstance(a, bool)]
 
 
-def int_values(n: int) -> list[int]:
-    """The values an int axis takes: none, one, one more."""
-    return sorted({0, 1, n + 1} - {n})
+def int_values(n: int, zero: bool = True) -> list[int]:
+    """The values an int axis takes: none, one, one more.  Not none (zero False) for a
+    keyword: a keyword int is configuration (a block or chunk size), where 0 can mean a loop
+    that never ends (torch-semiring-einsum's block_size=0 allocates until memory runs out)."""
+    return sorted({0, 1, n + 1} - {n} - (set() if zero else {0}))
 
 
 def rank_axis(case: Case) -> tuple[int, ...]:
