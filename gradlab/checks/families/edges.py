@@ -41,6 +41,7 @@ from gradlab.checks.families.inputspace import (
     rank_axis,
     shared_dims,
     tuple_axes,
+    zero_allowed,
 )
 from gradlab.checks.families.pointjudge import Outcome, judge, magnitudes, reference_scale
 from gradlab.checks.families.sizes import component_sizes
@@ -105,8 +106,8 @@ def edge_points(case: Case, facts: CodeFacts = NO_FACTS) -> Iterator[Edge]:
         # the case's own may never reach (a splat skipped below alpha 1/255)
         for k, (i, _) in enumerate(base.values):
             yield Edge(f"threshold[{i}]", _valued(base, k, "thresholds"))
-    for i, n in int_axes(case):  # none (not a keyword's: inputspace.int_values), one more
-        if isinstance(i, int):
+    for i, n in int_axes(case):  # none (not a keyword's: zero_allowed), and one more
+        if zero_allowed(i):
             yield Edge(f"int_zero[{i}]", replace(base, ints=((i, 0),)))
         yield Edge(f"int_more[{i}]", replace(base, ints=((i, n + 1),)))
     for i, t in tuple_axes(case):  # a setting per dim made non-square: a dilation (2, 1)

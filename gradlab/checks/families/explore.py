@@ -48,6 +48,7 @@ from gradlab.checks.families.inputspace import (
     size_dims,
     tuple_axes,
     tuple_values,
+    zero_allowed,
 )
 from gradlab.checks.families.pointjudge import (
     CERTAIN,
@@ -95,8 +96,8 @@ class Space:
 
 
 def space(case: Case, facts: CodeFacts = NO_FACTS) -> Space:
-    plain = [*((i, int_values(n, isinstance(i, int))) for i, n in int_axes(case)),
-             *((i, tuple_values(t, isinstance(i, int))) for i, t in tuple_axes(case))]
+    plain = [*((i, int_values(n, zero_allowed(i))) for i, n in int_axes(case)),
+             *((i, tuple_values(t, zero_allowed(i))) for i, t in tuple_axes(case))]
     return Space(shared_dims(case), [*plain, *facts.choices], rank_axis(case),
                  size_dims(case), index_args(case))
 

@@ -140,10 +140,15 @@ def flag_axes(case: Case) -> list[int]:
 
 
 def int_values(n: int, zero: bool = True) -> list[int]:
-    """The values an int axis takes: none, one, one more.  Not none (zero False) for a
-    keyword: a keyword int is configuration (a block or chunk size), where 0 can mean a loop
-    that never ends (torch-semiring-einsum's block_size=0 allocates until memory runs out)."""
+    """The values an int axis takes: none (where `zero`: zero_allowed), one, one more."""
     return sorted({0, 1, n + 1} - {n} - (set() if zero else {0}))
+
+
+def zero_allowed(key: int | str) -> bool:
+    """Whether an int argument (or a tuple's element) may be set to 0: a positional one, not a
+    keyword's.  A keyword int is configuration (a block or chunk size), where 0 can mean a loop
+    that never ends (torch-semiring-einsum's block_size=0 allocates until memory runs out)."""
+    return isinstance(key, int)
 
 
 def rank_axis(case: Case) -> tuple[int, ...]:
