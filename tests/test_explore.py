@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from typer.testing import CliRunner
 
 import gradlab
@@ -421,3 +422,62 @@ def test_a_search_that_judged_nothing_is_a_skip_not_a_pass() -> None:
     assert (row.status, row.declared, row.reason) == ("skip", True, "explore_nothing_judged")
     assert row.findings[0].got["refused"] == row.findings[0].got["tried"] > 0
     assert "not explored" in message(row)
+
+
+def window_max(x: torch.Tensor, kernel: tuple[int, int], dilation: tuple[int, int],
+               rows_dilated_twice: bool = False) -> torch.Tensor:
+    """Max over dilated kernel windows of a 2-d x (stride 1); rows_dilated_twice: BROKEN,
+    backward keeps an argmax only where it lies in the window rebuilt with dilation[0] for
+    both dims (the bug catalogue's burn4466)."""
+    out = F.max_pool2d(x[None, None], kernel, stride=1, dilation=dilation)[0, 0]
+    if not rows_dilated_twice:
+        return out
+    wrong = (dilation[0], dilation[0])
+    rebuilt = F.max_pool2d(x[None, None], kernel, stride=1, dilation=wrong)[0, 0]
+    same = out.shape == rebuilt.shape
+    keep = (out == rebuilt) if same else torch.zeros_like(out, dtype=torch.bool)
+    return torch.where(keep, out, out.detach())
+
+
+def test_a_kernel_setting_shrinks_with_the_input() -> None:
+    # a dilation made non-square fails at the case's 2x2 kernel; the shrink makes the kernel
+    # (1, 2) too, so that a single row fails
+    x = torch.rand(4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    report = gradlab.check(lambda x, k, d: window_max(x, k, d, rows_dilated_twice=True),
+                           [x.requires_grad_(), (2, 2), (1, 1)], reference=window_max,
+                           checks=["explore"], explore=BUDGET)
+    row = explore_row(report)
+    assert row.status == "fail", message(row)
+    case = row.findings[0].want["set"]
+    assert sorted(case[1]) == [1, 2] and case[0]["shape"][case[1].index(1)] <= 2, case
+    twin = gradlab.check(window_max, [x, (2, 2), (1, 1)], reference=window_max,
+                         checks=["explore"], explore=BUDGET)
+    assert explore_row(twin).status == "pass", message(explore_row(twin))
+
+
+def clipped_gather(x: torch.Tensor, idx: torch.Tensor, drop_clipped: bool = False
+                   ) -> torch.Tensor:
+    """x[clip(idx)]: positions past the end read the last element; drop_clipped: BROKEN,
+    their gradient is dropped (backward keeps in-range positions only)."""
+    clip = idx.clamp(0, x.shape[0] - 1)
+    out = x[clip]
+    if drop_clipped:
+        out = torch.where(idx == clip, out, out.detach())
+    return out
+
+
+def test_an_index_past_a_clipped_end_shrinks_to_one_position() -> None:
+    # only the last position (5) is past x's end; a leading block drops it, the largest
+    # position kept for every element does not
+    x = torch.rand(5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    idx = torch.tensor([0, 1, 2, 5])
+    report = gradlab.check(lambda x, i: clipped_gather(x, i, drop_clipped=True),
+                           [x.requires_grad_(), idx], reference=clipped_gather,
+                           checks=["explore"], explore=BUDGET)
+    row = explore_row(report)
+    assert row.status == "fail", message(row)
+    case = row.findings[0].want["set"]
+    assert case[1] == {"shape": [1], "values": [5]}, case
+    twin = gradlab.check(clipped_gather, [x, idx], reference=clipped_gather,
+                         checks=["explore"], explore=BUDGET)
+    assert explore_row(twin).status == "pass", message(explore_row(twin))

@@ -91,15 +91,19 @@ class Space:
     plain: Sequence[tuple[int | str, Sequence[Any]]] = ()
     ranked: tuple[int, ...] = ()
     dims_of: Mapping[int, Sequence[tuple[int, int]]] = field(default_factory=dict)
-    #: the example index tensors a shrink may lower (inputspace.index_args)
+    #: the example index tensors a shrink may lower or raise (inputspace.index_args)
     indices: tuple[int, ...] = ()
+    #: the case's own int and tuple-of-int arguments, which a shrink makes smaller (a kernel
+    #: (2, 2) at (1, 2), where a smaller input then fails the same way)
+    settings: Sequence[tuple[int | str, Any]] = ()
 
 
 def space(case: Case, facts: CodeFacts = NO_FACTS) -> Space:
-    plain = [*((i, int_values(n, zero_allowed(i))) for i, n in int_axes(case)),
-             *((i, tuple_values(t, zero_allowed(i))) for i, t in tuple_axes(case))]
+    ints, tuples = int_axes(case), tuple_axes(case)
+    plain = [*((i, int_values(n, zero_allowed(i))) for i, n in ints),
+             *((i, tuple_values(t, zero_allowed(i))) for i, t in tuples)]
     return Space(shared_dims(case), [*plain, *facts.choices], rank_axis(case),
-                 size_dims(case), index_args(case))
+                 size_dims(case), index_args(case), [*ints, *tuples])
 
 
 def search(judge_point: Callable[[Point], Outcome], base: Point, budget: float,
@@ -164,7 +168,7 @@ def shrink(s: Search, judge_point: Callable[[Point], Outcome], p: Point, out: Ou
     changed = True
     while changed and not over():
         changed = False
-        for cand in _redrawn(_smaller(p, axes.dims_of, axes.indices)):
+        for cand in _redrawn(_smaller(p, axes)):
             if over():
                 break
             o = _tried(s, judge_point, cand)
@@ -187,25 +191,42 @@ def _redrawn(points: Iterator[Point]) -> Iterator[Point]:
             yield from (replace(p, draw=d) for d in range(1, SHRINK_DRAWS) if d != p.draw)
 
 
-def _smaller(p: Point, dims_of: Mapping[int, Sequence[tuple[int, int]]],
-             indices: Sequence[int] = ()) -> Iterator[Point]:
+def _smaller(p: Point, axes: Space) -> Iterator[Point]:
     """Points one step simpler than p: a value axis back to its draw, an int or rank back to
-    the case's, one size axis at a smaller size (ascending: the smallest that fails is found
-    first), one dim of a size axis smaller on its own (dims_of: a batch that fails at 5
-    with its out-features, which share the size, back at 1), or an index tensor's positions
-    all at its smallest (indices: a graph's edges on one node)."""
+    the case's (where that is not larger), an int or tuple argument smaller, one size axis at
+    a smaller size (ascending: the smallest that fails is found first), one dim of a size axis
+    smaller on its own (a batch that fails at 5 with its out-features, which share the size,
+    back at 1), or an index tensor's positions all at its smallest or largest (a graph's
+    edges on one node; an index past a clipped end, kept as its block shrinks)."""
     for k, (i, kind) in enumerate(p.values):
         if kind != "drawn":
             values = list(p.values)
             values[k] = (i, "drawn")
             yield replace(p, values=tuple(values))
-    for k in range(len(p.ints)):
-        yield replace(p, ints=p.ints[:k] + p.ints[k + 1:])
+    case_setting = dict(axes.settings)
+    for k, (i, v) in enumerate(p.ints):
+        if not _below(v, case_setting.get(i)):
+            yield replace(p, ints=p.ints[:k] + p.ints[k + 1:])
     if p.ranked or p.lead:
         yield replace(p, ranked=(), lead=())
+    moved = dict(p.ints)
+    for i, own in axes.settings:
+        for v in _lesser(moved.get(i, own)):
+            yield replace(p, ints=(*((j, u) for j, u in p.ints if j != i), (i, v)))
+    yield from _smaller_sizes(p, axes.dims_of)
+    for i in axes.indices:
+        if i not in p.lowered and i not in p.raised:
+            yield replace(p, lowered=(*p.lowered, i))
+            yield replace(p, raised=(*p.raised, i))
+
+
+def _smaller_sizes(p: Point, dims_of: Mapping[int, Sequence[tuple[int, int]]]
+                   ) -> Iterator[Point]:
+    """p with a dim moved on its own back with its size axis (where that is no larger) or
+    smaller, a size axis smaller, or one dim of a size axis smaller on its own."""
     axis = {(i, d): m for n, m in p.sizes for i, d in dims_of.get(n, ())}
-    for k, (i, d, m) in enumerate(p.dims):  # a dim moved on its own back with its size axis
-        if m >= axis.get((i, d), 0):  # where that is no larger
+    for k, (i, d, m) in enumerate(p.dims):
+        if m >= axis.get((i, d), 0):
             yield replace(p, dims=p.dims[:k] + p.dims[k + 1:])
     for k, (i, d, m) in enumerate(p.dims):
         for smaller in range(m):
@@ -221,9 +242,29 @@ def _smaller(p: Point, dims_of: Mapping[int, Sequence[tuple[int, int]]],
             if (i, d) not in own:
                 for smaller in range(1, min(m, n + 1)):
                     yield replace(p, dims=(*p.dims, (i, d, smaller)))
-    for i in indices:
-        if i not in p.lowered:
-            yield replace(p, lowered=(*p.lowered, i))
+
+
+def _lesser(v: Any) -> Iterator[Any]:
+    """An int setting's smaller positive values, or a tuple's with one element smaller (each
+    down to 1, smallest first: 0 is a setting of its own, the edges' and the search's)."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        yield from range(1, v)
+    elif isinstance(v, (tuple, list)) and all(isinstance(e, int) and not isinstance(e, bool)
+                                              for e in v):
+        for k, e in enumerate(v):
+            yield from (type(v)([*v[:k], u, *v[k + 1:]]) for u in range(1, e))
+
+
+def _below(v: Any, own: Any) -> bool:
+    """A moved setting no larger than the case's own in any element (a shrink made it so:
+    going back would undo it)."""
+    if own is None or isinstance(v, bool) or v == own:
+        return False
+    if isinstance(v, int) and isinstance(own, int):
+        return v < own
+    return (isinstance(v, (tuple, list)) and isinstance(own, (tuple, list))
+            and len(v) == len(own) and all(isinstance(a, int) and isinstance(b, int)
+                                           and a <= b for a, b in zip(v, own, strict=True)))
 
 
 def spec_case(case: Case, point: Point) -> dict[str, Any]:
@@ -234,7 +275,7 @@ def spec_case(case: Case, point: Point) -> dict[str, Any]:
     for i, (a, b) in enumerate(zip(case.args, sized.args if sized else case.args, strict=True)):
         if isinstance(a, (TensorArg, Tensor)) and tuple(a.shape) != tuple(b.shape):
             changed[i] = {"shape": list(b.shape)}
-    for i in point.lowered:  # positions a spec cannot draw: given as they are
+    for i in (*point.lowered, *point.raised):  # positions a spec cannot draw: as they are
         b = sized.args[i] if sized else None
         if isinstance(b, Tensor) and b.numel() <= MAX_SPEC_VALUES:
             changed[i] = {"shape": list(b.shape), "values": b.tolist()}
@@ -248,7 +289,7 @@ def spec_case(case: Case, point: Point) -> dict[str, Any]:
     return {"name": "explored", "set": out}
 
 
-#: The most elements a spec case gives as values (a lowered index tensor's positions).
+#: The most elements a spec case gives as values (a lowered or raised index's positions).
 MAX_SPEC_VALUES = 64
 
 #: The value kinds a spec can state (docs/specs.md: `low`/`high`; planted zeros as `special`,

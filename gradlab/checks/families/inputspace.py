@@ -62,10 +62,12 @@ class Point:
     #: example index tensors whose every position is set to their smallest (a shrink's
     #: simpler positions: edges [[0], [0]] need one node where [[0], [1]] need two)
     lowered: tuple[int, ...] = ()
+    #: ... or to their largest (an index past a clipped end kept where the block shrinks)
+    raised: tuple[int, ...] = ()
 
     def moved_axes(self) -> int:
         return (sum(a != b for a, b in self.sizes) + len(self.dims) + len(self.ints)
-                + len(self.ranked) + len(self.lead) + len(self.lowered)
+                + len(self.ranked) + len(self.lead) + len(self.lowered) + len(self.raised)
                 + sum(k != "drawn" for _, k in self.values))
 
 
@@ -126,7 +128,7 @@ def _named(case: Case) -> list[tuple[int | str, Any]]:
 
 def index_args(case: Case) -> tuple[int, ...]:
     """The example integer tensors of more than one value (an index: positions), whose
-    positions a shrink may lower to their smallest (Point.lowered)."""
+    positions a shrink may set to their smallest or largest (Point.lowered, Point.raised)."""
     return tuple(i for i, a in enumerate(case.args)
                  if isinstance(a, Tensor) and a.numel() > 1 and a.dtype != torch.bool
                  and not (a.is_floating_point() or a.is_complex())
@@ -281,11 +283,13 @@ def resized(case: Case, point: Point) -> Case | None:
             empty = 0 in shape and shape != tuple(a.shape)
             if math.prod(shape) > MAX_ELEMENTS or not (empty or _may_take(a, shape)):
                 return None
-            a = (replace(a, shape=shape, strides=None, values=None if empty else a.values,
+            b = (replace(a, shape=shape, strides=None, values=None if empty else a.values,
                          layout="contiguous" if a.layout == "strided" else a.layout)
                  if isinstance(a, TensorArg) else _reshaped(a, shape, i in point.lead))
-            if i in point.lowered and isinstance(a, Tensor) and a.numel():
-                a = torch.full_like(a, int(a.min()))
+            if isinstance(b, Tensor) and b.numel() and i in (*point.lowered, *point.raised):
+                # the case's own extreme position, whichever block of it is kept
+                b = torch.full_like(b, int(a.min() if i in point.lowered else a.max()))
+            a = b
         args.append(a)
     kwargs = {**case.kwargs, **{k: v for k, v in point.ints if isinstance(k, str)}}
     return replace(case, args=tuple(args), kwargs=kwargs)
