@@ -96,7 +96,7 @@ AUTOCAST_DTYPES = {"cpu": "bfloat16", "cuda": "float16"}
 #: Variant families, as named in specs and options (see gradlab.checks.families.variants).
 VARIANT_FAMILIES = ("noncontiguous", "transposed", "channels_last", "expanded", "grad_output",
                     "requires_grad", "undefined_grad", "size1", "magnitude", "ragged", "small",
-                    "special", "ties", "repeated_index")
+                    "special", "ties", "repeated_index", "sentinel")
 
 
 def canonical_dtype(name: str, allowed: Sequence[str] = DTYPES) -> str:

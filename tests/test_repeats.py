@@ -1,6 +1,7 @@
-"""The ties and repeated_index variants (gradlab.checks.families.repeats): bugs that live only at
-repeated values, each caught with its `*_only` hint beside a correct twin, through the API and
-through a spec; a valid other convention at a tie passes (reason tie_convention)."""
+"""The ties, repeated_index and sentinel variants (gradlab.checks.families.repeats): bugs
+that live only at repeated values (or at an index equal to an int argument), each caught with
+its `*_only` hint beside a correct twin, through the API and through a spec; a valid other
+convention at a tie passes (reason tie_convention)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,10 @@ from gradlab.cases import Inputs
 from gradlab.checks.families.repeats import (
     groups_agree,
     paired,
+    planted,
     repeat_variants,
     repeated_index_inputs,
+    sentinel_inputs,
     tied_inputs,
     untied,
 )
@@ -219,3 +222,57 @@ def test_ties_only_in_short_dtypes_too() -> None:
                       dtypes=["float32", "bfloat16", "float16"], checks=["forward", "gradient"])
     assert {(x.dtype, x.hint) for x in r.failures} == {
         ("float32", "ties_only"), ("bfloat16", "ties_only"), ("float16", "ties_only")}, said(r)
+
+
+class PaddedEmbedding(torch.autograd.Function):
+    """w[idx] whose padding row gets no gradient (F.embedding's padding_idx); BROKEN when
+    `skip_pad` is False: backward accumulates into every row, the padding row's included."""
+
+    skip_pad = False
+
+    @classmethod
+    def forward(cls, ctx: Any, idx: torch.Tensor, w: torch.Tensor, padding_idx: int):
+        ctx.save_for_backward(idx)
+        ctx.rows, ctx.pad = w.shape[0], padding_idx
+        return w[idx]
+
+    @classmethod
+    def backward(cls, ctx: Any, g: torch.Tensor):
+        (idx,) = ctx.saved_tensors
+        gw = g.new_zeros(ctx.rows, g.shape[-1]).index_add(0, idx.reshape(-1),
+                                                          g.reshape(-1, g.shape[-1]))
+        if cls.skip_pad:
+            gw[ctx.pad] = 0
+        return None, gw, None
+
+
+class PaddedEmbeddingFixed(PaddedEmbedding):
+    skip_pad = True
+
+
+def embedding_ref(idx: torch.Tensor, w: torch.Tensor, padding_idx: int) -> torch.Tensor:
+    return torch.nn.functional.embedding(idx, w, padding_idx=padding_idx)
+
+
+@pytest.mark.parametrize("pad", [0, 2])
+def test_an_index_equal_to_an_int_argument_is_planted(pad: int) -> None:
+    # the case's indices never hold the padding row: only the sentinel variant reaches it
+    idx = torch.tensor([1, 3, 4]) if pad == 0 else torch.tensor([0, 1, 4])
+    w = matrix(5, 3)
+    broken = gradlab.check(PaddedEmbedding, [idx, w, pad], reference=embedding_ref)
+    assert [(v, c, h) for v, c, h, _ in said(broken)] == [
+        ("sentinel[0]", "gradient", "sentinel_only")], said(broken)
+    twin = gradlab.check(PaddedEmbeddingFixed, [idx, w, pad], reference=embedding_ref)
+    assert twin.passed and any(r.variant == "sentinel[0]" for r in twin.rows), said(twin)
+
+
+def test_the_planted_value_takes_the_nearest_position_and_keeps_sorted_order() -> None:
+    assert planted(torch.tensor([1, 2, 4]), [0]).tolist() == [0, 2, 4]
+    assert planted(torch.tensor([0, 2, 5, 9]), [6, 3]).tolist() == [0, 3, 6, 9]
+    # present already, or past the largest position (a count, a size): nothing planted
+    assert planted(torch.tensor([0, 2, 5]), [2, 7]) is None
+    unsorted = planted(torch.tensor([4, 0, 3]), [1])
+    assert unsorted is not None and unsorted.tolist() == [4, 1, 3]
+    inputs = Inputs([torch.tensor([1, 2]), matrix(3, 2), 0, True], {"ignore": 2})
+    changed, out = sentinel_inputs(inputs)
+    assert changed == ["0"] and out.args[0].tolist() == [0, 2]  # a bool is not an int here

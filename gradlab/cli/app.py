@@ -252,8 +252,9 @@ def sigterm_as_interrupt() -> Iterator[None]:
 VARIANT_HELP = ("only the rows of these variants (repeatable): a family (noncontiguous, "
                 "transposed, channels_last, expanded, grad_output, requires_grad, "
                 "undefined_grad, size1, magnitude, ragged, small, special, ties, "
-                "repeated_index), one variant as the report names it ('noncontiguous[0]'), "
-                "or base (the case itself, and the checks made on it only: jacobian, ...)")
+                "repeated_index, sentinel), one variant as the report names it "
+                "('noncontiguous[0]'), or base (the case itself, and the checks made on it "
+                "only: jacobian, ...)")
 
 Strict = Annotated[bool, typer.Option("--strict", help="a warn row (a likely bug that leaves "
                                       "every result right) fails the run")]

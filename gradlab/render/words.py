@@ -98,6 +98,9 @@ HINTS: dict[str, str] = {
     "repeated_index_only": "fails only where an integer index repeats (a backward that "
                            "assigns, gw[idx] = g, instead of accumulating with index_add_ "
                            "keeps one occurrence of a repeated index?)",
+    "sentinel_only": "fails only where an integer index holds the value of an int argument "
+                     "(a padding_idx or an ignore_index whose position still gets a gradient, "
+                     "or is skipped where it should not be?)",
     "border_band": "wrong only near the borders (padding or boundary handling?)",
     "tail_tile": "wrong only in the last partial tile along a dim (a launch grid of n // BLOCK "
                  "instead of cdiv(n, BLOCK), or a loop that drops the remainder?)",

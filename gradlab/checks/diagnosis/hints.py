@@ -238,7 +238,8 @@ ONLY_HINT = {"noncontiguous": "noncontiguous_only", "transposed": "transposed_on
              "grad_output": "grad_output_layout", "requires_grad": "requires_grad_subset",
              "undefined_grad": "undefined_grad", "size1": "size1_only",
              "magnitude": "magnitude_only", "ragged": "ragged_only", "ties": "ties_only",
-             "repeated_index": "repeated_index_only", "small": "small_only",
+             "repeated_index": "repeated_index_only", "sentinel": "sentinel_only",
+             "small": "small_only",
              "special": "special_only"}
 #: A value variant's failure is value-level when the tolerance that would pass (with
 #: passing_tolerance's margin of 2) is at most this many times the one used: an overflow gives

@@ -12,6 +12,11 @@
   its own first half of values, so each value repeats (bounds kept: only values the case
   drew, within its min..max).  An embedding backward `gw[idx] = g` instead of `index_add_`
   keeps one occurrence of a repeated token; distinct indices never show it.
+- sentinel: every int64/int32 tensor argument holding, at its nearest position, the value of
+  each int argument of the call that it lacks and that lies within its positions (0..max):
+  an embedding's `padding_idx`, a loss's `ignore_index` is an index the call names, whose
+  position must get no gradient (or must be skipped), and a case that draws indices may never
+  hold it.  The nearest position keeps sorted indices sorted, as `repeated` does.
 
 At a tie the derivative is not defined: the reference's convention (torch.max(dim) gives one
 index the gradient, amax splits it evenly) is one valid subgradient among many.  A Function
@@ -120,11 +125,48 @@ def repeated_index_inputs(base: Inputs) -> tuple[list[str], Inputs] | None:
     return (changed, inputs) if changed else None
 
 
+def sentinel_inputs(base: Inputs) -> tuple[list[str], Inputs] | None:
+    """The base inputs with each integer tensor holding the call's int arguments' values
+    (`planted`), and the arguments changed; None when none changes."""
+    values = [v for v in (*base.args, *base.kwargs.values())
+              if isinstance(v, int) and not isinstance(v, bool) and v >= 0]
+    inputs, changed = base.clone(), []
+    for where, a in [*enumerate(base.args), *base.kwargs.items()]:
+        new = planted(a, values) if _is_index(a) else None
+        if new is not None:
+            if isinstance(where, int):
+                inputs.args[where] = new
+            else:
+                inputs.kwargs[where] = new
+            changed.append(str(where))
+    return (changed, inputs) if changed else None
+
+
+def planted(t: Tensor, values: list[int]) -> Tensor | None:
+    """`t` with each value it lacks that lies in 0..max(t) at the position holding the value
+    nearest to it (the first such, one position per value), sorted again where `t` was; None
+    when no value is planted."""
+    flat = t.detach().reshape(-1).clone()
+    free = torch.ones_like(flat, dtype=torch.bool)
+    for v in dict.fromkeys(values):
+        if bool((flat == v).any()) or v > int(flat.max()) or not bool(free.any()):
+            continue
+        dist = (flat - v).abs().to(torch.float64).masked_fill(~free, float("inf"))
+        k = int(dist.argmin())
+        flat[k], free[k] = v, False
+    if bool(free.all()):
+        return None
+    orig = t.detach().reshape(-1)
+    if bool((orig[1:] >= orig[:-1]).all()):
+        flat = flat.sort().values
+    return flat.reshape(t.shape).contiguous()
+
+
 def repeat_variants(fams: set[str], base: Inputs,
                     has_reference: bool) -> Iterator[tuple[str, str, Inputs]]:
-    """(name, family, inputs) of the ties and repeated_index variants that apply.  Without a
-    reference they would be compared with the Function's own run on the same values, which
-    measures nothing: none."""
+    """(name, family, inputs) of the ties, repeated_index and sentinel variants that apply.
+    Without a reference they would be compared with the Function's own run on the same
+    values, which measures nothing: none."""
     if not has_reference:
         return
     if "ties" in fams:
@@ -135,6 +177,10 @@ def repeat_variants(fams: set[str], base: Inputs,
         rep = repeated_index_inputs(base)
         if rep is not None:
             yield f"repeated_index[{','.join(rep[0])}]", "repeated_index", rep[1]
+    if "sentinel" in fams:
+        sent = sentinel_inputs(base)
+        if sent is not None:
+            yield f"sentinel[{','.join(sent[0])}]", "sentinel", sent[1]
 
 
 def group_sums(values: Tensor, grad: Tensor) -> tuple[Tensor, Tensor]:

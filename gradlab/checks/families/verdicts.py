@@ -69,7 +69,8 @@ from gradlab.results import ERROR, SKIP, CheckRow
 #: the stride-0 grad_output repeat one slice's values: their plain copy keeps those values).
 LAYOUT_FAMILIES = ("noncontiguous", "transposed", "channels_last", "expanded", "grad_output")
 #: Families whose variant draws other values (or sizes) in plain contiguous memory.
-VALUE_FAMILIES = ("magnitude", "ragged", "size1", "small", "special", "ties", "repeated_index")
+VALUE_FAMILIES = ("magnitude", "ragged", "size1", "small", "special", "ties", "repeated_index",
+                  "sentinel")
 #: (VALUE_LEVEL_FACTOR, and the hints a value-level failure gets or keeps:
 #: gradlab.checks.diagnosis.hints.)
 
