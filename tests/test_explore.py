@@ -481,3 +481,60 @@ def test_an_index_past_a_clipped_end_shrinks_to_one_position() -> None:
     twin = gradlab.check(clipped_gather, [x, idx], reference=clipped_gather,
                          checks=["explore"], explore=BUDGET)
     assert explore_row(twin).status == "pass", message(explore_row(twin))
+
+
+def soft_threshold(x: torch.Tensor, threshold: float, on_output: bool = False) -> torch.Tensor:
+    """softplus(x), linear above `threshold` (F.softplus's threshold); on_output: BROKEN,
+    backward tests the threshold on the output (the bug catalogue's pt55587), which differs
+    from the input's test only where softplus(x) > threshold >= x: at threshold 20 a band
+    of 2e-9, at 0.05 every x below it."""
+    out = F.softplus(x, 1.0, threshold)
+    if not on_output:
+        return out
+    linear = out.detach() > threshold
+    return torch.where(linear, x + (out - x).detach(), out)
+
+
+def test_a_float_argument_is_an_axis_under_explore() -> None:
+    x = torch.rand(3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) * 2 - 1
+    report = gradlab.check(lambda x, t: soft_threshold(x, t, on_output=True),
+                           [x.requires_grad_(), 20.0], reference=soft_threshold,
+                           checks=["forward", "gradient", "explore"], explore=BUDGET)
+    assert all(r.status == "pass" for r in report.rows if r.check != "explore")
+    row = explore_row(report)
+    assert row.status == "fail" and row.hint == "explored_wrong", message(row)
+    assert row.findings[0].want["set"][1] == 0.05, row.findings[0].want
+    twin = gradlab.check(soft_threshold, [x, 20.0], reference=soft_threshold,
+                         checks=["explore"], explore=BUDGET)
+    assert explore_row(twin).status == "pass", message(explore_row(twin))
+
+
+class NewtonSqrt(torch.autograd.Function):
+    """sqrt(x) by Newton steps until they move less than `tol` (a solver's tolerance, which
+    the reference, torch.sqrt, does not read): at a tolerance of 1/1e-12 it stops at once."""
+
+    @staticmethod
+    def forward(ctx, x, tol):
+        y = torch.ones_like(x)
+        for _ in range(100):
+            step = 0.5 * (y - x / y)
+            y = y - step
+            if float(step.abs().max()) < tol:
+                break
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g / (2 * y), None
+
+
+def test_a_float_the_reference_does_not_read_is_not_judged() -> None:
+    x = torch.rand(3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) + 0.5
+    report = gradlab.check(NewtonSqrt, [x.requires_grad_(), 1e-12],
+                           reference=lambda x, tol: x.sqrt(), checks=["explore"],
+                           explore=BUDGET)
+    row = explore_row(report)
+    assert row.status == "pass", message(row)
+    assert 1e12 in row.findings[0].got["settings"][1], row.findings[0].got

@@ -19,6 +19,7 @@ keeps.
 
 from __future__ import annotations
 
+import math
 import random
 import time
 import warnings
@@ -101,9 +102,24 @@ class Space:
 def space(case: Case, facts: CodeFacts = NO_FACTS) -> Space:
     ints, tuples = int_axes(case), tuple_axes(case)
     plain = [*((i, int_values(n, zero_allowed(i))) for i, n in ints),
-             *((i, tuple_values(t, zero_allowed(i))) for i, t in tuples)]
+             *((i, tuple_values(t, zero_allowed(i))) for i, t in tuples),
+             *((i, float_values(v)) for i, v in float_axes(case))]
     return Space(shared_dims(case), [*plain, *facts.choices], rank_axis(case),
                  size_dims(case), index_args(case), [*ints, *tuples])
+
+
+def float_axes(case: Case) -> list[tuple[int | str, float]]:
+    """(position or keyword, value) of every finite non-zero float argument: a scale factor,
+    a threshold, a smoothing, each its own axis (`--explore` only: a float can as well be a
+    solver's tolerance, which pointjudge does not judge where the reference ignores it)."""
+    return [(k, a) for k, a in [*enumerate(case.args), *case.kwargs.items()]
+            if isinstance(a, float) and a != 0 and math.isfinite(a)]
+
+
+def float_values(v: float) -> list[float]:
+    """The values a float axis takes: half, twice and the inverse (a scale factor of 2 at
+    0.5, downsampling; a threshold of 20 at 0.05, inside the values' range)."""
+    return list(dict.fromkeys(u for u in (v / 2, 2 * v, 1 / v) if u != v))
 
 
 def search(judge_point: Callable[[Point], Outcome], base: Point, budget: float,

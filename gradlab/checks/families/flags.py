@@ -1,16 +1,20 @@
-"""Bool and string arguments at their other settings (the edges check's `flag[i]` and
-`choice[i]` points): which points set one, and whether a setting turns random draws on (then
-no value can be compared)."""
+"""Plain arguments at other settings: bool and string ones (the edges check's `flag[i]` and
+`choice[i]` points), which points set one and whether a setting turns random draws on (then
+no value can be compared); float ones (`--explore`), whether the reference reads them (where
+it does not, a solver's tolerance, no value says what the Function should give)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import torch
+from torch import Tensor
 
-from gradlab.cases import Inputs, flat_outputs
-from gradlab.checks.families.inputspace import Point
+from gradlab.cases import Inputs, flat_outputs, materialize
+from gradlab.checks.families.inputspace import SEED, Point, resized, with_values
+from gradlab.checks.numeric.execute import run_once
 from gradlab.model import Case
 
 
@@ -38,3 +42,22 @@ def draws(fn: Callable[..., Any], inputs: Inputs) -> bool:
                 return False
     return len(outs[0]) != len(outs[1]) or any(
         x.shape != y.shape or not torch.equal(x, y) for x, y in zip(*outs, strict=True))
+
+
+def unread(ref: Callable[..., Any], case: Case, point: Point, device: str) -> bool:
+    """The point moves a float argument and the reference's outputs at the point are those
+    with every float argument back at the case's value (it does not read them)."""
+    plain = tuple((k, v) for k, v in point.ints if not isinstance(v, float))
+    if len(plain) == len(point.ints):
+        return False
+    runs = []
+    for p in (point, replace(point, ints=plain)):
+        sized = resized(case, p)
+        if sized is None:
+            return False
+        inputs = with_values(materialize(sized, "float64", device, SEED), p)
+        runs.append(run_once(ref, inputs, None, torch.Generator().manual_seed(SEED)))
+    a, b = runs
+    return a.error is None and b.error is None and len(a.outs) == len(b.outs) and all(
+        isinstance(x, Tensor) and isinstance(y, Tensor) and x.shape == y.shape
+        and bool(torch.equal(x, y)) for x, y in zip(a.outs, b.outs, strict=True))
