@@ -33,7 +33,7 @@ from gradlab.checks.numeric.contract import as_differentiated
 from gradlab.checks.numeric.execute import Run, as_dtypes_of, rng_judged, rng_replayed, run_once
 from gradlab.checks.numeric.forward_ad import forward_ad_row
 from gradlab.checks.numeric.jacobian import build_backward
-from gradlab.checks.numeric.numerical import jacobian_check
+from gradlab.checks.numeric.numerical import jacobian_check, surrogate_by_reference
 from gradlab.checks.numeric.opcheck import opcheck_rows
 from gradlab.checks.numeric.second_order import blame_precision, second_order_row
 from gradlab.checks.run.options import Options
@@ -159,6 +159,8 @@ def numerical_rows(target: Target, case: Case, device: str, options: Options,
                 bw = build_backward(target.op.function, inputs, inputs.diff_index)
             r = jacobian_check(ctx, "jacobian", target.op.function, inputs,
                                target.op.numerical_tolerance(target.numerical_dtype), gen, bw=bw)
+            surrogate_by_reference(ctx, r, target.op.function, target.op.reference, inputs,
+                                   target.op.numerical_tolerance(target.numerical_dtype), gen)
             first_ok = not r.failed
             blame_precision(r, ctx, target.op, inputs, gen, outputs=True)
             if r.failed:  # did the Function draw random numbers, in forward or in backward?
