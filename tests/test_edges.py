@@ -161,6 +161,38 @@ def test_a_nan_at_an_all_zero_input_fails_and_a_kink_there_does_not() -> None:
         "zero[0]", PASSED) == PASSED
 
 
+class PaddedRows(Function):
+    """2 x, whose all-zero rows are padding: backward gives them no gradient (a convention no
+    reference states: helper-18's tad-mctc eighb takes an all-zero matrix as padding);
+    BROKEN when `nan_at_zero`: backward computes 2 x / x * g, NaN at 0."""
+
+    nan_at_zero = False
+
+    @classmethod
+    def forward(cls, ctx: Any, x: Tensor) -> Tensor:
+        ctx.save_for_backward(x)
+        return 2 * x
+
+    @classmethod
+    def backward(cls, ctx: Any, g: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        if cls.nan_at_zero:
+            return 2 * x / x * g
+        return torch.where((x != 0).any(1, keepdim=True), 2 * g, 0.0)
+
+
+class PaddedRowsNaN(PaddedRows):
+    nan_at_zero = True
+
+
+def test_a_finite_convention_at_an_all_zero_input_warns_and_a_nan_fails() -> None:
+    # helper-18's tad-mctc eighb: an all-zero matrix is padding by design
+    got = edges(PaddedRows, [rand(4, 3)], lambda x: 2 * x)
+    assert got["zero[0]"] == ("warn", "edge_domain"), got
+    assert edges(PaddedRowsNaN, [rand(4, 3)], lambda x: 2 * x)["zero[0]"] == (
+        "fail", "edge_wrong")
+
+
 def test_a_nan_gradient_where_the_reference_is_finite_but_steep_fails() -> None:
     # torch.where(|z| > eps, 1 / z, 1): the untaken branch's gradient is NaN at z = 0 (the
     # bug catalogue's kornia367); the reference there is steep (1/z² under a nudge), which

@@ -143,9 +143,13 @@ RULES: tuple[Rule, ...] = (
              "(6 reports), each a crash users hit"),
     Rule("edges", "edge_domain", WARN,
          "a wrong result or a backward that raises only at values beyond the range the case's "
-         "own span (0, or one sign, where the case's values are all positive)",
+         "own span (0, or one sign, where the case's values are all positive); a finite "
+         "result of the right shape, other than the reference's, only at an input all zero",
          why="a case's values are the only evidence of the Function's domain (a cumprod "
-             "written for x away from 0 divides by x): likely a bug, not certain"),
+             "written for x away from 0 divides by x): likely a bug, not certain; an input "
+             "all zero is where a Function may keep a convention no reference states "
+             "(tad-mctc's eighb takes a zero matrix as padding), while a NaN there stays a "
+             "failure (the bug catalogue's kornia3275)"),
     Rule("edges", "edge_reshaped", WARN,
          "a backward that raises only at a shape or an int argument the case does not have (a "
          "size at 1 or grown, a dim doubled, a rank more, an int argument at 0), where forward "

@@ -130,10 +130,15 @@ def _named(out: Outcome, ref: Callable[..., Any], case: Case, point: Point, inpu
         # values gradlab made up for a constant (soft targets, boxes, poses): whether the
         # Function takes any such values, no value of the case shows (sizes.constant)
         out.verdict = "constant"
-    elif out.verdict in FAILED and not pole and outside(case, point, device):
+    elif out.verdict in FAILED and not pole and (outside(case, point, device) or (
+            _degenerate(point) and out.verdict == "wrong" and _finite(got)
+            and ": shape " not in out.note)):
         # values beyond the range the case's own span (0 or one sign where its values are
         # all positive): a case's values are the only evidence of the domain (a cumprod
-        # whose backward divides by x, written for x away from 0), so not certain
+        # whose backward divides by x, written for x away from 0), so not certain; so is a
+        # finite value of the right shape at an input all zero, where a Function may keep a
+        # convention no reference states (an all-zero matrix taken as padding: tad-mctc's
+        # eighb); a NaN or inf there, or a gradient of the wrong shape, stays certain
         out.verdict = "domain"
     elif out.verdict in FAILED and _disagreeing(case, point) and _coupled(ref, case, point,
                                                                            device):
@@ -159,6 +164,11 @@ def _named(out: Outcome, ref: Callable[..., Any], case: Case, point: Point, inpu
         # small variants' scale_limited judges it; a non-finite result stays a failure
         out.verdict = "scale"
     return out
+
+
+def _degenerate(point: Point) -> bool:
+    """Some input is all zero at the point (the `zero` kind: a zero matrix, a zero vector)."""
+    return any(kind == "zero" for _, kind in point.values)
 
 
 #: The value kinds that rescale an input (inputspace.TINY, LARGE).
