@@ -29,7 +29,7 @@ from gradlab.checks.numeric.context import CaseContext
 from gradlab.checks.numeric.execute import run_once
 from gradlab.guard import default_limit
 from gradlab.model import Tolerance
-from gradlab.results import FAIL, PASS, SKIP, CheckRow, Element, ErrorStats, Finding, ProbeStats
+from gradlab.results import PASS, SKIP, CheckRow, Element, ErrorStats, Finding, ProbeStats
 
 #: A dense Jacobian costs 2 forward calls per input element and one backward call per output
 #: element.  In auto mode a failing probe is diagnosed densely (exact wrong entries, transposed
@@ -364,13 +364,17 @@ def surrogate_by_reference(ctx: CaseContext, row: CheckRow, fn: Callable[..., ob
     the reference's on these inputs: a gradient that is not the derivative by design (a
     straight-through estimator, a clipped or surrogate gradient) which the reference, the
     statement of what the Function should compute, gives as well."""
-    if ref is None or row.status != FAIL:
+    if ref is None or not row.failed or not row.findings:
         return
     state = gen.get_state()
-    theirs = jacobian_check(ctx, row.check, ref, inputs.clone(), tol, gen)
+    try:
+        theirs = jacobian_check(ctx, row.check, ref, inputs.clone(), tol, gen)
+    except Exception:  # the reference's own finite differences raise: nothing shown
+        return
+    finally:
+        gen.set_state(state)
     ctx.rows.remove(theirs)
-    gen.set_state(state)
-    if theirs.status != FAIL:
+    if not theirs.failed:
         return
     side = torch.Generator().manual_seed(SURROGATE_SEED)
     want = run_once(ref, inputs.clone(), None, side)
