@@ -292,3 +292,34 @@ def test_list_shows_the_bundled_ops_capabilities(capsys: pytest.CaptureFixture[s
 def test_bad_capabilities_option_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(["check", "exp", "--capabilities", "some"], capsys)
     assert code == 2 and "--capabilities" in err
+
+
+class SPDSolve(torch.autograd.Function):
+    """A^-1 b for a symmetric positive-definite A, which forward checks (a CG solve breaks
+    down on anything else: helper-18's torchsparsegradutils)."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        if not torch.allclose(a, a.mT) or bool((torch.linalg.eigvalsh(a) <= 0).any()):
+            raise ValueError("A must be symmetric positive definite")
+        x = torch.linalg.solve(a, b)
+        ctx.save_for_backward(a, x)
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        a, x = ctx.saved_tensors
+        gb = torch.linalg.solve(a, g)
+        return -gb[:, None] * x[None, :], gb
+
+
+def test_the_vmap_probe_keeps_a_matrix_symmetric_positive_definite() -> None:
+    gen = torch.Generator().manual_seed(0)
+    m = torch.rand(4, 4, generator=gen, dtype=torch.float64)
+    a = (m @ m.T + 4 * torch.eye(4, dtype=torch.float64)).requires_grad_()
+    b = torch.rand(4, generator=gen, dtype=torch.float64).requires_grad_()
+    report = gradlab.check(SPDSolve, [a, b], reference=lambda a, b: torch.linalg.solve(a, b),
+                           checks=["capabilities"])
+    assert not [r for r in report.rows if r.failed], [message(r) for r in report.rows]
+    (vmap,) = [r for r in report.rows if r.variant == "vmap"]
+    assert vmap.reason == "vmap_missing", message(vmap)

@@ -130,11 +130,13 @@ def probe_deterministic(ctx: CaseContext, inputs: Inputs, base: Run, gen: torch.
 
 def batch_of_two(inputs: Inputs) -> tuple[list[Any], list[Inputs]]:
     """Batched args for vmap (each tensor stacked with its second sample) and the two samples:
-    the case's values, and each floating tensor flipped along its last dim (the same values,
-    so a domain the case keeps to, elsewhere)."""
+    the case's values, and each floating tensor flipped along every dim (the same values, so a
+    domain the case keeps to, elsewhere: each square matrix is P A P for the reversal P, so a
+    symmetric or positive-definite one stays so, as one flipped along its last dim does not,
+    helper-18's CG solve; each row keeps its own values, its sum and its norm)."""
     plain = detached(inputs)
-    other = [torch.flip(a, [-1]) if isinstance(a, Tensor) and a.is_floating_point()
-             and a.dim() > 0 else a for a in plain.args]
+    other = [torch.flip(a, list(range(a.dim()))) if isinstance(a, Tensor)
+             and a.is_floating_point() and a.dim() > 0 else a for a in plain.args]
     batched = [torch.stack([a, b]) if isinstance(a, Tensor) else a
                for a, b in zip(plain.args, other, strict=True)]
     return batched, [plain, Inputs(other, plain.kwargs)]
