@@ -165,3 +165,38 @@ def test_a_bug_planted_in_the_same_function_still_fails_its_base_row(name: str) 
     r = gradlab.check(broken, args(), reference=ref, special=special)
     assert [x for x in r.failures if x.variant == "base" and x.check == "gradient"], \
         not_passing(r)
+
+
+class RepeatSensitive(Function):
+    """2 x, by a method 1e-5 off (relative, in its direction) wherever two values repeat (a
+    solver stopped at its tolerance on a system that repeated rows make harder: helper-18's
+    linear_cg on an expanded input); `layout`: BROKEN instead, 1e-5 off wherever the input's
+    memory has stride 0 (its values alone are right)."""
+
+    layout = False
+
+    @classmethod
+    def forward(cls, ctx: Any, x: Tensor) -> Tensor:
+        off = (0 in x.stride()) if cls.layout else x.unique().numel() < x.numel()
+        ctx.scale = 2 * (1 + 1e-5 * off)
+        return x * ctx.scale
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        return g * ctx.scale
+
+
+class LayoutSensitive(RepeatSensitive):
+    layout = True
+
+
+def test_an_expanded_input_s_values_at_a_method_s_accuracy_warn() -> None:
+    x = torch.rand(4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    r = gradlab.check(RepeatSensitive, [x.requires_grad_()], reference=lambda x: 2 * x)
+    expanded = [v for v in r.rows if v.variant.startswith("expanded")]
+    assert expanded and all(v.status == "warn" and v.reason == "method_accuracy"
+                            for v in expanded), not_passing(r)
+    assert not r.failures, not_passing(r)
+    broken = gradlab.check(LayoutSensitive, [x], reference=lambda x: 2 * x)
+    assert [v for v in broken.failures if v.variant.startswith("expanded")
+            and v.hint == "expanded_only"], not_passing(broken)

@@ -124,7 +124,8 @@ RULES: tuple[Rule, ...] = (
              "Function supports it (mpc's LQR step checks its horizon in backward alone)"),
     Rule(ANY, "method_accuracy", WARN,
          "a forward or gradient off only at a value variant's values (special, ties, ragged, "
-         "size-1), by an error small everywhere with its direction kept (an approximate "
+         "size-1, or an expanded input's or grad_output's repeated values, off alike in any "
+         "layout), by an error small everywhere with its direction kept (an approximate "
          "method's signature), where the base case is within tolerance",
          why="a solver or series at its accuracy on values made harder, not a wrong formula; "
              "the note gives the number"),

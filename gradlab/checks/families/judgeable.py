@@ -23,6 +23,8 @@ explains:
    values made harder: 4e-4 of its scale, cosine 1.0000): policy's `method_accuracy` (a warn
    giving the number; a failure under --strict).  A wrong formula is not small everywhere, or
    turns the direction: it stays a failure, and so does anything the base case already shows.
+   An expanded input's or grad_output's repeated values are new values too: where their plain
+   copy fails alike (variants.judge_failures), the same signature is the same warn.
 
 What stays outside the rule, and why (each says so in its own docstring):
 - `tie_convention` (repeats.py): at a tie the derivative is not defined; a convention, not a

@@ -20,7 +20,7 @@ from torch import Tensor
 from gradlab.cases import Inputs, copy_like, materialize, narrowed, plain_copy, relayout
 from gradlab.checks.diagnosis.hints import ONLY_HINT
 from gradlab.checks.families import sizes as sz
-from gradlab.checks.families.judgeable import judgeable
+from gradlab.checks.families.judgeable import judgeable, method_accuracy
 from gradlab.checks.families.repeats import repeat_variants, tie_convention
 from gradlab.checks.families.values import conventions, left_out, value_families
 from gradlab.checks.families.verdicts import (
@@ -56,7 +56,6 @@ NEW_SHAPES = ("size1", "ragged")
 @dataclass
 class Variant:
     """One variant: its name and family, inputs, grad_output layout and whether values changed."""
-
     name: str
     family: str
     inputs: Inputs
@@ -347,8 +346,7 @@ def one_variant(ctx: CaseContext, v: Variant, b: Baseline, judge: Judge,
     if failing and v.new_values:  # the one judgeability rule (gradlab.checks.families.judgeable)
         failing = judgeable(ctx, v.family, v.inputs, b.grad_outs64, (got, want), failing, b.gen,
                             base_passed=not (judge.base_failed or b.stochastic), tol=judge.tol)
-    if failing:
-        # contract rows keep their own, more specific, hint
+    if failing:  # contract rows keep their own, more specific, hint
         judge_failures(ctx, v, b, judge, failing, (got, want))
     for r in ctx.rows[n_before:]:
         r.seconds = time.perf_counter() - t0
@@ -396,5 +394,7 @@ def judge_failures(ctx: CaseContext, v: Variant, b: Baseline, judge: Judge,
             mark_value_level(r, got, want, v.inputs, judge.tol)
         else:
             r.hint = ONLY_HINT[v.family]
+    if v.new_values and v.family in LAYOUT_FAMILIES:  # new values, failing in any layout
+        method_accuracy(ctx, [r for r in failing if r.check in values], runs, v.inputs, judge.tol)
     scale_limited(ctx, v.family, got, v.inputs, b.grad_outs64, failing, b.gen)
     raised_at_new_sizes(ctx, v.family, got, failing)
