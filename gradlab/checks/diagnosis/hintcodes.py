@@ -27,7 +27,7 @@ CODES: dict[str, tuple[str, ...]] = {
     "rawbackward": ("summed_shape", "wrong_dtype", "wrong_device", "ctx_output",
                     "ctx_output_detached", "ctx_input"),
     "second_order": ("second_order_claimed", "second_order_missing", "once_differentiable"),
-    "verdicts": ("expanded_refused",),
+    "verdicts": ("expanded_refused", "scale_constant"),
     "isolate": ("timeout", "worker_died", "worker_load"),
     "explore": ("explored_wrong", "explored_raises", "explored_empty", "explored_broadcast",
                 "explored_scale", "explored_domain", "explored_reshaped",

@@ -345,6 +345,19 @@ def scale_limited(ctx: CaseContext, family: str, got: Run, inputs: Inputs,
     for r in failing:
         r.status = policy.status(r.check, "scale_limited", strict=ctx.options.strict)
         r.reason = "scale_limited"
+        if r.status != ERROR:
+            # the base passed: a formula's shape (swapped, transposed, a factor, a sign) would
+            # fail it too, so one seen here is chance; at the small variant the error is not
+            # rounding's (precision_driven), so no cancellation either; a level measured
+            # (approximate, value_dependent) stays
+            for x in (r, *r.findings):
+                x.hint = "scale_constant" if x.hint in FORMULA_SHAPES else x.hint
+
+
+#: Finding hints that name a formula's shape (hints.py), which a failure only at rescaled
+#: inputs, the base case passing, cannot be.
+FORMULA_SHAPES = ("swapped", "transposed", "constant_factor", "sign", "zero", "small_only",
+                  "magnitude_only")
 
 
 def raised_at_new_sizes(ctx: CaseContext, family: str, got: Run,
