@@ -64,6 +64,9 @@ class Point:
     lowered: tuple[int, ...] = ()
     #: ... or to their largest (an index past a clipped end kept where the block shrinks)
     raised: tuple[int, ...] = ()
+    #: its dims were moved so that the reference accepts an int argument moved with them
+    #: (groups=2 with a weight of half the input channels): coupled to it, not broadcast
+    repaired: bool = False
 
     def moved_axes(self) -> int:
         return (sum(a != b for a, b in self.sizes) + len(self.dims) + len(self.ints)
@@ -324,8 +327,11 @@ def _reshaped(a: Tensor, shape: tuple[int, ...], lead: bool = False) -> Tensor:
         ones = (1,) * (len(shape) - a.dim())
         a = a.detach().reshape(*ones, *a.shape) if lead else a.detach().reshape(*a.shape, *ones)
     lead = a.detach()[tuple(slice(0, min(n, m)) for n, m in zip(a.shape, shape, strict=True))]
+    # grown as what it is: a differentiable input's new elements drawn, a constant's rows
+    # repeated (sizes.constant asks requires_grad, which the detached block lost)
     t = lead.clone() if tuple(lead.shape) == shape or lead.numel() == 0 else grown_within(
-        lead, shape)
+        lead.clone().requires_grad_(grad and (lead.is_floating_point() or lead.is_complex())),
+        shape)
     if t.numel() == 0 and tuple(t.shape) != shape:
         t = torch.zeros(shape, dtype=a.dtype)
     return t.requires_grad_(grad)
