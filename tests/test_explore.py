@@ -538,3 +538,48 @@ def test_a_float_the_reference_does_not_read_is_not_judged() -> None:
     row = explore_row(report)
     assert row.status == "pass", message(row)
     assert 1e12 in row.findings[0].got["settings"][1], row.findings[0].got
+
+
+def grouped_matmul(x: torch.Tensor, w: torch.Tensor, groups: int,
+                   first_group_only: bool = False) -> torch.Tensor:
+    """x [N, C] times a block-diagonal weight: group g's channels of x by w[g*K:(g+1)*K]
+    (w [G*K, C/G], as a grouped conv's weight); first_group_only: BROKEN, w's gradient
+    takes every group's channels as the first group's (the bug catalogue's pt51430)."""
+    c, k = x.shape[1] // groups, w.shape[0] // groups
+    outs = []
+    for g in range(groups):
+        xs = x[:, (0 if first_group_only else g) * c:][:, :c]
+        wg = w[g * k:(g + 1) * k]
+        out = x[:, g * c:(g + 1) * c] @ wg.detach().T
+        outs.append(out + (xs @ wg.T - (xs @ wg.T).detach()))
+    if x.shape[1] != c * groups or w.shape[0] != k * groups or w.shape[1] != c:
+        raise ValueError("channels must split into groups")
+    return torch.cat(outs, 1)
+
+
+def test_a_setting_the_case_s_shapes_do_not_fit_is_tried_at_shapes_that_do() -> None:
+    # groups=2 against w [3, 4]: refused; with w's out-channels doubled and its in-channels
+    # halved, it runs, and only there the broken weight gradient shows
+    gen = torch.Generator().manual_seed(0)
+    x = torch.rand(2, 4, generator=gen, dtype=torch.float64).requires_grad_()
+    w = torch.rand(3, 4, generator=gen, dtype=torch.float64).requires_grad_()
+    report = gradlab.check(lambda x, w, g: grouped_matmul(x, w, g, first_group_only=True),
+                           [x, w, 1], reference=grouped_matmul,
+                           checks=["forward", "gradient", "explore"], explore=BUDGET)
+    assert all(r.status == "pass" for r in report.rows if r.check != "explore")
+    row = explore_row(report)
+    assert row.status == "fail" and row.hint == "explored_wrong", message(row)
+    case = row.findings[0].want["set"]
+    assert case[2] == 2 and case[1]["shape"][1] * 2 == case.get(0, {"shape": [0, 4]})[
+        "shape"][1], case
+    twin = gradlab.check(grouped_matmul, [x, w, 1], reference=grouped_matmul,
+                         checks=["explore"], explore=BUDGET)
+    assert explore_row(twin).status == "pass", message(explore_row(twin))
+
+
+def test_a_grown_differentiable_input_gets_new_values_and_a_constant_its_own_rows() -> None:
+    from gradlab.checks.families.inputspace import _reshaped
+    a = torch.tensor([[0.1, 0.9], [0.5, 0.3]], dtype=torch.float64)
+    grown = _reshaped(a.clone().requires_grad_(), (4, 2))
+    assert grown.requires_grad and not torch.equal(grown[2:], grown[:2].detach())
+    assert torch.equal(_reshaped(a, (4, 2))[2:], a)  # a constant's rows repeated

@@ -135,6 +135,9 @@ def search(judge_point: Callable[[Point], Outcome], base: Point, budget: float,
         if clock() - start > budget:
             break
         out = _tried(s, judge_point, p)
+        if out.verdict in ("refused", "unjudgeable") and p.ints and not p.dims:
+            p, out = _repaired(s, judge_point, p, out, axes,
+                               lambda: clock() - start > budget)
         if out.verdict in FAILED:
             s.failure, s.outcome = shrink(s, judge_point, p, out, lambda: clock() - start
                                           > budget * 2, axes)
@@ -149,6 +152,37 @@ def search(judge_point: Callable[[Point], Outcome], base: Point, budget: float,
                                       > budget * 2, axes)
     s.seconds = clock() - start
     return s
+
+
+#: The most points a repair of one refused setting tries (one or two dims halved or doubled).
+MAX_REPAIRS = 96
+
+
+def _repaired(s: Search, judge_point: Callable[[Point], Outcome], p: Point, out: Outcome,
+              axes: Space, over: Callable[[], bool]) -> tuple[Point, Outcome]:
+    """A point whose int or tuple setting the case's shapes do not fit (forward or the
+    reference refuses it: groups=2 against a weight with every input channel) with one dim,
+    then two, halved or doubled until one is judged: the setting at shapes that fit it (a
+    weight of half the input channels and an even count of output channels).  Its dims are
+    coupled to the setting (Point.repaired: not a broadcast) where the case's own setting
+    refuses them; otherwise the point is judged as any.  The point itself where none is."""
+    size = {(i, d): n for n, pairs in axes.dims_of.items() for i, d in pairs}
+    moves = [(i, d, m) for (i, d), n in sorted(size.items())
+             for m in ((n // 2,) * (n % 2 == 0 and n > 1) + (2 * n,))]
+    pairs = [(a, b) for k, a in enumerate(moves) for b in moves[k + 1:] if a[:2] != b[:2]]
+    for moved in [*((a,) for a in moves), *pairs][:MAX_REPAIRS]:
+        if over():
+            break
+        cand = replace(p, dims=moved, repaired=True)
+        again = _tried(s, judge_point, cand)
+        if again.verdict in ("refused", "unjudgeable"):
+            continue
+        alone = _tried(s, judge_point, replace(cand, ints=(), repaired=False))
+        if alone.verdict in ("refused", "unjudgeable"):
+            return cand, again
+        cand = replace(cand, repaired=False)  # the dims fit without the setting too
+        return cand, _tried(s, judge_point, cand)
+    return p, out
 
 
 #: The verdicts a search keeps while it looks on, the best first: a certain failure on an

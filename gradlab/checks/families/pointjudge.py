@@ -140,8 +140,8 @@ def _named(out: Outcome, ref: Callable[..., Any], case: Case, point: Point, inpu
         # convention no reference states (an all-zero matrix taken as padding: tad-mctc's
         # eighb); a NaN or inf there, or a gradient of the wrong shape, stays certain
         out.verdict = "domain"
-    elif out.verdict in FAILED and _disagreeing(case, point) and _coupled(ref, case, point,
-                                                                           device):
+    elif (out.verdict in FAILED and not point.repaired and _disagreeing(case, point)
+          and _coupled(ref, case, point, device)):
         # fed arguments whose shapes disagree where the case's agree (the reference
         # broadcasts them): whether a caller does is not certain either
         out.verdict = "broadcast"
