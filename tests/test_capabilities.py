@@ -323,3 +323,21 @@ def test_the_vmap_probe_keeps_a_matrix_symmetric_positive_definite() -> None:
     assert not [r for r in report.rows if r.failed], [message(r) for r in report.rows]
     (vmap,) = [r for r in report.rows if r.variant == "vmap"]
     assert vmap.reason == "vmap_missing", message(vmap)
+
+
+def packed_spd(vals: torch.Tensor) -> torch.Tensor:
+    """A 3x3 symmetric matrix from packed values: the diagonal first, then the upper part."""
+    a = torch.diag(vals[:3])
+    i, j = torch.triu_indices(3, 3, 1)
+    return a.index_put((i, j), vals[3:]).index_put((j, i), vals[3:])
+
+
+def test_the_vmap_probe_keeps_to_the_case_s_values_where_flipped_ones_leave_the_domain() -> None:
+    # packed values: any flip moves the diagonal off it (indefinite, forward refuses)
+    vals = torch.tensor([3.0, 3.5, 4.0, 0.5, -0.25, 0.75], dtype=torch.float64)
+    b = torch.rand(3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    report = gradlab.check(lambda v, b: SPDSolve.apply(packed_spd(v), b),
+                           [vals.requires_grad_(), b.requires_grad_()],
+                           reference=lambda v, b: torch.linalg.solve(packed_spd(v), b),
+                           checks=["capabilities"])
+    assert not [r for r in report.rows if r.failed], [message(r) for r in report.rows]
