@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from gradlab.render.explored import SEARCH_HINTS, case_words, explored_words
 from gradlab.render.reasons import REASONS
+from gradlab.render.valuewords import VALUE_HINTS
 from gradlab.results import CheckRow, Finding, Pattern
 
 #: Likely-cause codes and the sentence each stands for.
@@ -81,30 +82,7 @@ HINTS: dict[str, str] = {
     "worker_load": "the isolated worker could not load the Function (an import that works "
                    "only in this process, such as modules made at import time): run with "
                    "--no-isolate",
-    "size1_only": "fails only for size-1 dimensions (a squeeze() shape edge case?)",
-    "magnitude_only": "fails only at large input magnitudes, where the reference is finite "
-                      "(an overflow or cancellation: exp(x) / (1 + exp(x)), a logsumexp "
-                      "without the max shift?)",
-    "ragged_only": "fails only for sizes that are no multiple of a tile (a launch grid of "
-                   "n // BLOCK instead of cdiv(n, BLOCK), a remainder loop dropped?)",
-    "small_only": "fails only at small input magnitudes, where the float64 reference is "
-                  "accurate (a cancellation: 1 / (exp(x) - 1) instead of 1 / expm1(x), "
-                  "log(1 + x) instead of log1p(x)?)",
-    "special_only": "fails only at planted special values (0, ...): a removable singularity "
-                    "(x/x, sin(x)/x) or a division by zero?",
-    "ties_only": "fails only at tied values (slices repeated along each dim): the gradient "
-                 "through a group of tied values does not total the reference's (every tied "
-                 "maximum given the full gradient, instead of one of them or a share?)",
-    "repeated_index_only": "fails only where an integer index repeats (a backward that "
-                           "assigns, gw[idx] = g, instead of accumulating with index_add_ "
-                           "keeps one occurrence of a repeated index?)",
-    "scale_constant": "off only at inputs rescaled far from yours, every value finite, and "
-                      "not by rounding (as far off in float64 as in float32): an absolute "
-                      "constant of the method (a damping epsilon, a broadening factor, a "
-                      "solver's tolerance) that values of its own size meet?",
-    "sentinel_only": "fails only where an integer index holds the value of an int argument "
-                     "(a padding_idx or an ignore_index whose position still gets a gradient, "
-                     "or is skipped where it should not be?)",
+    **VALUE_HINTS,
     "border_band": "wrong only near the borders (padding or boundary handling?)",
     "tail_tile": "wrong only in the last partial tile along a dim (a launch grid of n // BLOCK "
                  "instead of cdiv(n, BLOCK), or a loop that drops the remainder?)",
