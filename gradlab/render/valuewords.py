@@ -26,9 +26,10 @@ VALUE_HINTS: dict[str, str] = {
                            "assigns, gw[idx] = g, instead of accumulating with index_add_ "
                            "keeps one occurrence of a repeated index?)",
     "scale_constant": "off only at inputs rescaled far from yours, every value finite, and "
-                      "not by rounding (as far off in float64 as in float32): an absolute "
-                      "constant of the method (a damping epsilon, a broadening factor, a "
-                      "solver's tolerance) that values of its own size meet?",
+                      "not by rounding alone (about as far off in float64 as in float32): an "
+                      "absolute constant of the method (a damping epsilon, a broadening factor, "
+                      "a solver's tolerance) that values of its own size meet, or a formula "
+                      "that loses accuracy near 0 (log(1 + x) for log1p(x))?",
     "sentinel_only": "fails only where an integer index holds the value of an int argument "
                      "(a padding_idx or an ignore_index whose position still gets a gradient, "
                      "or is skipped where it should not be?)",
