@@ -583,3 +583,31 @@ def test_a_grown_differentiable_input_gets_new_values_and_a_constant_its_own_row
     grown = _reshaped(a.clone().requires_grad_(), (4, 2))
     assert grown.requires_grad and not torch.equal(grown[2:], grown[:2].detach())
     assert torch.equal(_reshaped(a, (4, 2))[2:], a)  # a constant's rows repeated
+
+
+def test_a_budget_spent_before_any_input_was_judged_says_so() -> None:
+    class SlowFirstCall(torch.autograd.Function):
+        """2 x, whose first call takes longer than the budget (a kernel that compiles), and
+        which refuses an empty input."""
+
+        compiled = False
+
+        @classmethod
+        def forward(cls, ctx, x):
+            if not cls.compiled:
+                import time
+                time.sleep(0.5)
+                cls.compiled = True
+            if x.numel() == 0:
+                raise ValueError("nothing to transform")
+            return 2 * x
+
+        @staticmethod
+        def backward(ctx, g):
+            return 2 * g
+
+    x = torch.rand(3, dtype=torch.float64, requires_grad=True)
+    report = gradlab.check(SlowFirstCall, [x], reference=lambda x: 2 * x, checks=["explore"],
+                           explore=0.2)
+    row = explore_row(report)
+    assert (row.status, row.reason) == ("skip", "explore_budget_spent"), message(row)

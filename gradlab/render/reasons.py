@@ -103,6 +103,9 @@ REASONS: dict[str, str] = {
     "explore_nothing_judged": "not explored: forward refused every input the search tried in "
                               "float64, the case's own too, or the reference could not judge "
                               "them (the base rows say why)",
+    "explore_budget_spent": "not explored: the budget ran out before the search judged an "
+                            "input (a first call that compiles, numba or torch.compile, can "
+                            "take longer than the budget): give --explore more seconds",
     "edges_no_reference": "edges not checked: an edge input is compared with a reference, "
                           "and this op has none (without one only an empty output is judged, "
                           "and no edge input gave one)",

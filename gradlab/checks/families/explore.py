@@ -376,8 +376,10 @@ def explore_row(ctx: CaseContext, budget: float) -> None:
         # a search that judged no input (forward refused each one in float64, the case's own
         # too, or the reference could not judge them) has shown nothing: not a pass
         judged = s.tried > s.refused + s.unjudgeable
+        # ... or the budget ran out first (a first call that compiles: numba, torch.compile)
+        why = "explore_budget_spent" if s.seconds >= budget else "explore_nothing_judged"
         ctx.row("explore", "explore", PASS if judged else SKIP, seconds=s.seconds,
-                declared=not judged, reason="" if judged else "explore_nothing_judged",
+                declared=not judged, reason="" if judged else why,
                 findings=[Finding("explored", -1, "", got=seen)])
         return
     hint = {"wrong": "explored_wrong", "raises": "explored_raises",
