@@ -181,3 +181,36 @@ def test_a_grad_output_written_behind_autograds_back_is_seen(dtype: torch.dtype)
     twin = gradlab.check(bf.Exp.apply, [x.detach().clone().requires_grad_()],
                          reference=torch.exp, name="z", checks=["contract"], variants=False).rows
     assert [(r.status, r.hint) for r in twin if r.check == "contract"] == [("pass", "")]
+
+
+class ClampsValuesAlreadyInRange(torch.autograd.Function):
+    """x * w with w clamped to [0, inf) in place first; BROKEN as a hazard: the case's w is
+    positive, so no value changes, but w's version counter moves, and every graph that saved
+    w fails in backward (helper-19's tslearn writes its cost matrix so)."""
+
+    clone = False
+
+    @classmethod
+    def forward(cls, ctx: Any, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        w = w.clone().clamp_(min=0) if cls.clone else w.clamp_(min=0)
+        ctx.save_for_backward(x, w)
+        return x * w
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x, w = ctx.saved_tensors
+        return g * w, g * x
+
+
+class ClampsACopy(ClampsValuesAlreadyInRange):
+    clone = True
+
+
+def test_an_in_place_write_that_changes_no_value_still_fails_the_contract() -> None:
+    gen = torch.Generator().manual_seed(0)
+    x = torch.rand(3, 4, generator=gen, dtype=torch.float64).requires_grad_()
+    w = torch.rand(3, 4, generator=gen, dtype=torch.float64).add(0.1)
+    r = gradlab.check(ClampsValuesAlreadyInRange, [x, w], reference=torch.mul)
+    (row,) = [x for x in r.rows if x.check == "contract" and x.variant == "base"]
+    assert row.status == "fail" and row.hint == "inplace_input", message(row)
+    assert gradlab.check(ClampsACopy, [x, w], reference=torch.mul).passed

@@ -45,19 +45,28 @@ def snapshot(inputs: Inputs) -> dict[int, Tensor]:
     return {i: inputs.args[i].detach().clone() for i in inputs.tensor_index}
 
 
+def versions(inputs: Inputs) -> dict[int, int]:
+    """The version counters of the tensor args, by position."""
+    return {i: inputs.args[i]._version for i in inputs.tensor_index}
+
+
 def forward_writes(before: dict[int, Tensor], inputs: Inputs,
-                   outs: Sequence[Tensor]) -> list[Finding]:
+                   outs: Sequence[Tensor], counted: dict[int, int] | None = None
+                   ) -> list[Finding]:
     """Inputs forward changed in place without ctx.mark_dirty.
 
     Marked dirty means returned as the very input object: autograd hands a dirty input back
     itself (its history rebased onto the Function), while an input returned unmarked comes
     back as a new view of it (torch 2.x).  Shared storage alone does not tell: a forward that
     writes `x.data` and returns x unmarked shares it too, and autograd never learns of the
-    write (no version bump, the input's history unchanged)."""
+    write (no version bump, the input's history unchanged).  counted: the version counters
+    before forward; one that moved is a write too where no value changed (an in-place write
+    of the values already there: every graph that saved the input fails in backward)."""
     found = []
     for i, old in before.items():
         cur = inputs.args[i]
-        if not any(o is cur for o in outs) and not same(old, cur.detach()):
+        moved = counted is not None and i in counted and cur._version != counted[i]
+        if not any(o is cur for o in outs) and (moved or not same(old, cur.detach())):
             found.append(Finding("input", i, "inplace_input"))
     return found
 

@@ -92,6 +92,7 @@ def run_once(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tenso
     the contract, still keep the outputs as forward returned them should backward write one
     (see as_returned)."""
     before = contract.snapshot(inputs) if check_contract else {}
+    counted = contract.versions(inputs) if check_contract else {}
     replay()  # the case's RNG state: the Function and its reference draw the same numbers
     start = rng_now()
     try:
@@ -100,7 +101,7 @@ def run_once(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tenso
     except Exception as exc:
         return Run([], [], exc, "forward", drew=not start.same(rng_now()))
     forwarded = rng_now()
-    run = Run(outs, [], contract=contract.forward_writes(before, inputs, outs),
+    run = Run(outs, [], contract=contract.forward_writes(before, inputs, outs, counted),
               drew=not start.same(forwarded))
     run = backward_of(run, fn, inputs, grad_outs64, gen, go_layout=go_layout,
                       check_contract=check_contract, keep_outputs=keep_outputs, before=before)
