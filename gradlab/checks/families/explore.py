@@ -154,6 +154,9 @@ def search(judge_point: Callable[[Point], Outcome], base: Point, budget: float,
     return s
 
 
+#: Below this many points tried, a search whose budget ran out was cut short (slow calls), not
+#: refused everywhere (test_explore.py: 1 slow point; a float64-refusing Function, hundreds).
+FEW_TRIED = 10
 #: The most points a repair of one refused setting tries (one or two dims halved or doubled).
 MAX_REPAIRS = 96
 
@@ -376,8 +379,10 @@ def explore_row(ctx: CaseContext, budget: float) -> None:
         # a search that judged no input (forward refused each one in float64, the case's own
         # too, or the reference could not judge them) has shown nothing: not a pass
         judged = s.tried > s.refused + s.unjudgeable
-        # ... or the budget ran out first (a first call that compiles: numba, torch.compile)
-        why = "explore_budget_spent" if s.seconds >= budget else "explore_nothing_judged"
+        # ... or the budget ran out first, after a few slow calls (a first call that compiles:
+        # numba, torch.compile), where a refusing Function is refused at hundreds of points
+        why = ("explore_budget_spent" if s.seconds >= budget and s.tried < FEW_TRIED
+               else "explore_nothing_judged")
         ctx.row("explore", "explore", PASS if judged else SKIP, seconds=s.seconds,
                 declared=not judged, reason="" if judged else why,
                 findings=[Finding("explored", -1, "", got=seen)])
