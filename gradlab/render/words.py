@@ -183,7 +183,8 @@ HINTS: dict[str, str] = {
                   "backward, or the RNG state saved after drawing): save "
                   "torch.get_rng_state() before drawing and replay it in backward",
     "precision_loss": "a float64 result only about float32-accurate (computed in float32 "
-                      "internally?)",
+                      "internally, or a formula that cancels at these values: log(1 + x) "
+                      "for log1p(x) near 0?)",
     "approximate": "small error everywhere, not the shape of a formula bug (an approximate "
                    "method: a solver at its tolerance, a truncated series? or float32 "
                    "arithmetic inside a float64 Function?); if by design, set `tolerances:`",
