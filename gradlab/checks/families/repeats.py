@@ -28,7 +28,7 @@ gradient: k times too much) fails with `ties_only`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -105,41 +105,32 @@ def _is_index(a: Any) -> bool:
     return isinstance(a, Tensor) and a.dtype in INDEX_DTYPES and a.numel() > 1
 
 
-def repeated_index_inputs(base: Inputs) -> tuple[list[str], Inputs] | None:
-    """The base inputs with every integer tensor (positional or keyword) redrawn with repeats
-    (`repeated`), and the arguments changed; None when none changes."""
-    gen = torch.Generator().manual_seed(REPEAT_SEED)
+def _indices_replaced(base: Inputs, new_of: Callable[[Tensor], Tensor | None]
+                      ) -> tuple[list[str], Inputs] | None:
+    """The base inputs with every integer tensor (positional, then keyword) replaced by
+    `new_of` of it where that gives other values, and the arguments changed; None when none
+    changes."""
     inputs, changed = base.clone(), []
-    for i, a in enumerate(base.args):
-        if _is_index(a):
-            new = repeated(a, gen)
-            if not torch.equal(new, a):
-                inputs.args[i] = new
-                changed.append(str(i))
-    for k, a in base.kwargs.items():
-        if _is_index(a):
-            new = repeated(a, gen)
-            if not torch.equal(new, a):
-                inputs.kwargs[k] = new
-                changed.append(k)
+    for where, a in [*enumerate(base.args), *base.kwargs.items()]:
+        new = new_of(a) if _is_index(a) else None
+        if new is not None and not torch.equal(new, a):
+            (inputs.args if isinstance(where, int) else inputs.kwargs)[where] = new
+            changed.append(str(where))
     return (changed, inputs) if changed else None
+
+
+def repeated_index_inputs(base: Inputs) -> tuple[list[str], Inputs] | None:
+    """The base inputs with every integer tensor redrawn with repeats (`repeated`)."""
+    gen = torch.Generator().manual_seed(REPEAT_SEED)
+    return _indices_replaced(base, lambda a: repeated(a, gen))
 
 
 def sentinel_inputs(base: Inputs) -> tuple[list[str], Inputs] | None:
     """The base inputs with each integer tensor holding the call's int arguments' values
-    (`planted`), and the arguments changed; None when none changes."""
+    (`planted`)."""
     values = [v for v in (*base.args, *base.kwargs.values())
               if isinstance(v, int) and not isinstance(v, bool) and v >= 0]
-    inputs, changed = base.clone(), []
-    for where, a in [*enumerate(base.args), *base.kwargs.items()]:
-        new = planted(a, values) if _is_index(a) else None
-        if new is not None:
-            if isinstance(where, int):
-                inputs.args[where] = new
-            else:
-                inputs.kwargs[where] = new
-            changed.append(str(where))
-    return (changed, inputs) if changed else None
+    return _indices_replaced(base, lambda a: planted(a, values))
 
 
 def planted(t: Tensor, values: list[int]) -> Tensor | None:
