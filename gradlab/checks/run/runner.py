@@ -157,10 +157,10 @@ def numerical_rows(target: Target, case: Case, device: str, options: Options,
             if options.mode != "dense":
                 # the probes' graph; second_order and capabilities take their base run from it
                 bw = build_backward(target.op.function, inputs, inputs.diff_index)
-            r = jacobian_check(ctx, "jacobian", target.op.function, inputs,
-                               target.op.numerical_tolerance(target.numerical_dtype), gen, bw=bw)
+            tol = target.op.numerical_tolerance(target.numerical_dtype)
+            r = jacobian_check(ctx, "jacobian", target.op.function, inputs, tol, gen, bw=bw)
             surrogate_by_reference(ctx, r, target.op.function, target.op.reference, inputs,
-                                   target.op.numerical_tolerance(target.numerical_dtype), gen)
+                                   tol, gen)
             first_ok = not r.failed
             blame_precision(r, ctx, target.op, inputs, gen, outputs=True)
             if r.failed:  # did the Function draw random numbers, in forward or in backward?
