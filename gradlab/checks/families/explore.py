@@ -109,9 +109,8 @@ def space(case: Case, facts: CodeFacts = NO_FACTS) -> Space:
 
 
 def float_axes(case: Case) -> list[tuple[int | str, float]]:
-    """(position or keyword, value) of every finite non-zero float argument: a scale factor,
-    a threshold, a smoothing, each its own axis (`--explore` only: a float can as well be a
-    solver's tolerance, which pointjudge does not judge where the reference ignores it)."""
+    """(position or keyword, value) of every finite non-zero float argument, each an axis (a
+    scale factor, a threshold; `--explore` only; one the reference ignores is not judged)."""
     return [(k, a) for k, a in [*enumerate(case.args), *case.kwargs.items()]
             if isinstance(a, float) and a != 0 and math.isfinite(a)]
 
@@ -131,13 +130,17 @@ def search(judge_point: Callable[[Point], Outcome], base: Point, budget: float,
     points = _chain(one_at_a_time(base, axes.shared, axes.plain, axes.ranked),
                     combinations(base, random.Random(SEED), axes.shared, axes.plain))
     likely: tuple[Point, Outcome] | None = None
+    unfit: set[str] = set()  # settings no dims were found to fit (each repaired once)
     for p in points:
         if clock() - start > budget:
             break
         out = _tried(s, judge_point, p)
-        if out.verdict in ("refused", "unjudgeable") and p.ints and not p.dims:
-            p, out = _repaired(s, judge_point, p, out, axes,
-                               lambda: clock() - start > budget)
+        if (out.verdict in ("refused", "unjudgeable") and p.ints and not p.dims
+                and repr(p.ints) not in unfit):
+            q, out = _repaired(s, judge_point, p, out, axes, lambda: clock() - start > budget)
+            if q is p:
+                unfit.add(repr(p.ints))
+            p = q
         if out.verdict in FAILED:
             s.failure, s.outcome = shrink(s, judge_point, p, out, lambda: clock() - start
                                           > budget * 2, axes)
@@ -154,8 +157,7 @@ def search(judge_point: Callable[[Point], Outcome], base: Point, budget: float,
     return s
 
 
-#: Below this many points tried, a search whose budget ran out was cut short (slow calls), not
-#: refused everywhere (test_explore.py: 1 slow point; a float64-refusing Function, hundreds).
+#: Fewer points than this when the budget ran out: slow calls, not refusals (those are hundreds).
 FEW_TRIED = 10
 #: The most points a repair of one refused setting tries (one or two dims halved or doubled).
 MAX_REPAIRS = 96
@@ -163,12 +165,11 @@ MAX_REPAIRS = 96
 
 def _repaired(s: Search, judge_point: Callable[[Point], Outcome], p: Point, out: Outcome,
               axes: Space, over: Callable[[], bool]) -> tuple[Point, Outcome]:
-    """A point whose int or tuple setting the case's shapes do not fit (forward or the
-    reference refuses it: groups=2 against a weight with every input channel) with one dim,
-    then two, halved or doubled until one is judged: the setting at shapes that fit it (a
-    weight of half the input channels and an even count of output channels).  Its dims are
-    coupled to the setting (Point.repaired: not a broadcast) where the case's own setting
-    refuses them; otherwise the point is judged as any.  The point itself where none is."""
+    """A point whose int or tuple setting the case's shapes do not fit (groups=2 against a
+    weight with every input channel) with one dim, then two, halved or doubled until one is
+    judged: the setting at shapes that fit it (half the input channels, an even count of
+    output channels).  Its dims are coupled to the setting (Point.repaired: not a broadcast)
+    where the case's own setting refuses them.  The point itself where none is."""
     size = {(i, d): n for n, pairs in axes.dims_of.items() for i, d in pairs}
     moves = [(i, d, m) for (i, d), n in sorted(size.items())
              for m in ((n // 2,) * (n % 2 == 0 and n > 1) + (2 * n,))]
