@@ -59,8 +59,9 @@ LAYOUTS = ("contiguous", "channels_last", "transposed", "strided")
 #:                 torch.compile, torch.func vmap and grad, a deterministic backward,
 #:                 non-contiguous inputs, CUDA;
 #: - edges:        the inputs at the edges of the case's signature (an empty size, a dim made
-#:                 non-square, all-zero and one-sign values, an int argument at 0, a rank
-#:                 more, float16's graph) against the reference (gradlab.checks.families.edges);
+#:                 non-square, all-zero and one-sign values, an int argument at 0, a float
+#:                 at its inverse, a rank more, float16's graph) against the reference
+#:                 (gradlab.checks.families.edges);
 #: - opcheck:      for a torch.library op only, torch.library.opcheck's test utilities, a row
 #:                 each: schema and undeclared mutation, the fake kernel against the real one,
 #:                 the autograd registration, AOT dispatch (gradlab.checks.numeric.opcheck).

@@ -859,3 +859,50 @@ def test_a_keyword_int_is_moved_one_more_never_to_zero() -> None:
     from gradlab.checks.families.explore import space
     plain = dict(space(Case("c", (x, 2), {"block": 3})).plain)
     assert plain[1] == [0, 1, 3] and plain["block"] == [1, 4]
+
+
+def test_a_float_argument_at_its_inverse_is_an_edge() -> None:
+    # softplus' threshold tested on the output: at the case's 20 a band of 2e-9 differs, at
+    # the inverse 0.05 every x below it
+    from test_explore import soft_threshold
+    x = rand(3, 4)
+    broken = edges(lambda x, t: soft_threshold(x, t, on_output=True), [x, 20.0],
+                   soft_threshold)
+    assert broken["float[1]"] == ("fail", "edge_wrong")
+    twin = edges(soft_threshold, [x, 20.0], soft_threshold)
+    assert all(status == "pass" for status, _ in twin.values()), twin
+
+
+def test_a_setting_refused_at_the_case_s_shapes_is_an_edge_at_shapes_that_fit_it() -> None:
+    # groups 1 -> 2 against w [3, 4]: refused; with w's out-channels doubled and its
+    # in-channels halved it runs, and the broken weight gradient shows
+    from test_explore import grouped_matmul
+    x, w = rand(2, 4), rand(3, 4, seed=1)
+    broken = edges(lambda x, w, g: grouped_matmul(x, w, g, first_group_only=True), [x, w, 1],
+                   grouped_matmul)
+    assert broken["int_more[2]"] == ("fail", "edge_wrong")
+    twin = edges(grouped_matmul, [x, w, 1], grouped_matmul)
+    assert twin["int_more[2]"] == ("pass", "")
+
+
+def nearest_up(x: Tensor, size: int, window: int = 0) -> Tensor:
+    """x's last dim resampled to `size` by nearest neighbour; window: BROKEN when > 0, each
+    input's gradient sums the first `window` outputs that read it only (a fixed window, right
+    while size / n stays at most `window`)."""
+    n = x.shape[-1]
+    src = torch.arange(size) * n // size
+    out = x[..., src]
+    if not window:
+        return out
+    first = torch.searchsorted(src, src)  # the first output reading the same input
+    return torch.where(torch.arange(size) - first < window, out, out.detach())
+
+
+def test_an_int_argument_one_more_at_the_least_sizes_is_an_edge() -> None:
+    # 16 outputs of 8 inputs read each twice; 17 of 2 read each 8 or 9 times, past a window
+    # of 4
+    x = rand(2, 8)
+    broken = edges(lambda x, s: nearest_up(x, s, window=4), [x, 16], nearest_up)
+    assert broken["int_more[1]"] == ("fail", "edge_wrong")
+    twin = edges(nearest_up, [x, 16], nearest_up)
+    assert twin["int_more[1]"] == ("pass", "")

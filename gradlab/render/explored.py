@@ -9,8 +9,9 @@ from typing import Any
 SEARCH_HINTS: dict[str, str] = {
     "edge_wrong": "wrong on an input at an edge of the case's signature (an empty size, a "
                   "non-square dim, all-zero or one-sign values, an int argument at 0 or one "
-                  "more, a per-dim setting made non-square, a bool or string argument at "
-                  "another setting, a rank more or a batch): the spec case to paste follows",
+                  "more, a float at its inverse, a per-dim setting made non-square, a bool or "
+                  "string argument at another setting, a rank more or a batch): the spec "
+                  "case to paste follows",
     "edge_raises": "backward raises on an input at an edge of the case's signature, where "
                    "forward and the reference ran: the spec case to paste follows",
     "edge_empty": "wrong, or backward raises, on an input with an empty tensor (a size or an "

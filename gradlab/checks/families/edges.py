@@ -7,8 +7,10 @@ authors never checked: an empty batch, one element, a square input made non-squa
 past a kernel's step, an all-zero input (a zero rotation, an empty mask), an int argument at 0
 (bins, repeats) or one more (tensor-parallel ranks, a stride), a per-dim setting made
 non-square (a dilation (2, 1)), a rank more (a 4-d image where the tests used 3-d), float16
-(a graph cut in the half path).  Each is a handful of points, not a search (edge_points);
-`--explore` searches the rest (one sign, ties, rescaled values, every size).
+(a graph cut in the half path), a float argument at its inverse (a scale factor of 2 at
+0.5), and a setting the case's shapes do not fit at shapes that fit it (repair).  Each is a
+handful of points, not a search (edge_points); `--explore` searches the rest (one sign,
+ties, rescaled values, every size).
 
 One row per kind of edge (`edges/empty`, `edges/zero[0]`, ...), with pointjudge's verdicts: a
 wrong value fails, a likely but uncertain failure warns (pointjudge.UNCERTAIN), points the
@@ -30,7 +32,7 @@ from torch import Tensor
 from gradlab.cases import materialize
 from gradlab.checks.diagnosis import policy
 from gradlab.checks.families.codefacts import NO_FACTS, CodeFacts, code_facts, threshold_values
-from gradlab.checks.families.explore import spec_case
+from gradlab.checks.families.explore import float_axes, spec_case
 from gradlab.checks.families.inputspace import (
     SEED,
     Point,
@@ -40,10 +42,12 @@ from gradlab.checks.families.inputspace import (
     one_more,
     rank_axis,
     shared_dims,
+    size_dims,
     tuple_axes,
     zero_allowed,
 )
 from gradlab.checks.families.pointjudge import Outcome, judge, magnitudes, reference_scale
+from gradlab.checks.families.repair import refused_setting, repaired
 from gradlab.checks.families.sizes import component_sizes
 from gradlab.checks.numeric.context import CaseContext
 from gradlab.checks.numeric.execute import Run, requiring_grad, run_once
@@ -106,10 +110,19 @@ def edge_points(case: Case, facts: CodeFacts = NO_FACTS) -> Iterator[Edge]:
         # the case's own may never reach (a splat skipped below alpha 1/255)
         for k, (i, _) in enumerate(base.values):
             yield Edge(f"threshold[{i}]", _valued(base, k, "thresholds"))
+    two = tuple((n, min(n, 2)) for n, _ in base.sizes)
     for i, n in int_axes(case):  # none (not a keyword's: zero_allowed), and one more
         if zero_allowed(i):
             yield Edge(f"int_zero[{i}]", replace(base, ints=((i, 0),)))
         yield Edge(f"int_more[{i}]", replace(base, ints=((i, n + 1),)))
+        if two != base.sizes:  # ... at the least sizes too, where its ratio to them is
+            # largest (an output size of 9 over an input of 2, where the case's is 8 over 4)
+            yield Edge(f"int_more[{i}]", replace(base, sizes=two, ints=((i, n + 1),)),
+                       after=f"int_more[{i}]")
+    for i, v in float_axes(case):  # a float at its inverse: a scale factor of 2 at 0.5
+        # (downsampling), a threshold of 20 at 0.05 (inside the values' range); one the
+        # reference does not read (a solver's tolerance) is not judged (flags.unread)
+        yield Edge(f"float[{i}]", replace(base, ints=((i, 1 / v),)))
     for i, t in tuple_axes(case):  # a setting per dim made non-square: a dilation (2, 1)
         yield Edge(f"tuple[{i}]", replace(base, ints=((i, one_more(t)),)))
     for i in flag_axes(case):  # the switch's other setting (the bug catalogue's triton5660)
@@ -189,17 +202,23 @@ def _edge_rows(ctx: CaseContext, want: Run | None) -> None:
     kinds: dict[str, list[tuple[Point, Outcome]]] = {}
     seconds: dict[str, float] = {}
     facts = code_facts(op.function, op.reference, case.args, case.kwargs)
+    base_sizes = base_point(case).sizes
     for e in edge_points(case, facts):
         if op.reference is None and not e.kind.startswith(ORACLE_KINDS):
             continue  # judged by the reference only
         if e.after and any(o.verdict in RANK for _, o in kinds.get(e.after, [])):
             continue
         t0 = time.perf_counter()
-        out = judge(op.function, op.reference, case, e.point, ctx.device, tol, floor)
-        point = e.point
+        def judged(p: Point) -> Outcome:
+            return judge(op.function, op.reference, case, p, ctx.device, tol, floor)
+
+        point, out = e.point, judged(e.point)
+        if refused_setting(point, out) and point.sizes == base_sizes:
+            # a setting the case's shapes do not fit (groups 2 beside a weight of every input
+            # channel), at shapes that fit it
+            point, out = repaired(judged, point, out, size_dims(case))
         if out.verdict in RANK and e.simpler is not None:  # judged only where it matters
-            simpler = judge(op.function, op.reference, case, e.simpler, ctx.device, tol,
-                            floor)
+            simpler = judged(e.simpler)
             if simpler.verdict in RANK:
                 point, out = e.simpler, simpler
         kinds.setdefault(e.kind, []).append((point, out))

@@ -59,6 +59,7 @@ from gradlab.checks.families.pointjudge import (
     judge,
     reference_scale,
 )
+from gradlab.checks.families.repair import refused_setting, repaired
 from gradlab.checks.numeric.context import CaseContext
 from gradlab.model import Case, TensorArg
 from gradlab.results import PASS, SKIP, Finding
@@ -135,9 +136,9 @@ def search(judge_point: Callable[[Point], Outcome], base: Point, budget: float,
         if clock() - start > budget:
             break
         out = _tried(s, judge_point, p)
-        if (out.verdict in ("refused", "unjudgeable") and p.ints and not p.dims
-                and repr(p.ints) not in unfit):
-            q, out = _repaired(s, judge_point, p, out, axes, lambda: clock() - start > budget)
+        if refused_setting(p, out) and repr(p.ints) not in unfit:
+            q, out = repaired(lambda c: _tried(s, judge_point, c), p, out, axes.dims_of,
+                              lambda: clock() - start > budget)
             if q is p:
                 unfit.add(repr(p.ints))
             p = q
@@ -159,36 +160,6 @@ def search(judge_point: Callable[[Point], Outcome], base: Point, budget: float,
 
 #: Fewer points than this when the budget ran out: slow calls, not refusals (those are hundreds).
 FEW_TRIED = 10
-#: The most points a repair of one refused setting tries (one or two dims halved or doubled).
-MAX_REPAIRS = 96
-
-
-def _repaired(s: Search, judge_point: Callable[[Point], Outcome], p: Point, out: Outcome,
-              axes: Space, over: Callable[[], bool]) -> tuple[Point, Outcome]:
-    """A point whose int or tuple setting the case's shapes do not fit (groups=2 against a
-    weight with every input channel) with one dim, then two, halved or doubled until one is
-    judged: the setting at shapes that fit it (half the input channels, an even count of
-    output channels).  Its dims are coupled to the setting (Point.repaired: not a broadcast)
-    where the case's own setting refuses them.  The point itself where none is."""
-    size = {(i, d): n for n, pairs in axes.dims_of.items() for i, d in pairs}
-    moves = [(i, d, m) for (i, d), n in sorted(size.items())
-             for m in ((n // 2,) * (n % 2 == 0 and n > 1) + (2 * n,))]
-    pairs = [(a, b) for k, a in enumerate(moves) for b in moves[k + 1:] if a[:2] != b[:2]]
-    for moved in [*((a,) for a in moves), *pairs][:MAX_REPAIRS]:
-        if over():
-            break
-        cand = replace(p, dims=moved, repaired=True)
-        again = _tried(s, judge_point, cand)
-        if again.verdict in ("refused", "unjudgeable"):
-            continue
-        alone = _tried(s, judge_point, replace(cand, ints=(), repaired=False))
-        if alone.verdict in ("refused", "unjudgeable"):
-            return cand, again
-        cand = replace(cand, repaired=False)  # the dims fit without the setting too
-        return cand, _tried(s, judge_point, cand)
-    return p, out
-
-
 #: The verdicts a search keeps while it looks on, the best first: a certain failure on an
 #: empty tensor, then the uncertain ones.
 KEPT = (*(v for v in CERTAIN if v not in FAILED), *UNCERTAIN)
