@@ -906,3 +906,13 @@ def test_an_int_argument_one_more_at_the_least_sizes_is_an_edge() -> None:
     assert broken["int_more[1]"] == ("fail", "edge_wrong")
     twin = edges(nearest_up, [x, 16], nearest_up)
     assert twin["int_more[1]"] == ("pass", "")
+
+
+def test_an_epsilon_stays_at_the_case_s_value() -> None:
+    # an eps of 1e-5 at 1e5 tests a value no caller passes; a factor of 0.5 goes to 2
+    def floats(v: float) -> list[Any]:
+        points = edge_points(Case("c", (rand(3, 4), v)))
+        return [dict(e.point.ints)[1] for e in points if e.kind == "float[1]"]
+
+    assert floats(1e-5) == []
+    assert floats(0.5) == [2.0]

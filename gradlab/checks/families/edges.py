@@ -57,6 +57,9 @@ from gradlab.results import PASS, SKIP, Finding
 #: The kinds of edge judged without a reference (where every output is empty, the gradient
 #: is zero: pointjudge.empty_output).
 ORACLE_KINDS = ("empty", "int_zero")
+#: Float arguments below this in magnitude are epsilons and tolerances (1e-5 in a norm's
+#: rstd, 1e-8 in a division): the edges keep them at the case's value.
+EPSILON = 1e-3
 #: The dtype every edge point is judged in (explore's, pointjudge.judge).
 JUDGED = "float64"
 #: A verdict's hint and what it ranks (the worst point of a kind is the row's).
@@ -121,8 +124,11 @@ def edge_points(case: Case, facts: CodeFacts = NO_FACTS) -> Iterator[Edge]:
                        after=f"int_more[{i}]")
     for i, v in float_axes(case):  # a float at its inverse: a scale factor of 2 at 0.5
         # (downsampling), a threshold of 20 at 0.05 (inside the values' range); one the
-        # reference does not read (a solver's tolerance) is not judged (flags.unread)
-        yield Edge(f"float[{i}]", replace(base, ints=((i, 1 / v),)))
+        # reference does not read (a solver's tolerance) is not judged (flags.unread), and an
+        # epsilon is not moved (at 1e5 a backward that leaves it out is wrong, for an eps no
+        # caller passes: `--explore` moves it)
+        if abs(v) >= EPSILON:
+            yield Edge(f"float[{i}]", replace(base, ints=((i, 1 / v),)))
     for i, t in tuple_axes(case):  # a setting per dim made non-square: a dilation (2, 1)
         yield Edge(f"tuple[{i}]", replace(base, ints=((i, one_more(t)),)))
     for i in flag_axes(case):  # the switch's other setting (the bug catalogue's triton5660)
