@@ -79,6 +79,9 @@ REASONS: dict[str, str] = {
                       "valid subgradient)",
     "overflow_alike": "non-finite where the reference overflows alike in this dtype (the "
                       "dtype's range, not the Function's bug)",
+    "past_clamp": "wrong only where the reference's gradient is exactly 0 (past a clamp or "
+                  "a saturation your case's values never reach): a convention there, or a "
+                  "missing mask. A warn: --strict fails it",
     "method_accuracy": "off only at this variant's values, by an error small everywhere with "
                        "its direction kept, where the base case is within tolerance: an "
                        "approximate method's accuracy on these values (the note's numbers). A "

@@ -122,6 +122,13 @@ RULES: tuple[Rule, ...] = (
          "where forward and the reference ran (the base case passing)",
          why="as edge_reshaped: forward accepting a shape is evidence, not proof, that the "
              "Function supports it (mpc's LQR step checks its horizon in backward alone)"),
+    Rule("gradient", "past_clamp", WARN,
+         "a gradient wrong only at finite elements where the reference's is exactly 0 (past "
+         "a clamp or a saturation), on a variant's new values where the case's own reference "
+         "gradient has no 0, every output right",
+         why="a convention past a clamp the case never reaches (a boundary gradient passed "
+             "through, as a hyperbolic library's artanh does) or a missing mask: which one, "
+             "the case's values do not say; a NaN or inf there stays a failure"),
     Rule(ANY, "method_accuracy", WARN,
          "a forward or gradient off only at a value variant's values (special, ties, ragged, "
          "size-1, or an expanded input's or grad_output's repeated values, off alike in any "

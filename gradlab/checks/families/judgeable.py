@@ -15,6 +15,9 @@ explains:
    is finite nowhere, or is ill-conditioned there (domain.judged: float64 raise, a nudge, the
    float32 probe): a declared skip whose note gives the numbers (`outside_domain`,
    `ill_conditioned`).
+   Then, with a reference, for a variant that moves values (not INDEX_FAMILIES): wrong only
+   where the reference's gradient is exactly 0 at values the case never takes there (a
+   clamp: saturation.py), policy's `past_clamp` (a warn).
 3. where the base passed, for a value variant that does not rescale (METHOD_FAMILIES): an error
    with an approximate method's signature, small everywhere with its direction kept
    (hints.level_hint's `approximate`: at most APPROXIMATE_REL of its scale, cosine above
@@ -54,6 +57,7 @@ from gradlab.checks.diagnosis import diagnose as dg
 from gradlab.checks.diagnosis import policy
 from gradlab.checks.diagnosis.hints import level_hint
 from gradlab.checks.families.domain import SAME_INPUTS, outside_domain
+from gradlab.checks.families.saturation import flat_beyond_case
 from gradlab.checks.numeric.context import CaseContext
 from gradlab.checks.numeric.execute import Run, run_once
 from gradlab.model import Tolerance
@@ -67,6 +71,9 @@ from gradlab.results import ERROR, PASS, CheckRow, Finding
 #: indices' handling.  Pins: the catalogue's autograd39-take-dup (a repeated index not
 #: accumulated: 20% of the gradient wrong, within 1e-2 of its scale at one seed: a failure).
 METHOD_FAMILIES = ("ragged", "size1", "special", "ties")
+#: Families that move integer indices, not values: a gradient that must be 0 there (a source
+#: row another overwrites) is the indices' structure, not a clamp the values crossed (step 2b).
+INDEX_FAMILIES = ("repeated_index", "sentinel")
 
 
 def compared_tensors(f: Finding, got: Run, want: Run,
@@ -162,6 +169,21 @@ def method_accuracy(ctx: CaseContext, failing: list[CheckRow], runs: tuple[Run, 
     return kept
 
 
+def past_clamp(ctx: CaseContext, failing: list[CheckRow], runs: tuple[Run, Run],
+               tol: Tolerance) -> list[CheckRow]:
+    """Step 2b: where the Function is wrong only at finite gradient elements where the
+    reference's is exactly 0 and the case's own reference gradient has no 0 (a clamp the
+    case never reaches: saturation.py), the failing gradient rows are policy's `past_clamp`
+    (a warn); none stays a failure.  Any other failure keeps them all."""
+    if any(r.check != "gradient" for r in failing) or not flat_beyond_case(
+            ctx.op.reference, ctx.case, *runs, tol, ctx.device):
+        return failing
+    for r in failing:
+        r.status = policy.status(r.check, "past_clamp", strict=ctx.options.strict)
+        r.reason = "past_clamp"
+    return []
+
+
 def judgeable(ctx: CaseContext, family: str, inputs: Inputs, grad_outs64: Sequence[Tensor],
               runs: tuple[Run, Run], failing: list[CheckRow], gen: torch.Generator, *,
               base_passed: bool, tol: Tolerance) -> list[CheckRow]:
@@ -175,6 +197,8 @@ def judgeable(ctx: CaseContext, family: str, inputs: Inputs, grad_outs64: Sequen
     if not failing or not base_passed or family in SAME_INPUTS:
         return failing
     failing = outside_domain(ctx, family, inputs, want.grad_outs64, failing, gen)
+    if failing and ctx.op.reference is not None and family not in INDEX_FAMILIES:
+        failing = past_clamp(ctx, failing, runs, tol)
     if failing and family in METHOD_FAMILIES and ctx.op.reference is not None:
         failing = method_accuracy(ctx, failing, runs, inputs, tol)
     return failing

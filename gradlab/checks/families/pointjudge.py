@@ -10,9 +10,9 @@ judged (at_poles); where it raises or there is none, only an output that is empt
 gradient is zero whatever the math (empty_output).  A forward that refuses an input is
 validation, never a failure.  A wrong value, a backward that raises at the case's own shapes,
 or either on an empty tensor forward accepted, fails (CERTAIN); a failure only at values
-beyond the region the case's own reach, on arguments broadcast where their dims are coupled,
-at a shape or int argument the case lacks (a raise), or at rescaled values is likely, not
-certain (UNCERTAIN: a warn).
+beyond the region the case's own reach (or past a clamp they never reach: saturation.py), on
+arguments broadcast where their dims are coupled, at a shape or int argument the case lacks
+(a raise), or at rescaled values is likely, not certain (UNCERTAIN: a warn).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from gradlab.checks.families.inputspace import (
     resized,
     with_values,
 )
+from gradlab.checks.families.saturation import flat_beyond_case, values_moved
 from gradlab.checks.numeric.execute import Run, run_once
 from gradlab.model import Case, TensorArg
 
@@ -73,8 +74,7 @@ def judge(fn: Callable[..., Any], ref: Callable[..., Any] | None, case: Case, po
         # shapes that disagree where the case's agree (a dim moved alone): no valid call,
         # whatever an empty batch lets through (mambapy's pscan, A [0, 2] against X [0, 5])
         return Outcome("unjudgeable", "the reference refuses these shapes")
-    if want is None or want.error is not None:
-        # no reference to judge by here: only an empty output is judged (empty_output)
+    if want is None or want.error is not None:  # only an empty output is judged here
         return empty_output(fn, inputs, gen, "no reference" if want is None
                             else "the reference raises", empty_batch(case, point))
     got = run_once(fn, inputs.clone(), want.grad_outs64 or None, gen)
@@ -96,19 +96,20 @@ def judge(fn: Callable[..., Any], ref: Callable[..., Any] | None, case: Case, po
                 _blows_up(got, want)
                 and not _ill_conditioned(ref, inputs, want, gen, floor, FINE_NUDGE)):
             return Outcome("unjudgeable", "the reference is ill-conditioned there")
+        if (out.verdict == "wrong" and values_moved(point)
+                and flat_beyond_case(ref, case, got, want, tol, device)):
+            out.verdict = "domain"  # past a clamp the case never reaches (saturation.py)
     if out.verdict == "wrong" and flipped(case, point) and (draws(fn, inputs)
                                                           or draws(ref, inputs)):
-        # a switch that turns random draws on (training=True): Function and reference draw
-        # apart, so no value of theirs can be compared
+        # a switch turning random draws on (training=True): no value of theirs compares
         return Outcome("unjudgeable", "random draws at this setting")
     out = _named(out, ref, case, point, inputs, got, device, pole)
     if indices_into_nothing(inputs) and out.verdict == "empty":
         return Outcome("unjudgeable", "indices into an empty tensor")
     if out.verdict in ("empty", "domain", "constant"):
-        # empty: failing with its empty sizes back at the case's too, not the emptiness (shapes
-        # only an empty batch lets the reference accept, an f [0, 2] against an x [0, 1]);
-        # domain: failing with the values back at the case's draw, the shape's (a stack of
-        # nothing at an empty input), named so; constant: so too
+        # empty: failing with its sizes back at the case's too, not the emptiness (an f [0, 2]
+        # against an x [0, 1]); domain (constant too): failing with the values back at the
+        # case's draw, the shape's (a stack of nothing at an empty input), named so
         again = filled(case, point) if out.verdict == "empty" else replace(
             point, values=tuple((i, "drawn") for i, _ in point.values))
         other = judge(fn, ref, case, again, device, tol, floor) if again != point else None
@@ -194,10 +195,7 @@ def _disagreeing(case: Case, point: Point) -> bool:
                for i, n, m in dims for j, n2, m2 in dims)
 
 
-#: The verdicts of a failing point: certain ones (FAILED, and CERTAIN with a failure on an
-#: empty tensor named apart), then the uncertain (a warn): a failure only at values beyond the
-#: case's region, at a shape the case lacks (a raise), on arguments whose shapes disagree, or
-#: a finite error only at rescaled values.
+#: The verdicts of a failing point: certain, then uncertain (a warn: the module's docstring).
 FAILED = ("wrong", "raises")
 CERTAIN = (*FAILED, "empty")
 UNCERTAIN = ("domain", "reshaped", "broadcast", "scale", "constant")
@@ -229,11 +227,9 @@ def empty_output(fn: Callable[..., Any], inputs: Inputs, gen: torch.Generator,
 
 
 def _reshaped(point: Point) -> bool:
-    """The point changes a shape or an int argument of the case, not only its values.  A
-    backward raising there is loud, and forward accepting the shape is evidence, not proof,
-    that the Function supports it: a hidden constraint forward does not check (xitorch's
-    symeig asked for 3 eigenvalues of a 1x1 matrix) raises too.  A wrong value stays
-    certain."""
+    """The point changes a shape or an int argument of the case, not only its values: forward
+    accepting a shape is evidence, not proof, that the Function supports it (xitorch's symeig
+    asked for 3 eigenvalues of a 1x1 matrix raises).  A wrong value stays certain."""
     return (any(n != m for n, m in point.sizes)
             or bool(point.dims or point.ranked or point.lead or point.ints))
 

@@ -1,0 +1,82 @@
+"""Where the reference is flat: a wrong gradient only where the reference's is exactly 0.
+
+A reference that clamps (artanh's argument held at 1 - 1e-15 past the Poincare ball's edge, a
+probability clipped to [eps, 1 - eps]) has a zero gradient past the clamp.  A Function may keep
+another convention there (torchdr's Artanh passes 1 / (1 - x^2) through at the clamped x, so a
+point outside the ball still gets a gradient pointing back in), and the case's own values say
+nothing about which is meant when they never reach the clamp: an input whose new values cross
+it (a curvature moved, rows grown with the case's per-coordinate range that leave the ball) is
+as uncertain as values beyond the case's sign or range (inputspace.outside).  So a failure
+whose every wrong element is a finite gradient element where the reference's is exactly 0,
+with every output right, at values where the case's own reference gradient of that input has
+no exact 0, is a warn (pointjudge's `domain`).  A NaN or inf there stays certain (a focal loss
+whose gradient is NaN where the reference's saturated sigmoid gives 0), and so does a
+wrong gradient where the case already reaches the flat region (a ReLU whose backward passes
+negative inputs' gradient, at a case with both signs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from gradlab.cases import materialize
+from gradlab.checks.diagnosis.diagnose import compare
+from gradlab.checks.families.inputspace import SEED, Point
+from gradlab.checks.numeric.execute import Run, run_once
+from gradlab.model import Case, Tolerance
+
+
+def values_moved(point: Point) -> bool:
+    """The point moves values, sizes or float arguments only: no index tensor's positions
+    (a source row another overwrites has a zero gradient by the indices' structure), no int,
+    bool or string setting (x * n at n = 0 is flat everywhere by the setting), and no values
+    rescaled (tiny or large: an underflow there is pointjudge's `scale`)."""
+    return (not (point.lowered or point.raised)
+            and all(isinstance(v, float) for _, v in point.ints)
+            and not any(kind in ("tiny", "large") for _, kind in point.values))
+
+
+def wrong_where_flat(got: Run, want: Run, tol: Tolerance) -> list[int]:
+    """The gradients (their positions in the runs' grads) that are wrong only at finite
+    elements where the reference's is exactly 0; [] where any output is wrong, any gradient
+    is wrong elsewhere, or nothing is wrong."""
+    if len(got.outs) != len(want.outs) or len(got.grads) != len(want.grads):
+        return []
+    for g, w in zip(got.outs, want.outs, strict=True):
+        if g.shape != w.shape or (g.numel() and not compare(g, w, tol, scaled=True).ok):
+            return []
+    flat = []
+    for k, (g, w) in enumerate(zip(got.grads, want.grads, strict=True)):
+        if g is None or w is None or g.shape != w.shape or not g.numel():
+            continue
+        if compare(g, w, tol, scaled=True).ok:
+            continue
+        g64, w64 = g.detach().double(), w.detach().double()
+        off = (g64 - w64).abs() > tol.atol * max(1.0, float(w64.abs().max())) + tol.rtol * w64.abs()
+        off |= ~torch.isfinite(g64)
+        if not bool(torch.isfinite(g64[off]).all()) or not bool((w64[off] == 0).all()):
+            return []
+        flat.append(k)
+    return flat
+
+
+def flat_beyond_case(ref: Callable[..., Any], case: Case, got: Run, want: Run,
+                     tol: Tolerance, device: str) -> bool:
+    """The Function is wrong only where the reference is flat (wrong_where_flat), and the
+    reference's gradient of each such input on the case's own values holds no exact 0."""
+    flat = wrong_where_flat(got, want, tol)
+    if not flat:
+        return False
+    try:
+        own = materialize(case, "float64", device, SEED)
+    except Exception:
+        return False
+    run = run_once(ref, own, None, torch.Generator().manual_seed(SEED))
+    if run.error is not None or len(run.grads) != len(want.grads):
+        return False
+    grads: list[Tensor | None] = run.grads
+    return all(grads[k] is not None and not bool((grads[k] == 0).any()) for k in flat)
