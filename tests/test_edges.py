@@ -916,3 +916,63 @@ def test_an_epsilon_stays_at_the_case_s_value() -> None:
 
     assert floats(1e-5) == []
     assert floats(0.5) == [2.0]
+
+
+class CumSum(Function):
+    """cumsum along `dim`; BROKEN (`off_by_one`): backward turns a negative dim into a
+    non-negative one off by one (dim + rank - 1), so dim=-1 on a matrix reverses along 0."""
+
+    off_by_one = True
+
+    @classmethod
+    def forward(cls, ctx: Any, x: Tensor, dim: int) -> Tensor:
+        ctx.dim = dim + x.dim() - int(cls.off_by_one) if dim < 0 else dim
+        return x.cumsum(dim)
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, None]:
+        return g.flip(ctx.dim).cumsum(ctx.dim).flip(ctx.dim), None
+
+
+class CumSumFixed(CumSum):
+    off_by_one = False
+
+
+def test_an_int_argument_at_minus_one_is_an_edge() -> None:
+    # dim=-1 on [4, 5] is the case's own dim 1 written from the end: a certain failure
+    x = torch.rand(4, 5, dtype=torch.float64).requires_grad_()
+    assert red(CumSum, [x, 1], torch.cumsum) == {("edges", "int_negative[1]", "edge_wrong")}
+    assert red(CumSumFixed, [x, 1], torch.cumsum) == set()
+    # a lag of -1 (x[..., -1:] - x[..., :1], which slicing lets through) means something
+    # else to the reference than the case's lag 1: a Function written for lags >= 1 warns
+    report = gradlab.check(Lagged.apply, [torch.rand(3, 6, dtype=torch.float64)
+                                          .requires_grad_(), 1], reference=lagged_ref)
+    (row,) = [r for r in report.rows if r.variant == "int_negative[1]"]
+    assert (row.status, row.hint) == ("warn", "edge_negative"), message(row)
+
+
+class FirstRowGrad(Function):
+    """cumsum along the last dim of [B, T]; BROKEN (`first_row`): backward computes row 0's
+    gradient and repeats it for every row, right for a batch of one only."""
+
+    first_row = True
+
+    @classmethod
+    def forward(cls, ctx: Any, x: Tensor) -> Tensor:
+        return x.cumsum(-1)
+
+    @classmethod
+    def backward(cls, ctx: Any, g: Tensor) -> Tensor:
+        gx = g.flip(-1).cumsum(-1).flip(-1)
+        return gx[:1].expand_as(gx).clone() if cls.first_row else gx
+
+
+class FirstRowGradFixed(FirstRowGrad):
+    first_row = False
+
+
+def test_a_batch_of_one_at_two_is_an_edge() -> None:
+    x = torch.rand(1, 5, dtype=torch.float64).requires_grad_()
+    ref = lambda t: t.cumsum(-1)  # noqa: E731
+    assert ("edges", "batch", "edge_wrong") in red(FirstRowGrad, [x], ref)
+    assert red(FirstRowGradFixed, [x], ref) == set()

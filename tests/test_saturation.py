@@ -11,6 +11,7 @@ from torch import Tensor
 from torch.autograd import Function
 
 import gradlab
+from gradlab.cases import Inputs
 from gradlab.checks.families.saturation import flat_beyond_case, wrong_where_flat
 from gradlab.checks.numeric.execute import Run
 from gradlab.model import Case, Tolerance
@@ -87,13 +88,14 @@ def run(outs: list[Tensor], grads: list[Tensor]) -> Run:
 def test_wrong_only_where_the_reference_is_flat() -> None:
     out = torch.tensor([1.0, 2.0], dtype=F64)
     want = run([out], [torch.tensor([0.0, 3.0], dtype=F64)])
-    assert wrong_where_flat(run([out], [torch.tensor([5.0, 3.0], dtype=F64)]), want, TOL) == [0]
+    assert list(wrong_where_flat(run([out], [torch.tensor([5.0, 3.0], dtype=F64)]), want,
+                                 TOL)) == [0]
     # wrong where the reference's gradient is not 0, a NaN, or a wrong output: none
-    assert wrong_where_flat(run([out], [torch.tensor([5.0, 4.0], dtype=F64)]), want, TOL) == []
+    assert wrong_where_flat(run([out], [torch.tensor([5.0, 4.0], dtype=F64)]), want, TOL) == {}
     nan = torch.tensor([float("nan"), 3.0], dtype=F64)
-    assert wrong_where_flat(run([out], [nan]), want, TOL) == []
+    assert wrong_where_flat(run([out], [nan]), want, TOL) == {}
     assert wrong_where_flat(run([out + 1], [torch.tensor([5.0, 3.0], dtype=F64)]), want,
-                            TOL) == []
+                            TOL) == {}
 
 
 def test_a_case_that_reaches_the_clamp_keeps_the_failure() -> None:
@@ -104,8 +106,9 @@ def test_a_case_that_reaches_the_clamp_keeps_the_failure() -> None:
     y = x.detach() * 2
     want = run([artanh_ref(x.detach(), 2.0)], [torch.where(y.abs() < EDGE, 2 / (1 - y * y), 0)])
     got = run([want.outs[0]], [torch.where(y.abs() < EDGE, want.grads[0], 7.0)])
-    assert wrong_where_flat(got, want, TOL) == [0]
-    assert not flat_beyond_case(artanh_ref, case, got, want, TOL, "cpu")
+    assert list(wrong_where_flat(got, want, TOL)) == [0]
+    inputs = Inputs([x.detach().clone().requires_grad_(), 2.0])
+    assert not flat_beyond_case(artanh_ref, case, inputs, got, want, TOL, "cpu")
 
 
 def row_artanh_ref(x: Tensor) -> Tensor:
@@ -139,3 +142,26 @@ def test_rows_grown_past_the_clamp_warn_at_the_variants() -> None:
     assert any(r.reason == "past_clamp" for r in ragged), [message(r) for r in ragged]
     assert not [r for r in report.rows if r.status == "fail"], [
         (r.check, r.variant, message(r)) for r in report.rows if r.status == "fail"]
+
+
+class HalfSquare(Function):
+    """x^2 / 2; BROKEN: backward gives 1 at exactly 0 (a slope taken from one side), where
+    the derivative x is 0 at a point, not over a region: no clamp."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        ctx.save_for_backward(x)
+        return x * x / 2
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return g * torch.where(x == 0, torch.ones_like(x), x)
+
+
+def test_a_wrong_gradient_at_a_stationary_point_still_fails() -> None:
+    report = gradlab.check(HalfSquare, [rand(3, 4)],
+                           reference=lambda x: x * x / 2)
+    failed = [r for r in report.rows if r.status == "fail"]
+    assert failed and all(r.reason != "past_clamp" for r in failed), [
+        (r.check, r.variant, r.status, r.reason) for r in report.rows if r.status != "pass"]

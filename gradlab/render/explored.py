@@ -8,10 +8,10 @@ from typing import Any
 #: The words of the hints of the edges check and the explore search (words.HINTS has them).
 SEARCH_HINTS: dict[str, str] = {
     "edge_wrong": "wrong on an input at an edge of the case's signature (an empty size, a "
-                  "non-square dim, all-zero or one-sign values, an int argument at 0 or one "
-                  "more, a float at its inverse, a per-dim setting made non-square, a bool or "
-                  "string argument at another setting, a rank more or a batch): the spec "
-                  "case to paste follows",
+                  "non-square dim, all-zero or one-sign values, an int argument at 0, -1 or "
+                  "one more, a float at its inverse, a batch of one at two, a per-dim "
+                  "setting made non-square, a bool or string argument at another setting, a "
+                  "rank more or a batch): the spec case to paste follows",
     "edge_raises": "backward raises on an input at an edge of the case's signature, where "
                    "forward and the reference ran: the spec case to paste follows",
     "edge_empty": "wrong, or backward raises, on an input with an empty tensor (a size or an "
@@ -35,6 +35,9 @@ SEARCH_HINTS: dict[str, str] = {
     "edge_broadcast": "wrong or raising only where one argument's dim is moved apart from the "
                       "others' (the reference broadcasts them)",
     "edge_scale": "off only at rescaled values, every value finite",
+    "edge_negative": "wrong only at an int argument of -1, where forward agrees with the "
+                     "reference (a cropping pad, a shift back): a bug if the Function is "
+                     "meant to take negative values",
     "graph_cut": "in float16 the output does not require grad (it does in float64): the half "
                  "path cuts the graph (a .detach() or a conversion outside autograd), so "
                  "nothing upstream trains",

@@ -9,6 +9,7 @@ from . import (
     formulas,
     heldout,
     heldout2,
+    heldout3,
     indices,
     layout,
     second_order,
@@ -19,7 +20,7 @@ from . import (
 from .base import Entry
 
 MODULES = (layout, indices, empty, second_order, formulas, contracts, values, shapes,
-           transforms, heldout, heldout2)
+           transforms, heldout, heldout2, heldout3)
 ENTRIES: tuple[Entry, ...] = tuple(e for m in MODULES for e in m.ENTRIES)
 BY_ID = {e.id: e for e in ENTRIES}
 assert len(BY_ID) == len(ENTRIES), "entry ids must be unique"

@@ -33,7 +33,7 @@ CODES: dict[str, tuple[str, ...]] = {
                 "explored_scale", "explored_domain", "explored_reshaped",
                 "explored_constant"),
     "edges": ("edge_wrong", "edge_raises", "edge_empty", "edge_domain", "edge_reshaped",
-              "edge_broadcast", "edge_scale", "graph_cut"),
+              "edge_broadcast", "edge_scale", "edge_negative", "graph_cut"),
     "capabilities": ("compile_wrong", "vmap_wrong", "func_grad_wrong", "cuda_wrong",
                      "compile_missing", "vmap_missing", "func_grad_missing",
                      "deterministic_missing", "noncontiguous_missing", "cuda_missing"),

@@ -124,8 +124,8 @@ RULES: tuple[Rule, ...] = (
              "Function supports it (mpc's LQR step checks its horizon in backward alone)"),
     Rule("gradient", "past_clamp", WARN,
          "a gradient wrong only at finite elements where the reference's is exactly 0 (past "
-         "a clamp or a saturation), on a variant's new values where the case's own reference "
-         "gradient has no 0, every output right",
+         "a clamp or a saturation, over a region), on a variant's new values within the case's "
+         "range where the case's own reference gradient has no 0, every output right",
          why="a convention past a clamp the case never reaches (a boundary gradient passed "
              "through, as a hyperbolic library's artanh does) or a missing mask: which one, "
              "the case's values do not say; a NaN or inf there stays a failure"),
@@ -172,6 +172,12 @@ RULES: tuple[Rule, ...] = (
     Rule("edges", "edge_scale", WARN,
          "a result off only at values rescaled, every value finite",
          why="as explored_scale"),
+    Rule("edges", "edge_negative", WARN,
+         "a gradient wrong, or a backward that raises, only at a positional int argument of "
+         "-1 where forward agrees with the reference and -1 means to the reference something "
+         "other than the case's own value (a cropping pad, a lag of -1)",
+         why="Python's slicing lets -1 through a Function written for counts and lags; a "
+             "dim of -1 that is the case's own dim written from the end stays a failure"),
     Rule("explore", "explored_empty", FAIL,
          "under `--explore`, a wrong result on an input with an empty tensor, or a backward "
          "that raises on an empty batch, that forward accepted, where the reference runs",

@@ -4,8 +4,9 @@ in float64).
 
 The bug catalogue (benchmarks/catalogue/) shows where real Functions break on calls their
 authors never checked: an empty batch, one element, a square input made non-square, a batch
-past a kernel's step, an all-zero input (a zero rotation, an empty mask), an int argument at 0
-(bins, repeats) or one more (tensor-parallel ranks, a stride), a per-dim setting made
+past a kernel's step, a batch of one at two, an all-zero input (a zero rotation, an empty
+mask), an int argument at 0 (bins, repeats), -1 (a dim from the end, a cropping pad) or one
+more (tensor-parallel ranks, a stride), a per-dim setting made
 non-square (a dilation (2, 1)), a rank more (a 4-d image where the tests used 3-d), float16
 (a graph cut in the half path), a float argument at its inverse (a scale factor of 2 at
 0.5), and a setting the case's shapes do not fit at shapes that fit it (repair).  Each is a
@@ -25,6 +26,7 @@ import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -33,6 +35,7 @@ from gradlab.cases import materialize
 from gradlab.checks.diagnosis import policy
 from gradlab.checks.families.codefacts import NO_FACTS, CodeFacts, code_facts, threshold_values
 from gradlab.checks.families.explore import float_axes, spec_case
+from gradlab.checks.families.flags import same_reference
 from gradlab.checks.families.inputspace import (
     SEED,
     Point,
@@ -65,9 +68,9 @@ JUDGED = "float64"
 #: A verdict's hint and what it ranks (the worst point of a kind is the row's).
 HINTS = {"wrong": "edge_wrong", "raises": "edge_raises", "empty": "edge_empty",
          "domain": "edge_domain", "reshaped": "edge_reshaped", "broadcast": "edge_broadcast",
-         "scale": "edge_scale"}
+         "scale": "edge_scale", "negative": "edge_negative"}
 RANK = {"wrong": 0, "raises": 1, "empty": 2, "domain": 3, "reshaped": 4, "broadcast": 5,
-        "scale": 6}
+        "scale": 6, "negative": 7}
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,8 @@ def edge_points(case: Case, facts: CodeFacts = NO_FACTS) -> Iterator[Edge]:
     for i, n in int_axes(case):  # none (not a keyword's: zero_allowed), and one more
         if zero_allowed(i):
             yield Edge(f"int_zero[{i}]", replace(base, ints=((i, 0),)))
+            # ... and at -1: a dim counted from the end (softmax(x, -1)), a pad that crops
+            yield Edge(f"int_negative[{i}]", replace(base, ints=((i, -1),)))
         yield Edge(f"int_more[{i}]", replace(base, ints=((i, n + 1),)))
         if two != base.sizes:  # ... at the least sizes too, where its ratio to them is
             # largest (an output size of 9 over an input of 2, where the case's is 8 over 4)
@@ -136,10 +141,24 @@ def edge_points(case: Case, facts: CodeFacts = NO_FACTS) -> Iterator[Edge]:
     for i, settings in facts.choices:  # a mode's other settings ('sum' for 'mean')
         for s in settings:
             yield Edge(f"choice[{i}]", replace(base, ints=((i, s),)))
+    ones = batch_of_one(case)
+    if ones:  # a batch of one (the case's [1, T, H]) at two: rows past the first
+        yield Edge("batch", replace(base, dims=tuple((i, 0, 2) for i in ones)))
     ranked = rank_axis(case)
     if ranked:
         yield Edge("rank", replace(base, ranked=ranked))
         yield Edge("rank", replace(base, lead=ranked))  # a batch of the case's input
+
+
+def batch_of_one(case: Case) -> list[int]:
+    """The tensor arguments of two dims or more whose leading dim is 1, where the first such
+    tensor argument's is (a batch of one, which no size axis grows: a dim of 1 is the case's
+    choice); [] where the first tensor of two dims or more has another batch."""
+    tensors = [(i, a) for i, a in enumerate(case.args)
+               if isinstance(a, (TensorArg, Tensor)) and len(a.shape) > 1]
+    if not tensors or tensors[0][1].shape[0] != 1:
+        return []
+    return [i for i, a in tensors if a.shape[0] == 1]
 
 
 def _valued(base: Point, k: int, kind: str) -> Point:
@@ -219,7 +238,10 @@ def _edge_rows(ctx: CaseContext, want: Run | None) -> None:
             return judge(op.function, op.reference, case, p, ctx.device, tol, floor)
 
         point, out = e.point, judged(e.point)
-        if refused_setting(point, out) and point.sizes == base_sizes:
+        if e.kind.startswith("int_negative") and out.verdict in RANK:
+            out = _negative(op.reference, case, point, out, ctx.device)
+        if (refused_setting(point, out) and point.sizes == base_sizes
+                and not e.kind.startswith("int_negative")):  # -1: no dims fit a count
             # a setting the case's shapes do not fit (groups 2 beside a weight of every input
             # channel), at shapes that fit it
             point, out = repaired(judged, point, out, size_dims(case))
@@ -236,6 +258,19 @@ def _edge_rows(ctx: CaseContext, want: Run | None) -> None:
                     dtype=JUDGED)
         return
     half_row(ctx)
+
+
+def _negative(ref: Any, case: Case, point: Point, out: Outcome, device: str) -> Outcome:
+    """A failure at an int argument of -1: certain where -1 means to the reference what the
+    case's own value does (a dim counted from the end: softmax(x, -1) on a [3, 4] input, as
+    the case's dim 1), the same call written otherwise; else uncertain (`negative`: a lag or
+    a count of -1 that Python's slicing lets through may be no call the Function is meant
+    for), and not judged where forward already disagrees (-1 given a meaning of its own)."""
+    if out.forward:
+        return Outcome("unjudgeable", "forward gives -1 another meaning")
+    if same_reference(ref, case, point, replace(point, ints=()), device):
+        return out
+    return Outcome("negative", out.note)
 
 
 def first_dtype(ctx: CaseContext) -> str:

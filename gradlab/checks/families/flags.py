@@ -1,7 +1,8 @@
 """Plain arguments at other settings: bool and string ones (the edges check's `flag[i]` and
 `choice[i]` points), which points set one and whether a setting turns random draws on (then
-no value can be compared); float ones (`--explore`), whether the reference reads them (where
-it does not, a solver's tolerance, no value says what the Function should give)."""
+no value can be compared); float ones, whether the reference reads them (where it does not,
+a solver's tolerance, no value says what the Function should give); whether two settings
+mean the same to the reference (an int of -1 that is the case's own last dim)."""
 
 from __future__ import annotations
 
@@ -48,14 +49,19 @@ def unread(ref: Callable[..., Any], case: Case, point: Point, device: str) -> bo
     """The point moves a float argument and the reference's outputs at the point are those
     with every float argument back at the case's value (it does not read them)."""
     plain = tuple((k, v) for k, v in point.ints if not isinstance(v, float))
-    if len(plain) == len(point.ints):
-        return False
+    return len(plain) != len(point.ints) and same_reference(
+        ref, case, point, replace(point, ints=plain), device)
+
+
+def same_reference(ref: Callable[..., Any], case: Case, p: Point, q: Point,
+                   device: str) -> bool:
+    """The reference's outputs at points p and q are the same (same values drawn)."""
     runs = []
-    for p in (point, replace(point, ints=plain)):
-        sized = resized(case, p)
+    for r in (p, q):
+        sized = resized(case, r)
         if sized is None:
             return False
-        inputs = with_values(materialize(sized, "float64", device, SEED), p)
+        inputs = with_values(materialize(sized, "float64", device, SEED), r)
         runs.append(run_once(ref, inputs, None, torch.Generator().manual_seed(SEED)))
     a, b = runs
     return a.error is None and b.error is None and len(a.outs) == len(b.outs) and all(

@@ -170,13 +170,13 @@ def method_accuracy(ctx: CaseContext, failing: list[CheckRow], runs: tuple[Run, 
 
 
 def past_clamp(ctx: CaseContext, failing: list[CheckRow], runs: tuple[Run, Run],
-               tol: Tolerance) -> list[CheckRow]:
+               inputs: Inputs, tol: Tolerance) -> list[CheckRow]:
     """Step 2b: where the Function is wrong only at finite gradient elements where the
     reference's is exactly 0 and the case's own reference gradient has no 0 (a clamp the
     case never reaches: saturation.py), the failing gradient rows are policy's `past_clamp`
     (a warn); none stays a failure.  Any other failure keeps them all."""
     if any(r.check != "gradient" for r in failing) or not flat_beyond_case(
-            ctx.op.reference, ctx.case, *runs, tol, ctx.device):
+            ctx.op.reference, ctx.case, inputs, *runs, tol, ctx.device):
         return failing
     for r in failing:
         r.status = policy.status(r.check, "past_clamp", strict=ctx.options.strict)
@@ -198,7 +198,7 @@ def judgeable(ctx: CaseContext, family: str, inputs: Inputs, grad_outs64: Sequen
         return failing
     failing = outside_domain(ctx, family, inputs, want.grad_outs64, failing, gen)
     if failing and ctx.op.reference is not None and family not in INDEX_FAMILIES:
-        failing = past_clamp(ctx, failing, runs, tol)
+        failing = past_clamp(ctx, failing, runs, inputs, tol)
     if failing and family in METHOD_FAMILIES and ctx.op.reference is not None:
         failing = method_accuracy(ctx, failing, runs, inputs, tol)
     return failing

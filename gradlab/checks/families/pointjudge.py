@@ -51,6 +51,10 @@ class Outcome:
     #: a wrong output or gradient of another shape (or count) than the reference's
     shaped: bool = False
 
+    @property
+    def forward(self) -> bool:  # an output is wrong (_compared names outputs first)
+        return self.verdict == "wrong" and self.note.startswith("output")
+
 
 #: What autograd says where a backward returned a gradient of the wrong shape or count.
 INVALID_RETURN = ("returned an invalid gradient", "returned an incorrect number of gradients")
@@ -97,7 +101,7 @@ def judge(fn: Callable[..., Any], ref: Callable[..., Any] | None, case: Case, po
                 and not _ill_conditioned(ref, inputs, want, gen, floor, FINE_NUDGE)):
             return Outcome("unjudgeable", "the reference is ill-conditioned there")
         if (out.verdict == "wrong" and values_moved(point)
-                and flat_beyond_case(ref, case, got, want, tol, device)):
+                and flat_beyond_case(ref, case, inputs, got, want, tol, device)):
             out.verdict = "domain"  # past a clamp the case never reaches (saturation.py)
     if out.verdict == "wrong" and flipped(case, point) and (draws(fn, inputs)
                                                           or draws(ref, inputs)):
@@ -256,7 +260,8 @@ def _coupled(ref: Callable[..., Any], case: Case, point: Point, device: str) -> 
 
 
 def _compared(got: Run, want: Run, tol: Any) -> Outcome:
-    """The Function's run against the reference's: pass, or wrong with what differs."""
+    """The Function's run against the reference's: pass, or wrong with what differs (the
+    outputs first, each note naming what it is about: `output 0`, `gradient 1`)."""
     for name, g, w in _pairs(got, want):
         if (g is None) != (w is None) and bool(((w if g is None else g) == 0).all()):
             continue  # None is a zero gradient: an empty or all-zero one is the same
@@ -268,11 +273,10 @@ def _compared(got: Run, want: Run, tol: Any) -> Outcome:
     return Outcome("pass")
 
 
-#: An error below this relative to the reference's largest magnitude, in the reference's
-#: direction (cosine above 1 - APPROXIMATE), is an accuracy the base case's checks judge (a
-#: formula as good as another at 1e3x values), not a condition that breaks a Function: not
-#: judgeable here.  Pins: the catalogue's pt102720 twin (3.5e-6 at values of 1e3: 1e-9
-#: relative) and test_explore.py's doubled gradient (relative error 1: a failure).
+#: An error below this relative to the reference's largest magnitude, in its direction (cosine
+#: above 1 - APPROXIMATE), is an accuracy the base case's checks judge, not judgeable here.
+#: Pins: the catalogue's pt102720 twin (3.5e-6 at values of 1e3: 1e-9 relative) and
+#: test_explore.py's doubled gradient (relative error 1: a failure).
 APPROXIMATE = 1e-4
 
 

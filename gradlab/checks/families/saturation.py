@@ -7,12 +7,14 @@ point outside the ball still gets a gradient pointing back in), and the case's o
 nothing about which is meant when they never reach the clamp: an input whose new values cross
 it (a curvature moved, rows grown with the case's per-coordinate range that leave the ball) is
 as uncertain as values beyond the case's sign or range (inputspace.outside).  So a failure
-whose every wrong element is a finite gradient element where the reference's is exactly 0,
-with every output right, at values where the case's own reference gradient of that input has
-no exact 0, is a warn (pointjudge's `domain`).  A NaN or inf there stays certain (a focal loss
-whose gradient is NaN where the reference's saturated sigmoid gives 0), and so does a
-wrong gradient where the case already reaches the flat region (a ReLU whose backward passes
-negative inputs' gradient, at a case with both signs).
+whose every wrong element is a finite gradient element where the reference's is exactly 0
+over a region (not a stationary point), with every output right, at values within the case's
+own range whose reference gradient has no exact 0, is a warn (pointjudge's `domain`).  Values
+moved past the case's own range into a flat region (a value planted below a dead zone's
+threshold the Function's code names) stay certain, as codefacts' thresholds are.  A NaN or
+inf there stays certain (a focal loss whose gradient is NaN where the reference's saturated
+sigmoid gives 0), and so does a wrong gradient where the case already reaches the flat
+region (a ReLU whose backward passes negative inputs' gradient, at a case with both signs).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gradlab.cases import materialize
+from gradlab.cases import Inputs, materialize
 from gradlab.checks.diagnosis.diagnose import compare
 from gradlab.checks.families.inputspace import SEED, Point
 from gradlab.checks.numeric.execute import Run, run_once
@@ -40,43 +42,82 @@ def values_moved(point: Point) -> bool:
             and not any(kind in ("tiny", "large") for _, kind in point.values))
 
 
-def wrong_where_flat(got: Run, want: Run, tol: Tolerance) -> list[int]:
-    """The gradients (their positions in the runs' grads) that are wrong only at finite
-    elements where the reference's is exactly 0; [] where any output is wrong, any gradient
-    is wrong elsewhere, or nothing is wrong."""
+def wrong_where_flat(got: Run, want: Run, tol: Tolerance) -> dict[int, Tensor]:
+    """Each gradient (by its position in the runs' grads) wrong only at finite elements where
+    the reference's is exactly 0, with those elements; {} where any output is wrong, any
+    gradient is wrong elsewhere, or nothing is wrong."""
     if len(got.outs) != len(want.outs) or len(got.grads) != len(want.grads):
-        return []
+        return {}
     for g, w in zip(got.outs, want.outs, strict=True):
         if g.shape != w.shape or (g.numel() and not compare(g, w, tol, scaled=True).ok):
-            return []
-    flat = []
+            return {}
+    flat = {}
     for k, (g, w) in enumerate(zip(got.grads, want.grads, strict=True)):
         if g is None or w is None or g.shape != w.shape or not g.numel():
             continue
         if compare(g, w, tol, scaled=True).ok:
             continue
         g64, w64 = g.detach().double(), w.detach().double()
-        off = (g64 - w64).abs() > tol.atol * max(1.0, float(w64.abs().max())) + tol.rtol * w64.abs()
-        off |= ~torch.isfinite(g64)
+        bound = tol.atol * max(1.0, float(w64.abs().max())) + tol.rtol * w64.abs()
+        off = ((g64 - w64).abs() > bound) | ~torch.isfinite(g64)
         if not bool(torch.isfinite(g64[off]).all()) or not bool((w64[off] == 0).all()):
-            return []
-        flat.append(k)
+            return {}
+        flat[k] = off
     return flat
 
 
-def flat_beyond_case(ref: Callable[..., Any], case: Case, got: Run, want: Run,
-                     tol: Tolerance, device: str) -> bool:
-    """The Function is wrong only where the reference is flat (wrong_where_flat), and the
-    reference's gradient of each such input on the case's own values holds no exact 0."""
+#: The nudge (relative to each input's largest magnitude, at least 1) that tells a flat region
+#: (a clamp: the gradient stays 0) from a stationary point (i0 at 0, x^2 at 0: it does not).
+NUDGE = 1e-6
+
+
+def stays_flat(ref: Callable[..., Any], inputs: Inputs, want: Run,
+               flat: dict[int, Tensor]) -> bool:
+    """The reference's gradient stays exactly 0 at the flat elements with every
+    differentiable input nudged by NUDGE (seeded): a region, not a point."""
+    nudged = inputs.clone()
+    gen = torch.Generator().manual_seed(SEED)
+    for i in nudged.diff_index:
+        x = nudged.args[i].detach()
+        if x.is_floating_point() and x.numel():
+            scale = max(float(x.abs().max()), 1.0)
+            x.add_(NUDGE * scale * (2 * torch.rand(x.shape, generator=gen, dtype=x.dtype) - 1))
+    run = run_once(ref, nudged, want.grad_outs64 or None, gen)
+    if run.error is not None or len(run.grads) != len(want.grads):
+        return False
+    return all(run.grads[k] is not None and bool((run.grads[k][off] == 0).all())
+               for k, off in flat.items())
+
+
+def flat_beyond_case(ref: Callable[..., Any], case: Case, inputs: Inputs, got: Run,
+                     want: Run, tol: Tolerance, device: str) -> bool:
+    """The Function is wrong only where the reference is flat (wrong_where_flat), over a
+    region (stays_flat), at values within the case's own range (_within), and the reference's
+    gradient of each such input on the case's own values holds no exact 0."""
     flat = wrong_where_flat(got, want, tol)
-    if not flat:
+    if not flat or not stays_flat(ref, inputs, want, flat):
         return False
     try:
         own = materialize(case, "float64", device, SEED)
     except Exception:
+        return False
+    if not all(_within(inputs.args[i], own.args[i]) for i in own.diff_index):
         return False
     run = run_once(ref, own, None, torch.Generator().manual_seed(SEED))
     if run.error is not None or len(run.grads) != len(want.grads):
         return False
     grads: list[Tensor | None] = run.grads
     return all(grads[k] is not None and not bool((grads[k] == 0).any()) for k in flat)
+
+
+def _within(x: Any, own: Any) -> bool:
+    """Every value of `x` lies within the range of `own` (the case's values of the same
+    argument): the clamp is crossed by the values' combination (a row's norm), sizes or a
+    float argument, not by values moved past the case's own (a planted value below a dead
+    zone's threshold the case never reaches is a region the Function's code names: certain)."""
+    if not (isinstance(x, Tensor) and isinstance(own, Tensor)) or not own.numel():
+        return False
+    if not x.numel():
+        return True
+    a, b = x.detach().double(), own.detach().double()
+    return bool(a.min() >= b.min()) and bool(a.max() <= b.max())
