@@ -214,3 +214,31 @@ def test_an_in_place_write_that_changes_no_value_still_fails_the_contract() -> N
     (row,) = [x for x in r.rows if x.check == "contract" and x.variant == "base"]
     assert row.status == "fail" and row.hint == "inplace_input", message(row)
     assert gradlab.check(ClampsACopy, [x, w], reference=torch.mul).passed
+
+
+class ExpViewOfKeptBuffer(torch.autograd.Function):
+    """exp(x) returned as a slice of a buffer kept on ctx (difftopk's LogSumExp_F keeps the
+    coefficients its output slices): the output is a view made inside the Function, and
+    autograd refuses any in-place update of it, so what backward reads cannot change."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        buf = torch.cat([x.exp(), torch.ones_like(x)], -1)
+        ctx.buf = buf.detach()
+        return buf[..., :x.shape[-1]]
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        return g * ctx.buf[..., :g.shape[-1]]
+
+
+def test_a_kept_buffer_whose_view_is_the_output_is_no_hazard() -> None:
+    x = torch.rand(3, 4, dtype=torch.float64, requires_grad=True)
+    out = ExpViewOfKeptBuffer.apply(x)
+    with pytest.raises(RuntimeError, match="view"):
+        out.mul_(2)  # the hazard ctx_output_detached names cannot happen
+    report = gradlab.check(ExpViewOfKeptBuffer, [x], reference=torch.exp)
+    assert not [r for r in report.rows if r.hint == "ctx_output_detached"]
+    assert report.passed, [(r.check, r.variant, r.status, r.hint) for r in report.rows
+                           if r.status != "pass"]

@@ -332,6 +332,13 @@ def markdown(outcomes: list[Outcome]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write_json(path: Path, outcomes: list[Outcome]) -> None:
+    """Every outcome so far and their summary."""
+    path.write_text(json.dumps({"summary": summarize(outcomes),
+                                "outcomes": [o.as_dict() for o in outcomes]},
+                               indent=1, default=str))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", action="append", default=[],
@@ -381,6 +388,9 @@ def main(argv: list[str] | None = None) -> int:
                     o.harness_error += f" (and {install_error})"
                 outcomes.append(o)
                 print("\n".join(render(o)), flush=True)
+            if ns.json:  # after every config: a Function that kills the process (a heap
+                # corrupted by indices past a sparse shape) loses none of the rows before it
+                write_json(ns.json, outcomes)
 
     s = summarize(outcomes)
     print(f"{s['configs']} configs from {s['packages']} packages: {s['fail']} fail rows, "
@@ -396,8 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     if ns.markdown:
         ns.markdown.write_text(markdown(outcomes))
     if ns.json:
-        ns.json.write_text(json.dumps({"summary": s, "outcomes": [o.as_dict() for o in outcomes]},
-                                      indent=1, default=str))
+        write_json(ns.json, outcomes)
     code = 1 if (s["fail"] or s["error"] or s["limits"] or s["bugs_missed"]
                  or s["bugs_limit"]) else (
         2 if s["harness_errors"] else 0)

@@ -137,8 +137,9 @@ RULES: tuple[Rule, ...] = (
          why="a solver or series at its accuracy on values made harder, not a wrong formula; "
              "the note gives the number"),
     Rule("forward", "values_refused", WARN,
-         "forward raises on a variant's values (ties, a planted special value; an expanded "
-         "input whose contiguous copy it refuses too) that the reference accepts",
+         "forward raises on a variant's values (ties, a planted special value, rescaled "
+         "values, repeated or sentinel indices; an expanded input whose contiguous copy it "
+         "refuses too) that the reference accepts",
          why="a domain narrower than the reference's (a Cholesky solve of a singular "
              "matrix): raising is safe, and may be a bug"),
     Rule("edges", "edge_empty", FAIL,

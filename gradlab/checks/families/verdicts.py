@@ -108,8 +108,10 @@ def expanded_refused(ctx: CaseContext, name: str, inputs: Inputs, got: Run,
 
 #: Value families whose new values a correct Function may refuse by design: a tie that a
 #: Cholesky-based solve (its matrix made singular) or a sort-based op cannot take, a planted
-#: special value outside its domain.
-REFUSABLE = ("ties", "special")
+#: special value outside its domain, parameters rescaled past the ranges its forward asserts
+#: (a compressor's ratio above 1: torchcomp), repeated indices that make a sparse matrix
+#: singular (torch-sla's det).
+REFUSABLE = ("ties", "special", "magnitude", "small", "repeated_index", "sentinel")
 
 
 def values_refused(ctx: CaseContext, name: str, got: Run, seconds: float) -> None:

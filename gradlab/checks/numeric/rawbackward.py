@@ -215,9 +215,21 @@ def ctx_aliases(node: Any, args: Sequence[Any], outs: Sequence[Tensor],
             if shared:
                 if kind == "ctx_output" and not any(t.requires_grad for t in shared):
                     kind = "ctx_output_detached"  # the output or a view of it requires grad
+                    if _views_only(outs, shared):
+                        break  # an in-place update of a Function's view output raises
                 found.append(Finding("ctx", -1, kind, got=f"ctx.{attr}", node=name))
                 break
     return found
+
+
+def _views_only(outs: Sequence[Tensor], kept: Sequence[Tensor]) -> bool:
+    """Every output sharing storage with the tensors kept on ctx is a view made inside the
+    Function (a slice of its buffer): autograd refuses an in-place update of such an output
+    ("Output 0 of ... is a view ... modified inplace"), so no update can reach what backward
+    reads (difftopk's LogSumExp_F keeps the buffer its output slices)."""
+    storages = _storages(kept)
+    sharing = [o for o in outs if _storages([o]) & storages]
+    return bool(sharing) and all(o._is_view() for o in sharing)
 
 
 #: The findings on where a Function keeps tensors (memory, a version check escaped), which say
