@@ -185,9 +185,11 @@ HINTS: dict[str, str] = {
     "precision_loss": "a float64 result only about float32-accurate (computed in float32 "
                       "internally, or a formula that cancels at these values: log(1 + x) "
                       "for log1p(x) near 0?)",
-    "approximate": "small error everywhere, not the shape of a formula bug (an approximate "
-                   "method: a solver at its tolerance, a truncated series? or float32 "
-                   "arithmetic inside a float64 Function?); if by design, set `tolerances:`",
+    "approximate": "small error everywhere: an approximate method (a solver at its "
+                   "tolerance, a truncated series?), float32 arithmetic inside a float64 "
+                   "Function, or a small wrong term in a derivative (a series stopped when "
+                   "the value converged, not its derivative?); set `tolerances:` only if the "
+                   "method is approximate by design",
     "value_dependent": "fails on these values whatever their layout (a plain contiguous copy "
                        "fails alike): the error depends on the values, not the memory layout",
     # torch.library ops, opcheck's utilities (gradlab.checks.numeric.opcheck)
