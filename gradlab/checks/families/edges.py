@@ -228,15 +228,16 @@ def _edge_rows(ctx: CaseContext, want: Run | None) -> None:
     seconds: dict[str, float] = {}
     facts = code_facts(op.function, op.reference, case.args, case.kwargs)
     base_sizes = base_point(case).sizes
+
+    def judged(p: Point) -> Outcome:
+        return judge(op.function, op.reference, case, p, ctx.device, tol, floor)
+
     for e in edge_points(case, facts):
         if op.reference is None and not e.kind.startswith(ORACLE_KINDS):
             continue  # judged by the reference only
         if e.after and any(o.verdict in RANK for _, o in kinds.get(e.after, [])):
             continue
         t0 = time.perf_counter()
-        def judged(p: Point) -> Outcome:
-            return judge(op.function, op.reference, case, p, ctx.device, tol, floor)
-
         point, out = e.point, judged(e.point)
         if e.kind.startswith("int_negative") and out.verdict in RANK:
             out = _negative(op.reference, case, point, out, ctx.device)
