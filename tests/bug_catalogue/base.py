@@ -69,6 +69,11 @@ def vals(*v: float, grad: bool = True, dtype: torch.dtype = F64) -> Tensor:
     return torch.tensor(v, dtype=dtype).requires_grad_(grad)
 
 
+def ids(*v: int) -> Tensor:
+    """An int64 index tensor of exactly these positions."""
+    return torch.tensor(v)
+
+
 def raw_contiguous(t: Tensor) -> Tensor:
     """What a kernel that indexes `t.data_ptr()` as if `t` were contiguous reads.
 

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd import Function
 
-from .base import F64, Entry, needs, rand, vals, vjp
+from .base import F64, Entry, ids, needs, rand, vals, vjp
 
 GH = "https://github.com"
 SO = "second order through grad_output (a loss on a gradient, e.g. force matching)"
@@ -862,9 +862,6 @@ class FusedAttention(Function):
 class FusedAttentionFixed(FusedAttention):
     honours_flag = True
 
-
-def ids(*v: int) -> Tensor:
-    return torch.tensor(v)
 
 
 def heads_smallest() -> list[Any]:

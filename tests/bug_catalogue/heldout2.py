@@ -17,13 +17,10 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd import Function
 
-from .base import F64, Entry, needs, rand, vals
+from .base import F64, Entry, ids, needs, rand, vals
 
 GH = "https://github.com"
 
-
-def ids(*v: int) -> Tensor:
-    return torch.tensor(v)
 
 
 # --- pytorch #55587: softplus backward tests the threshold on the output, not the input ---

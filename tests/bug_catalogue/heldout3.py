@@ -17,13 +17,10 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd import Function
 
-from .base import F64, Entry, rand, vals, vjp
+from .base import F64, Entry, ids, rand, vals, vjp
 
 GH = "https://github.com"
 
-
-def ids(*v: int) -> Tensor:
-    return torch.tensor(v)
 
 
 def same_shape(*ts: Tensor) -> None:
