@@ -50,7 +50,7 @@ from gradlab.checks.families.inputspace import (
     zero_allowed,
 )
 from gradlab.checks.families.pointjudge import Outcome, judge, magnitudes, reference_scale
-from gradlab.checks.families.repair import refused_setting, repaired
+from gradlab.checks.families.repair import backward_only, refused_setting, repaired
 from gradlab.checks.families.sizes import component_sizes
 from gradlab.checks.numeric.context import CaseContext
 from gradlab.checks.numeric.execute import Run, requiring_grad, run_once
@@ -267,9 +267,9 @@ def _negative(ref: Any, case: Case, point: Point, out: Outcome, device: str) -> 
     the case's dim 1), the same call written otherwise; else uncertain (`negative`: a lag or
     a count of -1 that Python's slicing lets through may be no call the Function is meant
     for), and not judged where forward already disagrees (-1 given a meaning of its own)."""
-    if out.forward:
-        return Outcome("unjudgeable", "forward gives -1 another meaning")
-    if same_reference(ref, case, point, replace(point, ints=()), device):
+    out = backward_only(out, "forward gives -1 another meaning")
+    if out.verdict == "unjudgeable" or same_reference(ref, case, point,
+                                                      replace(point, ints=()), device):
         return out
     return Outcome("negative", out.note)
 

@@ -2,7 +2,7 @@
 of every input channel is refused by the reference at the case's shapes, and accepted with half
 the input channels and an even count of output channels.  Used by the edges check (its
 int_more, int_zero and tuple points) and by `--explore` (every setting it moves); a forward
-that disagrees there is not judged (_backward_only)."""
+that disagrees there is not judged (backward_only)."""
 
 from __future__ import annotations
 
@@ -39,20 +39,23 @@ def repaired(judge_point: Callable[[Point], Outcome], p: Point, out: Outcome,
             continue
         alone = judge_point(replace(cand, ints=(), repaired=False))
         if alone.verdict in NOT_JUDGED:
-            return cand, _backward_only(again)
+            return cand, backward_only(again, SHAPES_MADE)
         cand = replace(cand, repaired=False)  # the dims fit without the setting too
-        return cand, _backward_only(judge_point(cand))
+        return cand, backward_only(judge_point(cand), SHAPES_MADE)
     return p, out
 
 
-def _backward_only(out: Outcome) -> Outcome:
-    """A repaired point's outcome, not judged where its forward disagrees with the
-    reference's: shapes made to fit a setting may be no valid call for the Function (a
-    B-spline of one degree more given twice the knots, not the count its degree needs), while
-    a gradient wrong where forward agrees is wrong on a call both compute alike."""
-    if out.forward:
-        return Outcome("unjudgeable", "forward disagrees at shapes made to fit the setting")
-    return out
+#: Why a repaired point whose forward disagrees is not judged.
+SHAPES_MADE = "forward disagrees at shapes made to fit the setting"
+
+
+def backward_only(out: Outcome, why: str) -> Outcome:
+    """A point's outcome, not judged (`why`) where its forward disagrees with the reference's:
+    a call that may mean something else to the Function (shapes made to fit a setting: a
+    B-spline of one degree more given twice the knots, not the count its degree needs; an int
+    of -1), while a gradient wrong where forward agrees is wrong on a call both compute
+    alike."""
+    return Outcome("unjudgeable", why) if out.forward else out
 
 
 def refused_setting(p: Point, out: Outcome) -> bool:
