@@ -247,6 +247,8 @@ def relayout(t: Tensor, layout: str) -> Tensor | None:
         dim = next((d for d, n in enumerate(t.shape) if n > 1), None)
         return None if dim is None else t.narrow(dim, 0, 1).clone().expand(t.shape)
     if layout == "broadcast":
+        if not t.numel():  # an empty output (a split of size 0): no value to broadcast
+            return t.clone()
         return t.reshape(-1)[:1].clone().reshape([1] * t.dim()).expand(t.shape)
     raise ValueError(f"unknown layout {layout!r}")
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 REASONS: dict[str, str] = {
     "reference_surrogate": "the gradient is not the finite-difference derivative, and the "
                            "reference's is not either, while the two agree: a surrogate "
-                           "gradient by design (straight-through, clipped), as the reference "
-                           "states it",
+                           "gradient by design (straight-through, clipped) or values where "
+                           "neither is finite, as the reference states it",
     "fd_unresolved": "not checked: the forward's own rounding noise is above what any "
                      "finite-difference step resolves (its error moves with the step)",
     "float32_accurate": "only float32-accurate, within float32's tolerance (the case's one "

@@ -27,8 +27,9 @@ def grads(outputs: Sequence[Tensor], inputs: Sequence[Tensor], grad_outputs: Seq
     try:
         # the graph kept either way: a refusal deep in backward comes after the nodes above it
         # freed their buffers, which .backward() must run through again
-        return list(torch.autograd.grad(outputs, inputs, grad_outputs, allow_unused=True,
-                                        retain_graph=True, create_graph=create_graph))
+        return [materialized(g) for g in torch.autograd.grad(
+            outputs, inputs, grad_outputs, allow_unused=True, retain_graph=True,
+            create_graph=create_graph)]
     except RuntimeError as first:
         if not inputs or not all(t.is_leaf for t in inputs):
             raise
@@ -49,7 +50,16 @@ def _by_backward(outputs: Sequence[Tensor], inputs: Sequence[Tensor],
             warnings.simplefilter("ignore")
             torch.autograd.backward(list(outputs), list(grad_outputs),
                                     retain_graph=retain_graph, create_graph=create_graph)
-        return [t.grad for t in inputs]
+        return [materialized(t.grad) for t in inputs]
     finally:
         for t, g in zip(inputs, before, strict=True):
             t.grad = g
+
+
+def materialized(g: Tensor | None) -> Tensor | None:
+    """g, or zeros of its shape where g is one of autograd's efficient zero tensors (a backward
+    such as sgn's or l1_loss' double backward returns one): immutable and refused by numpy,
+    which every comparison uses."""
+    if g is None or not getattr(g, "_is_zerotensor", lambda: False)():
+        return g
+    return torch.zeros(g.shape, dtype=g.dtype, device=g.device)

@@ -23,10 +23,15 @@ from gradlab.checks.diagnosis.hints import (
     second_order_hint,
 )
 from gradlab.checks.numeric import jacobian as jac
+from gradlab.checks.numeric.backprop import materialized
 from gradlab.checks.numeric.context import CaseContext, first_line
 from gradlab.checks.numeric.contract import backward_again
 from gradlab.checks.numeric.execute import random_like, run_once
-from gradlab.checks.numeric.numerical import DENSE_MAX_CALLS_2ND, jacobian_check
+from gradlab.checks.numeric.numerical import (
+    DENSE_MAX_CALLS_2ND,
+    jacobian_check,
+    surrogate_by_reference,
+)
 from gradlab.model import OpDef
 from gradlab.results import ERROR, PASS, SKIP, CheckRow, Finding
 from gradlab.torchstate import replay
@@ -45,7 +50,7 @@ def gradient_function(fn: Callable[..., Any], n_args: int, wrt: Sequence[int],
             grads = torch.autograd.grad([p[0] for p in pairs], [args[i] for i in wrt],
                                         [p[1] for p in pairs], create_graph=True,
                                         allow_unused=True)
-        return tuple(torch.zeros_like(args[i]) if gr is None else gr
+        return tuple(torch.zeros_like(args[i]) if gr is None else materialized(gr)
                      for gr, i in zip(grads, wrt, strict=True))
 
     return g
@@ -183,6 +188,7 @@ def second_order_row(ctx: CaseContext, op: OpDef, inputs: Inputs, gen: torch.Gen
         row = jacobian_check(ctx, "second_order", g, g_inputs,
                              op.numerical_tolerance(ctx.dtype), gen,
                              max_dense_calls=DENSE_MAX_CALLS_2ND, bw=bw, every_output=True)
+        shared_with_reference(ctx, op, row, (g, g_inputs), inputs, gen)
         name_grad_outputs(row.findings, len(inputs.args))
         if op.second_order is False:
             unclaimed(row, strict=ctx.options.strict)
@@ -208,6 +214,20 @@ def second_order_row(ctx: CaseContext, op: OpDef, inputs: Inputs, gen: torch.Gen
                     reason="raises_as_declared", note=type(exc).__name__)
         else:
             ctx.crash_row("base", "second_order", exc, seconds=time.perf_counter() - t0)
+
+
+def shared_with_reference(ctx: CaseContext, op: OpDef, row: CheckRow,
+                          grad_fn: tuple[Callable[..., Any], Inputs], inputs: Inputs,
+                          gen: torch.Generator) -> None:
+    """A failing second_order row passes (reason `reference_surrogate`) where the reference's
+    double backward fails the same finite differences and agrees with the Function's: both
+    NaN past a domain (pow of a negative base), a surrogate's: the math's, not the
+    Function's (numerical.surrogate_by_reference, on the two gradient functions)."""
+    if not row.failed or op.reference is None:
+        return
+    g, g_inputs = grad_fn
+    theirs = gradient_function(op.reference, len(inputs.args), inputs.diff_index, inputs.kwargs)
+    surrogate_by_reference(ctx, row, g, theirs, g_inputs, op.numerical_tolerance(ctx.dtype), gen)
 
 
 def subset_rows(ctx: CaseContext, op: OpDef, inputs: Inputs) -> None:

@@ -1,0 +1,112 @@
+"""torch's own ops checked as Functions (benchmarks/opinfo: every OpInfo op with float64
+autograd, wrapped in a correct recomputing Function, the op itself the reference): what that
+sweep found gradlab doing wrong on correct code, each pinned here on the op that showed it."""
+
+from __future__ import annotations
+
+import torch
+
+import gradlab
+from gradlab.render.words import message
+
+
+def f64(*shape: int, seed: int = 0, low: float = -1.0, high: float = 1.0) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.rand(*shape, generator=gen, dtype=torch.float64) * (high - low) + low
+    return x.requires_grad_()
+
+
+def not_passing(report: gradlab.Report) -> list[tuple[str, str, str, str]]:
+    return [(r.check, r.variant, r.status, message(r)[:160]) for r in report.rows
+            if r.status not in ("pass", "skip")]
+
+
+def test_an_efficient_zero_gradient_is_compared_as_zeros() -> None:
+    # sgn's backward, and l1_loss' double backward, return autograd's efficient zero tensor,
+    # which numpy refuses: "gradlab itself failed" on the forward row before
+    x = f64(4, 5)
+    assert torch.autograd.grad(torch.sgn(x).sum(), x)[0]._is_zerotensor()
+    report = gradlab.check(torch.sgn, [x], reference=torch.sgn)
+    assert report.passed, not_passing(report)
+    t = f64(4, 5, seed=1)
+    report = gradlab.check(torch.nn.functional.l1_loss, [x, t],
+                           reference=torch.nn.functional.l1_loss)
+    assert report.passed, not_passing(report)
+
+
+def split_with_an_empty_piece(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return x.split_with_sizes([1, 4, 0], 1)
+
+
+def test_an_empty_output_beside_others_is_checked() -> None:
+    # the broadcast grad_output variant had no value to take from an empty output
+    x = f64(3, 5)
+    report = gradlab.check(split_with_an_empty_piece, [x], reference=split_with_an_empty_piece)
+    assert report.passed, not_passing(report)
+
+
+class Eigvecs(torch.autograd.Function):
+    """The eigenvectors of a real matrix (complex), backward by eig's own formula: right, and it
+    raises where the loss depends on each eigenvector's phase, as eig's does."""
+
+    @staticmethod
+    def forward(ctx, a: torch.Tensor) -> torch.Tensor:  # type: ignore[no-untyped-def]
+        ctx.save_for_backward(a)
+        return torch.linalg.eig(a)[1]
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor) -> torch.Tensor:  # type: ignore[no-untyped-def]
+        (a,) = ctx.saved_tensors
+        with torch.enable_grad():
+            a = a.detach().requires_grad_()
+            return torch.autograd.grad(torch.linalg.eig(a)[1], a, g)[0]
+
+
+def eigvecs(a: torch.Tensor) -> torch.Tensor:
+    return torch.linalg.eig(a)[1]
+
+
+def test_a_backward_raising_where_the_reference_s_raises_too_is_not_the_function_s_crash() -> None:
+    report = gradlab.check(Eigvecs, [f64(4, 4)], reference=eigvecs, checks=["gradient"])
+    (row,) = [r for r in report.rows if r.check == "gradient" and r.variant == "base"]
+    assert row.reason == "reference_failed" and row.hint != "crash", message(row)
+
+
+def rpow(x: torch.Tensor, base: torch.Tensor) -> torch.Tensor:
+    return base ** x
+
+
+def test_a_second_order_the_reference_shares_past_its_domain_passes() -> None:
+    # a negative base: NaN forward, gradients and double backward alike in the reference; the
+    # finite differences of the gradient fail for both, and the two double backwards agree
+    x, base = f64(3, 4), f64(3, 4, seed=2, low=-2.0, high=2.0)
+    report = gradlab.check(rpow, [x, base], reference=rpow, checks=["second_order"])
+    (row,) = [r for r in report.rows if r.check == "second_order" and r.variant == "base"]
+    assert row.status == "pass" and row.reason == "reference_surrogate", message(row)
+
+
+def rpow_wrong_twice(x: torch.Tensor, base: torch.Tensor) -> torch.Tensor:
+    return RpowDetached.apply(x, base)
+
+
+class RpowDetached(torch.autograd.Function):
+    """base ** x with a backward that is right once and not differentiable (its factors are
+    detached): its double backward differs from the reference's, so it still fails."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, base: torch.Tensor) -> torch.Tensor:  # type: ignore[no-untyped-def]
+        y = base ** x
+        ctx.save_for_backward(x, base, y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor):  # type: ignore[no-untyped-def]
+        x, base, y = (t.detach() for t in ctx.saved_tensors)
+        return g * y * base.log(), g * x * base ** (x - 1)
+
+
+def test_a_wrong_second_order_is_not_excused_by_the_reference() -> None:
+    x, base = f64(3, 4), f64(3, 4, seed=2, low=0.5, high=2.0)
+    report = gradlab.check(rpow_wrong_twice, [x, base], reference=rpow, checks=["second_order"])
+    (row,) = [r for r in report.rows if r.check == "second_order" and r.variant == "base"]
+    assert row.status == "fail", message(row)
