@@ -209,11 +209,63 @@ class ClampsACopy(ClampsValuesAlreadyInRange):
 def test_an_in_place_write_that_changes_no_value_still_fails_the_contract() -> None:
     gen = torch.Generator().manual_seed(0)
     x = torch.rand(3, 4, generator=gen, dtype=torch.float64).requires_grad_()
-    w = torch.rand(3, 4, generator=gen, dtype=torch.float64).add(0.1)
+    w = torch.rand(3, 4, generator=gen, dtype=torch.float64).add(0.1).requires_grad_()
     r = gradlab.check(ClampsValuesAlreadyInRange, [x, w], reference=torch.mul)
     (row,) = [x for x in r.rows if x.check == "contract" and x.variant == "base"]
     assert row.status == "fail" and row.hint == "inplace_input", message(row)
-    assert gradlab.check(ClampsACopy, [x, w], reference=torch.mul).passed
+    assert gradlab.check(ClampsACopy, [x, w.detach()], reference=torch.mul).passed
+    # the same write into an input that does not require grad: a warn (a state buffer's
+    # update is written so by design)
+    r = gradlab.check(ClampsValuesAlreadyInRange, [x, w.detach()], reference=torch.mul)
+    (row,) = [x for x in r.rows if x.check == "contract" and x.variant == "base"]
+    assert row.status == "warn" and row.hint == "inplace_buffer", message(row)
+
+
+class CentredWithRunningMean(torch.autograd.Function):
+    """(x - mean(x, 0)) * w, updating a running mean buffer in place as a batch norm does (torch's
+    own SyncBatchNorm Function updates its running statistics so, without mark_dirty): right
+    by design, as long as the buffer does not require grad; its wrong twin subtracts the
+    running mean in place from x itself."""
+
+    into_input = False
+
+    @classmethod
+    def forward(cls, ctx: Any, x: torch.Tensor, w: torch.Tensor,
+                running: torch.Tensor) -> torch.Tensor:
+        mu = x.mean(0)
+        running.mul_(0.9).add_(0.1 * mu)
+        xc = x.sub_(mu) if cls.into_input else x - mu
+        ctx.save_for_backward(xc, w)
+        return xc * w
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None]:
+        xc, w = ctx.saved_tensors
+        gx = g * w
+        return gx - gx.mean(0), (g * xc).sum(0), None
+
+
+class CentredInPlace(CentredWithRunningMean):
+    into_input = True
+
+
+def centred_ref(x: torch.Tensor, w: torch.Tensor, running: torch.Tensor) -> torch.Tensor:
+    return (x - x.mean(0)) * w
+
+
+def test_a_running_statistics_buffer_updated_in_place_is_no_failure() -> None:
+    gen = torch.Generator().manual_seed(1)
+    x = torch.rand(6, 4, generator=gen, dtype=torch.float64).requires_grad_()
+    w = torch.rand(4, generator=gen, dtype=torch.float64).requires_grad_()
+    running = torch.zeros(4, dtype=torch.float64)
+    r = gradlab.check(CentredWithRunningMean, [x, w, running], reference=centred_ref,
+                      checks=["forward", "gradient", "contract"])
+    assert {(x.check, x.status, x.hint) for x in r.rows if x.status != "pass"} == {
+        ("contract", "warn", "inplace_buffer")}, [message(x) for x in r.rows]
+    r = gradlab.check(CentredInPlace, [x, w, running], reference=centred_ref,
+                      checks=["forward", "gradient", "contract"])
+    assert ("contract", "fail", "inplace_input") in {(x.check, x.status, x.hint)
+                                                     for x in r.rows}, [message(x) for x in r.rows]
 
 
 class ExpViewOfKeptBuffer(torch.autograd.Function):

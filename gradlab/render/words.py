@@ -105,6 +105,9 @@ HINTS: dict[str, str] = {
                            "save_for_backward: no reference cycle, but autograd's version "
                            "check is skipped, so an in-place update of the output before "
                            "backward gives a silently wrong gradient instead of an error",
+    "inplace_buffer": "forward modified in place an input that does not require grad (without "
+                      "ctx.mark_dirty, not returned): right for a state buffer such as running "
+                      "statistics, a bug if the caller's data changes under it",
     "ctx_input": "an input is kept on ctx instead of save_for_backward: autograd's version "
                  "check is skipped, so an in-place update between forward and backward (an "
                  "optimizer step) gives a silently wrong gradient instead of an error",

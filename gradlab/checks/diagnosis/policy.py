@@ -216,6 +216,12 @@ RULES: tuple[Rule, ...] = (
          "(no reference cycle)",
          why="as ctx_input: wrong only if the output is updated in place before backward "
              "(revtorch frees it early on purpose)"),
+    Rule("contract", "inplace_buffer", WARN,
+         "forward modified in place, without ctx.mark_dirty, an input that does not require "
+         "grad and is not returned",
+         why="gradients stay right (none flows through it); a state buffer such as a batch "
+             "norm's running statistics is updated so by design, other data of the caller's "
+             "changes under it"),
     Rule("contract", "ctx_input", WARN,
          "an input kept on ctx instead of save_for_backward (found by aliasing, not shown "
          "by an in-place update)",

@@ -61,13 +61,17 @@ def forward_writes(before: dict[int, Tensor], inputs: Inputs,
     writes `x.data` and returns x unmarked shares it too, and autograd never learns of the
     write (no version bump, the input's history unchanged).  counted: the version counters
     before forward; one that moved is a write too where no value changed (an in-place write
-    of the values already there: every graph that saved the input fails in backward)."""
+    of the values already there: every graph that saved the input fails in backward).  An
+    input that does not require grad is `inplace_buffer`: no gradient flows through it, so
+    autograd's bookkeeping stays right, and a state buffer (a batch norm's running statistics,
+    as torch's own SyncBatchNorm Function updates them) is written so by design."""
     found = []
     for i, old in before.items():
         cur = inputs.args[i]
         moved = counted is not None and i in counted and cur._version != counted[i]
         if not any(o is cur for o in outs) and (moved or not same(old, cur.detach())):
-            found.append(Finding("input", i, "inplace_input"))
+            found.append(Finding("input", i,
+                                 "inplace_input" if cur.requires_grad else "inplace_buffer"))
     return found
 
 
