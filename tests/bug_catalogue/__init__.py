@@ -10,6 +10,7 @@ from . import (
     heldout,
     heldout2,
     heldout3,
+    heldout4,
     indices,
     layout,
     second_order,
@@ -20,7 +21,7 @@ from . import (
 from .base import Entry
 
 MODULES = (layout, indices, empty, second_order, formulas, contracts, values, shapes,
-           transforms, heldout, heldout2, heldout3)
+           transforms, heldout, heldout2, heldout3, heldout4)
 ENTRIES: tuple[Entry, ...] = tuple(e for m in MODULES for e in m.ENTRIES)
 BY_ID = {e.id: e for e in ENTRIES}
 assert len(BY_ID) == len(ENTRIES), "entry ids must be unique"
