@@ -193,6 +193,51 @@ def test_a_finite_convention_at_an_all_zero_input_warns_and_a_nan_fails() -> Non
         "fail", "edge_wrong")
 
 
+class CumProdRows(Function):
+    """cumprod over the last dim, backward from the reverse cumulative sum of g * y over x:
+    NaN where x is 0 (pytensor 1911) when `divides`, else the zero's gradient dropped
+    (tensorflow 119430's div_no_nan) when `drops`; the twin sums the products of the others."""
+
+    divides = drops = False
+
+    @classmethod
+    def forward(cls, ctx: Any, x: Tensor) -> Tensor:
+        y = x.cumprod(-1)
+        ctx.save_for_backward(x, y)
+        return y
+
+    @classmethod
+    def backward(cls, ctx: Any, g: Tensor) -> Tensor:
+        x, y = ctx.saved_tensors
+        if cls.divides or cls.drops:
+            s = (g * y).flip(-1).cumsum(-1).flip(-1)
+            return s / x if cls.divides else torch.where(x == 0, 0.0, s / x)
+        n = x.shape[-1]
+        out = torch.zeros_like(x)
+        for i in range(n):
+            others = torch.cat([x[..., :i], torch.ones_like(x[..., i:i + 1]), x[..., i + 1:]], -1)
+            out[..., i] = (g[..., i:] * others.cumprod(-1)[..., i:]).sum(-1)
+        return out
+
+
+class CumProdDivides(CumProdRows):
+    divides = True
+
+
+class CumProdDrops(CumProdRows):
+    drops = True
+
+
+def test_a_nan_at_a_zero_beyond_the_case_s_values_fails_a_finite_error_there_warns() -> None:
+    # positive case values: 0 lies beyond them, yet cumprod takes it and the reference is
+    # finite there; NaN is certain, a finite wrong value only likely (a domain x > 0)
+    x = rand(3, 4, low=0.5, high=1.5)
+    ref = lambda t: t.cumprod(-1)  # noqa: E731
+    assert edges(CumProdDivides, [x], ref)["zero[0]"] == ("fail", "edge_wrong")
+    assert edges(CumProdDrops, [x], ref)["zero[0]"] == ("warn", "edge_domain")
+    assert all(v == PASSED for v in edges(CumProdRows, [x], ref).values())
+
+
 def test_a_nan_gradient_where_the_reference_is_finite_but_steep_fails() -> None:
     # torch.where(|z| > eps, 1 / z, 1): the untaken branch's gradient is NaN at z = 0 (the
     # bug catalogue's kornia367); the reference there is steep (1/z² under a nudge), which

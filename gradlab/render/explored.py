@@ -16,16 +16,16 @@ SEARCH_HINTS: dict[str, str] = {
                    "forward and the reference ran: the spec case to paste follows",
     "edge_empty": "wrong, or backward raises, on an input with an empty tensor (a size or an "
                   "int argument at 0) that forward accepted: the spec case to paste follows",
-    "edge_domain": "wrong or raising only at values beyond the range the case's own values "
-                   "span (0, or one sign), finite but other than the reference's at an input "
-                   "all zero (padding by convention?), or only where the reference's gradient "
-                   "is 0 (past a clamp the case never reaches): a bug if callers pass such "
-                   "values",
-    "explored_domain": "wrong or raising only at values beyond the range the case's own "
-                       "values span (0, or one sign), finite but other than the reference's "
-                       "at an input all zero (padding by convention?), or only where the "
-                       "reference's gradient is 0 (past a clamp the case never reaches): a "
-                       "bug if callers pass such values",
+    "edge_domain": "finite but wrong, or raising, only at values beyond the range the case's "
+                   "own values span (0, or one sign), finite but other than the reference's "
+                   "at an input all zero (padding by convention?), or only where the "
+                   "reference's gradient is 0 (past a clamp the case never reaches): a bug if "
+                   "callers pass such values",
+    "explored_domain": "finite but wrong, or raising, only at values beyond the range the "
+                       "case's own values span (0, or one sign), finite but other than the "
+                       "reference's at an input all zero (padding by convention?), or only "
+                       "where the reference's gradient is 0 (past a clamp the case never "
+                       "reaches): a bug if callers pass such values",
     "edge_reshaped": "backward raises only at a shape or an int argument the case does not "
                      "have, where forward and the reference ran: a bug if the Function is "
                      "meant for it",

@@ -151,11 +151,12 @@ RULES: tuple[Rule, ...] = (
              "reaches a loss): the bug catalogue's empty batches, zero rows and repeats of 0 "
              "(6 reports), each a crash users hit"),
     Rule("edges", "edge_domain", WARN,
-         "a wrong result or a backward that raises only at values beyond the range the case's "
-         "own span (0, or one sign, where the case's values are all positive); a finite "
-         "result of the right shape, other than the reference's, only at an input all zero",
-         why="a case's values are the only evidence of the Function's domain (a cumprod "
-             "written for x away from 0 divides by x): likely a bug, not certain; an input "
+         "a finite wrong result or a backward that raises only at values beyond the range the "
+         "case's own span (0, or one sign, where the case's values are all positive; a NaN or "
+         "inf where the reference is finite fails); a finite result of the right shape, other "
+         "than the reference's, only at an input all zero",
+         why="a case's values are the only evidence of the Function's domain (a digamma "
+             "written for x > 0): likely a bug, not certain; an input "
              "all zero is where a Function may keep a convention no reference states "
              "(tad-mctc's eighb takes a zero matrix as padding), while a NaN there stays a "
              "failure (the bug catalogue's kornia3275)"),
@@ -184,8 +185,8 @@ RULES: tuple[Rule, ...] = (
          "that raises on an empty batch, that forward accepted, where the reference runs",
          why="as edge_empty"),
     Rule("explore", "explored_domain", WARN,
-         "under `--explore`, a wrong result or a backward that raises only at values beyond "
-         "the range the case's own span",
+         "under `--explore`, a finite wrong result or a backward that raises only at values "
+         "beyond the range the case's own span",
          why="as edge_domain"),
     Rule("explore", "explored_reshaped", WARN,
          "under `--explore`, a backward that raises only at a shape or an int argument the "

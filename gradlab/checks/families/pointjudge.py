@@ -9,7 +9,7 @@ judgeable and never fails; where it is not finite, only an infinity of the other
 judged (at_poles); where it raises or there is none, only an output that is empty, whose
 gradient is zero whatever the math (empty_output).  A forward that refuses an input is
 validation, never a failure.  A wrong value, a backward that raises at the case's own shapes,
-or either on an empty tensor forward accepted, fails (CERTAIN); a failure only at values
+or either on an empty tensor forward accepted, fails (CERTAIN); a finite failure only at values
 beyond the region the case's own reach (or past a clamp they never reach: saturation.py), on
 arguments broadcast where their dims are coupled, at a shape or int argument the case lacks
 (a raise), or at rescaled values is likely, not certain (UNCERTAIN: a warn).
@@ -137,15 +137,15 @@ def _named(out: Outcome, ref: Callable[..., Any], case: Case, point: Point, inpu
         # values gradlab made up for a constant (soft targets, boxes, poses): whether the
         # Function takes any such values, no value of the case shows (sizes.constant)
         out.verdict = "constant"
-    elif out.verdict in FAILED and not pole and (outside(case, point, device) or (
-            _degenerate(point) and out.verdict == "wrong" and _finite(got)
-            and not out.shaped)):
-        # values beyond the range the case's own span (0 or one sign where its values are
-        # all positive): a case's values are the only evidence of the domain (a cumprod
-        # whose backward divides by x, written for x away from 0), so not certain; so is a
-        # finite value of the right shape at an input all zero, where a Function may keep a
-        # convention no reference states (an all-zero matrix taken as padding: tad-mctc's
-        # eighb); a NaN or inf there, or a gradient of the wrong shape, stays certain
+    elif out.verdict in FAILED and not pole and (
+            (outside(case, point, device) and (out.verdict != "wrong" or _finite(got)))
+            or (_degenerate(point) and out.verdict == "wrong" and _finite(got)
+                and not out.shaped)):
+        # values beyond the range the case's own span (0 or one sign where its values are all
+        # positive) are only likely in the domain (a digamma written for x > 0): a finite wrong
+        # value there, or one of the right shape at an input all zero (a convention: an all-zero
+        # matrix as padding, tad-mctc's eighb).  A NaN or inf where the reference is finite
+        # stays certain (pytensor 1911: a cumprod's backward dividing by an x of 0 forward takes)
         out.verdict = "domain"
     elif (out.verdict in FAILED and not point.repaired and _disagreeing(case, point)
           and _coupled(ref, case, point, device)):
