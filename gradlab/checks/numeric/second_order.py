@@ -244,11 +244,11 @@ def subset_rows(ctx: CaseContext, op: OpDef, inputs: Inputs) -> None:
     t0 = time.perf_counter()
     for i in inputs.diff_index:
         try:
-            want = _probed(op.function, inputs.clone(), i)
+            want = probed(op.function, inputs.clone(), i)
         except Exception:
             continue  # the base row's question
         try:
-            got = _probed(op.function, inputs.clone(requires_grad={i}), i)
+            got = probed(op.function, inputs.clone(requires_grad={i}), i)
         except Exception as exc:
             # raises only where the other inputs do not require grad: an error, as the first
             # order's requires_grad variants make it (a gradient penalty with part of the
@@ -267,7 +267,7 @@ def subset_rows(ctx: CaseContext, op: OpDef, inputs: Inputs) -> None:
                 max_rel_err=max((d.stats.max_rel for d in bad), default=None))
 
 
-def _probed(fn: Callable[..., Any], inputs: Inputs, i: int) -> list[Tensor]:
+def probed(fn: Callable[..., Any], inputs: Inputs, i: int) -> list[Tensor]:
     """The double backward of input i's gradient (i requiring grad) along a seeded random probe
     u: d<g_i, u>/d(x_i), then d<g_i, u>/d(grad_outputs); zeros for what it does not reach."""
     gen = torch.Generator().manual_seed(SUBSET_SEED)

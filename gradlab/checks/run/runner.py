@@ -18,6 +18,7 @@ from gradlab.checks.diagnosis import policy
 from gradlab.checks.diagnosis.hints import crash_hint
 from gradlab.checks.families.edges import edge_rows
 from gradlab.checks.families.explore import explore_row
+from gradlab.checks.families.special_order import special_second_order
 from gradlab.checks.families.variants import Baseline, variant_rows
 from gradlab.checks.numeric import lowprec
 from gradlab.checks.numeric.autocast import autocast_row
@@ -172,6 +173,8 @@ def numerical_rows(target: Target, case: Case, device: str, options: Options,
     if "second_order" in checks:
         second_order_row(ctx, target.op, pristine.clone(), gen, first_ok,
                          outs=bw.outputs if bw is not None else None)
+        guarded_check(ctx, "second_order", lambda: special_second_order(
+            ctx, target.op, pristine.clone()))
     if "forward_ad" in checks:  # its own generator: the other checks' draws stay as they were
         guarded_check(ctx, "forward_ad", lambda: forward_ad_row(
             ctx, inputs.clone(), torch.Generator().manual_seed(seed + 11), first_ok))
