@@ -238,6 +238,38 @@ def test_a_nan_at_a_zero_beyond_the_case_s_values_fails_a_finite_error_there_war
     assert all(v == PASSED for v in edges(CumProdRows, [x], ref).values())
 
 
+class MeanOver(Function):
+    """x.mean(dims); backward divides g by the product of the reduced dims' sizes, BROKEN for
+    dims () (every dim to torch.mean, a product of no sizes: 1) unless `counts_all`."""
+
+    counts_all = False
+
+    @classmethod
+    def forward(cls, ctx: Any, x: Tensor, dims: tuple[int, ...]) -> Tensor:
+        ctx.shape, ctx.dims = x.shape, tuple(d % x.dim() for d in dims)
+        return x.mean(dims)
+
+    @classmethod
+    def backward(cls, ctx: Any, g: Tensor) -> tuple[Tensor, None]:
+        dims = ctx.dims or (tuple(range(len(ctx.shape))) if cls.counts_all else ())
+        n = 1
+        for d in dims:
+            n *= ctx.shape[d]
+        for d in sorted(dims or range(len(ctx.shape))):
+            g = g.unsqueeze(d)
+        return g.expand(ctx.shape) / n, None
+
+
+class MeanOverAll(MeanOver):
+    counts_all = True
+
+
+def test_an_int_tuple_argument_empty_is_an_edge() -> None:
+    x = rand(3, 4)
+    assert edges(MeanOver, [x, (1,)], torch.mean)["tuple_empty[1]"] == ("fail", "edge_wrong")
+    assert all(v == PASSED for v in edges(MeanOverAll, [x, (1,)], torch.mean).values())
+
+
 def test_a_nan_gradient_where_the_reference_is_finite_but_steep_fails() -> None:
     # torch.where(|z| > eps, 1 / z, 1): the untaken branch's gradient is NaN at z = 0 (the
     # bug catalogue's kornia367); the reference there is steep (1/z² under a nudge), which

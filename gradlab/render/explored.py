@@ -7,11 +7,10 @@ from typing import Any
 
 #: The words of the hints of the edges check and the explore search (words.HINTS has them).
 SEARCH_HINTS: dict[str, str] = {
-    "edge_wrong": "wrong on an input at an edge of the case's signature (an empty size, a "
-                  "non-square dim, all-zero or one-sign values, an int argument at 0, -1 or "
-                  "one more, a float at its inverse, a batch of one at two, a per-dim "
-                  "setting made non-square, a bool or string argument at another setting, a "
-                  "rank more or a batch): the spec case to paste follows",
+    "edge_wrong": "wrong on an input at an edge of the case's signature (the variant names "
+                  "which: an empty, one-element or non-square size, all-zero values, an int, "
+                  "float, tuple, flag or mode argument moved, a batch, a rank more): the spec "
+                  "case to paste follows",
     "edge_raises": "backward raises on an input at an edge of the case's signature, where "
                    "forward and the reference ran: the spec case to paste follows",
     "edge_empty": "wrong, or backward raises, on an input with an empty tensor (a size or an "

@@ -136,6 +136,9 @@ def edge_points(case: Case, facts: CodeFacts = NO_FACTS) -> Iterator[Edge]:
             yield Edge(f"float[{i}]", replace(base, ints=((i, 1 / v),)))
     for i, t in tuple_axes(case):  # a setting per dim made non-square: a dilation (2, 1)
         yield Edge(f"tuple[{i}]", replace(base, ints=((i, one_more(t)),)))
+        # ... and empty: dims () is every dim to torch's reductions (a mean dividing by the
+        # product of no sizes, pytorch 28993), judged only where forward agrees
+        yield Edge(f"tuple_empty[{i}]", replace(base, ints=((i, type(t)()),)))
     for i in flag_axes(case):  # the switch's other setting (the bug catalogue's triton5660)
         yield Edge(f"flag[{i}]", replace(base, ints=((i, not case.args[i]),)))
     for i, settings in facts.choices:  # a mode's other settings ('sum' for 'mean')
@@ -241,6 +244,8 @@ def _edge_rows(ctx: CaseContext, want: Run | None) -> None:
         point, out = e.point, judged(e.point)
         if e.kind.startswith("int_negative") and out.verdict in RANK:
             out = _negative(op.reference, case, point, out, ctx.device)
+        elif e.kind.startswith("tuple_empty"):
+            out = backward_only(out, "forward gives () another meaning")
         if (refused_setting(point, out) and point.sizes == base_sizes
                 and not e.kind.startswith("int_negative")):  # -1: no dims fit a count
             # a setting the case's shapes do not fit (groups 2 beside a weight of every input
