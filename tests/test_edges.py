@@ -264,6 +264,39 @@ class MeanOverAll(MeanOver):
     counts_all = True
 
 
+class Pow(Function):
+    """a ** b; d/db = a ** b * log(a), NaN at a base of 0 (0 * -inf) unless `masked`, where the
+    limit is 0 (pytorch 27134); d/da = b a ** (b - 1), infinite there for b < 1."""
+
+    masked = False
+
+    @classmethod
+    def forward(cls, ctx: Any, a: Tensor, b: Tensor) -> Tensor:
+        y = a ** b
+        ctx.save_for_backward(a, b, y)
+        return y
+
+    @classmethod
+    def backward(cls, ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+        a, b, y = ctx.saved_tensors
+        db = y * a.log()
+        if cls.masked:
+            db = torch.where(a == 0, 0.0, db)
+        return g * b * a ** (b - 1), g * db
+
+
+class PowMasked(Pow):
+    masked = True
+
+
+def test_a_nan_gradient_beside_another_s_pole_fails() -> None:
+    # at a base all 0 the reference's d/da is infinite where b < 1 (a pole: judged by its
+    # sign), while its d/db is finite (0): a NaN there is judged, and wrong
+    a, b = rand(3, 4, low=0.5, high=1.5), rand(3, 4, seed=1, low=0.5, high=2.0)
+    assert edges(Pow, [a, b], torch.pow)["zero[0]"] == ("fail", "edge_wrong")
+    assert edges(PowMasked, [a, b], torch.pow).get("zero[0]", PASSED) == PASSED
+
+
 def test_an_int_tuple_argument_empty_is_an_edge() -> None:
     x = rand(3, 4)
     assert edges(MeanOver, [x, (1,)], torch.mean)["tuple_empty[1]"] == ("fail", "edge_wrong")

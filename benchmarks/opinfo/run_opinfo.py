@@ -12,13 +12,16 @@ shortcoming of the wrapper, or a bug of torch's: RESULTS.md triages them.
     PYTHONPATH="$DIR" python benchmarks/opinfo/run_opinfo.py --json out.json [--only NAME ...]
 
 Each sample's line: op|variant|sample, seconds, and the fail, error and warn row counts.
-The JSON is written after every sample (a crash of torch loses nothing measured).
+The JSON is written after every sample, and a sample whose op kills the process (torch 2.13's
+heap corrupted) is recorded as a harness error, the sweep going on past it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -147,16 +150,37 @@ def one(op: Any, j: int, sample: Any) -> dict[str, Any] | None:
 
 
 def main() -> None:
+    """Run the sweep in a child process, restarted past a sample that kills it (a torch op
+    corrupting the heap): that sample is recorded as a harness error."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", required=True, type=Path)
     ap.add_argument("--only", nargs="*", default=None, help="op names")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.child:
+        sweep(a.json, a.only)
+        return
+    current = a.json.with_suffix(".current")
+    while True:
+        current.unlink(missing_ok=True)
+        rc = subprocess.call([sys.executable, __file__, "--child", "--json", str(a.json),
+                              *(["--only", *a.only] if a.only else [])])
+        if rc == 0 or not current.exists():
+            return
+        rid = current.read_text()
+        out = json.loads(a.json.read_text()) if a.json.exists() else []
+        out.append({"id": rid, "harness": f"the process died (exit code {rc})"})
+        a.json.write_text(json.dumps(out, indent=0))
+        print(rid, "died", rc, flush=True)
+
+
+def sweep(path: Path, only: list[str] | None) -> None:
     from torch.testing._internal.common_methods_invocations import op_db
-    done = {r["id"]: r for r in json.loads(a.json.read_text())} if a.json.exists() else {}
+    done = {r["id"]: r for r in json.loads(path.read_text())} if path.exists() else {}
     out = list(done.values())
     for op in op_db:
         if not op.supports_autograd or torch.float64 not in op.supported_dtypes("cpu") or (
-                a.only and op.name not in a.only):
+                only and op.name not in only):
             continue
         try:
             samples = list(op.sample_inputs("cpu", torch.float64, requires_grad=True))
@@ -168,6 +192,8 @@ def main() -> None:
             if taken == SAMPLES or size(samples[j]) < 0:
                 break
             rid = f"{op.name}|{op.variant_test_name}|{j}"
+            if rid not in done:
+                path.with_suffix(".current").write_text(rid)
             rec = done.get(rid) or one(op, j, samples[j])
             if rec is None:
                 continue
@@ -175,7 +201,7 @@ def main() -> None:
             if rid in done:
                 continue
             out.append(rec)
-            a.json.write_text(json.dumps(out, indent=0))
+            path.write_text(json.dumps(out, indent=0))
             c = rec.get("counts", {})
             print(rid, rec["seconds"], c.get("fail"), c.get("error"), c.get("warn"),
                   rec.get("harness", ""), flush=True)

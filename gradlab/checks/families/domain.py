@@ -18,15 +18,18 @@ judgeability rule: gradlab.checks.families.judgeable.)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from gradlab.cases import Inputs, copy_like, plain_copy
+from gradlab.cases import Inputs, copy_like, materialize, plain_copy
+from gradlab.checks.families.inputspace import SEED
 from gradlab.checks.numeric.context import CaseContext, first_line
 from gradlab.checks.numeric.execute import Run, run_once
+from gradlab.model import Case
 from gradlab.results import SKIP, CheckRow
 
 #: The relative change (max abs change over max abs value, per output and gradient) beyond
@@ -174,3 +177,87 @@ def outside_domain(ctx: CaseContext, family: str, inputs: Inputs,
         r.status, r.declared, r.reason, r.hint, r.note = SKIP, True, reason, "", note
         r.findings = []
     return []
+
+
+def reference_scale(ref: Callable[..., Any], case: Case, device: str) -> list[float]:
+    """The largest magnitude of each of the reference's outputs and gradients on the case's
+    own values (float64): at an all-zero point a smooth reference's gradient is 0 and moves
+    by ~NUDGE under a nudge, nothing against the values the case shows, while a kink's
+    (relu at 0) moves by the whole gradient.  Empty when the reference does not run."""
+    try:
+        inputs = materialize(case, "float64", device, SEED)
+    except Exception:
+        return []
+    run = run_once(ref, inputs, None, torch.Generator().manual_seed(SEED))
+    return [] if run.error is not None else magnitudes(run)
+
+
+def magnitudes(run: Run) -> list[float]:
+    """The largest magnitude of each floating output and gradient of a run."""
+    return [float(t.detach().abs().max()) if t.numel() else 0.0
+            for t in [*run.outs, *run.grads]
+            if isinstance(t, Tensor) and (t.is_floating_point() or t.is_complex())]
+
+
+#: The two nudges of jumps (relative, as domain's NUDGE and pointjudge's FINE_NUDGE): a
+#: smooth run's change shrinks by their ratio, 1e-5; a jump's stays the size of the jump.
+JUMP_NUDGES = (1e-7, 1e-12)
+#: The most a side's change at the finer nudge may be, relative to its change at the coarser
+#: (plus JUMP_FLOOR absolute), for the side to be continuous: a jump's ratio is 1; a smooth
+#: run's 1e-5, and a continuous one's that is not smooth, (1e-5)^p for a power x^p (pow's
+#: d/da = b a^(b-1) at a base of 0: 0.32 at b = 1.1), below it for any p above 0.06.
+JUMP_SHRINK = 0.5
+JUMP_FLOOR = 1e-12
+
+
+def jumps(ref: Callable[..., Any], inputs: Inputs, want: Run, gen: torch.Generator) -> bool:
+    """Whether the reference's run at `inputs` is discontinuous from both sides: every
+    differentiable input moved by each of JUMP_NUDGES (relative, plus that of the tensor's
+    mean magnitude: a zero moves too), all elements one way, then all the other.  A side is
+    continuous where its runs are finite and their change shrinks with the nudge; a kink's
+    other slope (a norm's gradient at 0), a clamp's convention (a BCE's log clamped at 0) or a
+    raise beside (outside the domain) is not.  Asked where the Function is not finite but the
+    reference is: judged only where some side is continuous (pow's d/db at a base of 0, from
+    above)."""
+    for sign in (1.0, -1.0):
+        changes = []
+        for nudge in JUMP_NUDGES:
+            run = run_once(ref, _sided(inputs, sign * nudge), want.grad_outs64 or None, gen)
+            changes.append(float("inf") if run.error is not None else _change(want, run))
+        coarse, fine = changes
+        if math.isfinite(coarse) and fine <= JUMP_SHRINK * coarse + JUMP_FLOOR:
+            return False
+    return True
+
+
+def _change(a: Run, b: Run) -> float:
+    """The largest absolute change from run `a` to run `b` over a's finite elements (inf where
+    b is not finite there, or a shape differs): absolute, as a smooth run's change at a zero
+    value shrinks with the nudge, while relative to itself it stays 1."""
+    va, vb = _values(a, True), _values(b, True)
+    if len(va) != len(vb) or any(x.shape != y.shape for x, y in zip(va, vb, strict=True)):
+        return float("inf")
+    worst = 0.0
+    for x, y in zip(va, vb, strict=True):
+        ok = torch.isfinite(x)
+        if bool((ok & ~torch.isfinite(y)).any()):
+            return float("inf")
+        if bool(ok.any()):
+            worst = max(worst, float((x[ok] - y[ok]).abs().max()))
+    return worst
+
+
+def _sided(inputs: Inputs, step: float) -> Inputs:
+    """float64 copies of `inputs`, each differentiable floating tensor moved by `step` times a
+    seeded factor in [0.5, 1.5) per element (inputs equal at the point, such as a BCE's p and
+    t both 0, move apart: along their diagonal a discontinuity hides), relative to each value's
+    magnitude plus the tensor's mean magnitude (1 for an all-zero tensor)."""
+    out = plain_copy(inputs, dtype=torch.float64)
+    gen = torch.Generator().manual_seed(NUDGE_SEEDS[0])
+    for i in out.diff_index:
+        t = out.args[i].detach()
+        if t.is_floating_point() and t.numel():
+            scale = float(t.abs().mean()) or 1.0
+            u = 0.5 + torch.rand(t.shape, generator=gen, dtype=t.dtype)
+            out.args[i] = copy_like(t + step * u * (t.abs() + scale), requires_grad=True)
+    return out

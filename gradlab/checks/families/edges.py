@@ -34,6 +34,7 @@ from torch import Tensor
 from gradlab.cases import materialize
 from gradlab.checks.diagnosis import policy
 from gradlab.checks.families.codefacts import NO_FACTS, CodeFacts, code_facts, threshold_values
+from gradlab.checks.families.domain import magnitudes, reference_scale
 from gradlab.checks.families.explore import float_axes, spec_case
 from gradlab.checks.families.flags import same_reference
 from gradlab.checks.families.inputspace import (
@@ -49,7 +50,7 @@ from gradlab.checks.families.inputspace import (
     tuple_axes,
     zero_allowed,
 )
-from gradlab.checks.families.pointjudge import Outcome, judge, magnitudes, reference_scale
+from gradlab.checks.families.pointjudge import Outcome, judge
 from gradlab.checks.families.repair import backward_only, refused_setting, repaired
 from gradlab.checks.families.sizes import component_sizes
 from gradlab.checks.numeric.context import CaseContext

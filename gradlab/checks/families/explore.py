@@ -31,6 +31,7 @@ from torch import Tensor
 
 from gradlab.checks.diagnosis import policy
 from gradlab.checks.families.codefacts import NO_FACTS, CodeFacts, code_facts, threshold_values
+from gradlab.checks.families.domain import reference_scale
 from gradlab.checks.families.inputspace import (
     ALL_VALUE_KINDS,
     LARGE,
@@ -57,7 +58,6 @@ from gradlab.checks.families.pointjudge import (
     UNCERTAIN,
     Outcome,
     judge,
-    reference_scale,
 )
 from gradlab.checks.families.repair import refused_setting, repaired
 from gradlab.checks.numeric.context import CaseContext

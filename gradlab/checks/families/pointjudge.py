@@ -26,7 +26,7 @@ from torch import Tensor
 
 from gradlab.cases import Inputs, copy_like, materialize
 from gradlab.checks.diagnosis import diagnose as dg
-from gradlab.checks.families.domain import ILL_CONDITIONED, NUDGE, moved
+from gradlab.checks.families.domain import ILL_CONDITIONED, NUDGE, jumps, moved
 from gradlab.checks.families.emptiness import empty_batch, filled, indices_into_nothing, is_empty
 from gradlab.checks.families.flags import draws, flipped, unread
 from gradlab.checks.families.inputspace import (
@@ -84,7 +84,7 @@ def judge(fn: Callable[..., Any], ref: Callable[..., Any] | None, case: Case, po
     got = run_once(fn, inputs.clone(), want.grad_outs64 or None, gen)
     pole = not _finite(want)
     if pole:
-        out = at_poles(ref, inputs, want, got, gen)
+        out = at_poles(ref, inputs, want, got, gen, floor)
     elif got.error is not None:
         # forward refusing an input is validation; backward raising where forward ran, a bug
         note = f"{type(got.error).__name__}: {got.error}".splitlines()[0]
@@ -100,6 +100,8 @@ def judge(fn: Callable[..., Any], ref: Callable[..., Any] | None, case: Case, po
                 _blows_up(got, want)
                 and not _ill_conditioned(ref, inputs, want, gen, floor, FINE_NUDGE)):
             return Outcome("unjudgeable", "the reference is ill-conditioned there")
+        if out.verdict == "wrong" and _blows_up(got, want) and jumps(ref, inputs, want, gen):
+            return Outcome("unjudgeable", "the reference jumps there (a kink, a clamp)")
         if (out.verdict == "wrong" and values_moved(point)
                 and flat_beyond_case(ref, case, inputs, got, want, tol, device)):
             out.verdict = "domain"  # past a clamp the case never reaches (saturation.py)
@@ -324,32 +326,11 @@ def _finite(run: Run) -> bool:
                if isinstance(t, Tensor) and t.is_floating_point())
 
 
-def reference_scale(ref: Callable[..., Any], case: Case, device: str) -> list[float]:
-    """The largest magnitude of each of the reference's outputs and gradients on the case's
-    own values (float64): at an all-zero point a smooth reference's gradient is 0 and moves
-    by ~NUDGE under a nudge, nothing against the values the case shows, while a kink's
-    (relu at 0) moves by the whole gradient.  Empty when the reference does not run."""
-    try:
-        inputs = materialize(case, "float64", device, SEED)
-    except Exception:
-        return []
-    run = run_once(ref, inputs, None, torch.Generator().manual_seed(SEED))
-    return [] if run.error is not None else magnitudes(run)
-
-
-def magnitudes(run: Run) -> list[float]:
-    """The largest magnitude of each floating output and gradient of a run."""
-    return [float(t.detach().abs().max()) if t.numel() else 0.0
-            for t in [*run.outs, *run.grads]
-            if isinstance(t, Tensor) and (t.is_floating_point() or t.is_complex())]
-
-
 def _ill_conditioned(ref: Callable[..., Any], inputs: Inputs, want: Run,
                      gen: torch.Generator, floor: Sequence[float] = (),
                      nudge: float = NUDGE) -> bool:
-    """The reference's outputs or gradients move by more than ILL_CONDITIONED under a nudge of
-    `nudge` relative to each value plus `nudge` of the tensor's mean magnitude (so planted
-    zeros move too), one way and the other: a point on a kink (relu at 0, a max at a tie) is
+    """The reference's outputs or gradients move by more than ILL_CONDITIONED under a nudge
+    (_nudged_runs), one way and the other: a point on a kink (relu at 0, a max at a tie) is
     where the derivative is a convention, not judgeable; a smooth reference moves ~`nudge`."""
     for again in _nudged_runs(ref, inputs, want, gen, nudge):
         if again.error is not None or moved(want, again, larger=True,
@@ -360,7 +341,9 @@ def _ill_conditioned(ref: Callable[..., Any], inputs: Inputs, want: Run,
 
 def _nudged_runs(ref: Callable[..., Any], inputs: Inputs, want: Run,
                  gen: torch.Generator, nudge: float = NUDGE) -> Iterator[Run]:
-    """The reference on the inputs nudged one way, then the other (both sides of a kink)."""
+    """The reference on the inputs nudged one way, then the other (both sides of a kink), by
+    `nudge` relative to each value plus `nudge` of the tensor's mean magnitude (planted zeros
+    move too)."""
     g = torch.Generator().manual_seed(SEED + 1)
     noises = {i: torch.randn(inputs.args[i].shape, generator=g, dtype=inputs.args[i].dtype)
               for i in inputs.diff_index}
@@ -376,16 +359,28 @@ def _nudged_runs(ref: Callable[..., Any], inputs: Inputs, want: Run,
         yield run_once(ref, nudged, want.grad_outs64 or None, gen)
 
 
+#: A finite gradient of the reference beside a pole larger than this many times its values
+#: on the case is a clamp's or an epsilon's (1 / max(p, 1e-12)), no value to hold NaN against.
+BESIDE_POLE = 1e6
+
+
 def at_poles(ref: Callable[..., Any], inputs: Inputs, want: Run, got: Run,
-             gen: torch.Generator) -> Outcome:
-    """A point where the reference's gradient is infinite (rsqrt at 0): judged only by the
-    sign of those infinities.  Wrong where the Function's is the opposite infinity and the
-    reference, nudged either way, keeps that sign (or is undefined: rsqrt below 0), so the
-    sign is the limit's own, not a side's convention (1/x at 0)."""
+             gen: torch.Generator, floor: Sequence[float] = ()) -> Outcome:
+    """A point where the reference's gradient is infinite (rsqrt at 0): judged by the sign of
+    those infinities, and by its gradients that are finite.  Wrong where the Function's is the
+    opposite infinity and the reference, nudged either way, keeps that sign (or is undefined:
+    rsqrt below 0), so the sign is the limit's own, not a side's convention (1/x at 0)."""
     flipped = [(k, torch.isinf(g) & torch.isinf(w) & (g.sign() != w.sign()), w)
                for k, (g, w) in enumerate(zip(got.grads, want.grads, strict=False))
                if isinstance(g, Tensor) and isinstance(w, Tensor) and g.shape == w.shape]
     flipped = [(k, m, w) for k, m, w in flipped if bool(m.any())]
+    for k, (g, w) in enumerate(zip(got.grads, want.grads, strict=False)):  # pow's d/db at a
+        # base of 0, NaN beside its infinite d/da (pytorch 27134): a finite gradient is judged
+        if got.error is None and isinstance(g, Tensor) and isinstance(w, Tensor) and g.shape \
+                == w.shape and bool(w.isfinite().all()) and not bool(g.isfinite().all()) \
+                and float(w.abs().max()) <= BESIDE_POLE * max([1.0, *floor]) \
+                and not jumps(ref, inputs, want, gen):  # not a clamp's (BCE's log at 0: 1e9)
+            return Outcome("wrong", f"gradient {k}: NaN or inf where the reference's is finite")
     if got.error is not None or not flipped:
         return Outcome("unjudgeable", "the reference is not finite there")
     for again in _nudged_runs(ref, inputs, want, gen):
