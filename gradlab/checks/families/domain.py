@@ -19,7 +19,7 @@ judgeability rule: gradlab.checks.families.judgeable.)
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -261,3 +261,36 @@ def _sided(inputs: Inputs, step: float) -> Inputs:
             u = 0.5 + torch.rand(t.shape, generator=gen, dtype=t.dtype)
             out.args[i] = copy_like(t + step * u * (t.abs() + scale), requires_grad=True)
     return out
+
+
+def ill_conditioned(ref: Callable[..., Any], inputs: Inputs, want: Run,
+                     gen: torch.Generator, floor: Sequence[float] = (),
+                     nudge: float = NUDGE) -> bool:
+    """The reference's outputs or gradients move by more than ILL_CONDITIONED under a nudge
+    (nudged_runs), one way and the other: a point on a kink (relu at 0, a max at a tie) is
+    where the derivative is a convention, not judgeable; a smooth reference moves ~`nudge`."""
+    for again in nudged_runs(ref, inputs, want, gen, nudge):
+        if again.error is not None or moved(want, again, larger=True,
+                                            floor=floor) > ILL_CONDITIONED:
+            return True
+    return False
+
+
+def nudged_runs(ref: Callable[..., Any], inputs: Inputs, want: Run,
+                 gen: torch.Generator, nudge: float = NUDGE) -> Iterator[Run]:
+    """The reference on the inputs nudged one way, then the other (both sides of a kink), by
+    `nudge` relative to each value plus `nudge` of the tensor's mean magnitude (planted zeros
+    move too)."""
+    g = torch.Generator().manual_seed(SEED + 1)
+    noises = {i: torch.randn(inputs.args[i].shape, generator=g, dtype=inputs.args[i].dtype)
+              for i in inputs.diff_index}
+    for sign in (1.0, -1.0):  # both ways: a kink's one side alone may agree with the point
+        nudged = inputs.clone()
+        for i, noise in noises.items():
+            t = nudged.args[i].detach()
+            if t.numel():
+                # an all-zero tensor moves by NUDGE itself (its mean magnitude is no scale)
+                scale = float(t.abs().mean()) or 1.0
+                step = sign * nudge * noise * (t.abs() + scale)
+                nudged.args[i] = copy_like(t + step, requires_grad=True)
+        yield run_once(ref, nudged, want.grad_outs64 or None, gen)

@@ -117,6 +117,18 @@ def edge_points(case: Case, facts: CodeFacts = NO_FACTS) -> Iterator[Edge]:
         # the case's own may never reach (a splat skipped below alpha 1/255)
         for k, (i, _) in enumerate(base.values):
             yield Edge(f"threshold[{i}]", _valued(base, k, "thresholds"))
+    yield from _argument_points(case, base, facts)
+    ones = batch_of_one(case)
+    if ones:  # a batch of one (the case's [1, T, H]) at two: rows past the first
+        yield Edge("batch", replace(base, dims=tuple((i, 0, 2) for i in ones)))
+    ranked = rank_axis(case)
+    if ranked:
+        yield Edge("rank", replace(base, ranked=ranked))
+        yield Edge("rank", replace(base, lead=ranked))  # a batch of the case's input
+
+
+def _argument_points(case: Case, base: Point, facts: CodeFacts) -> Iterator[Edge]:
+    """The edge points of the case's plain arguments: ints, floats, int tuples, flags, modes."""
     two = tuple((n, min(n, 2)) for n, _ in base.sizes)
     for i, n in int_axes(case):  # none (not a keyword's: zero_allowed), and one more
         if zero_allowed(i):
@@ -145,13 +157,6 @@ def edge_points(case: Case, facts: CodeFacts = NO_FACTS) -> Iterator[Edge]:
     for i, settings in facts.choices:  # a mode's other settings ('sum' for 'mean')
         for s in settings:
             yield Edge(f"choice[{i}]", replace(base, ints=((i, s),)))
-    ones = batch_of_one(case)
-    if ones:  # a batch of one (the case's [1, T, H]) at two: rows past the first
-        yield Edge("batch", replace(base, dims=tuple((i, 0, 2) for i in ones)))
-    ranked = rank_axis(case)
-    if ranked:
-        yield Edge("rank", replace(base, ranked=ranked))
-        yield Edge("rank", replace(base, lead=ranked))  # a batch of the case's input
 
 
 def batch_of_one(case: Case) -> list[int]:

@@ -24,9 +24,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gradlab.cases import Inputs, copy_like, materialize
+from gradlab.cases import Inputs, materialize
 from gradlab.checks.diagnosis import diagnose as dg
-from gradlab.checks.families.domain import ILL_CONDITIONED, NUDGE, jumps, moved
+from gradlab.checks.families.domain import ill_conditioned, jumps, nudged_runs
 from gradlab.checks.families.emptiness import empty_batch, filled, indices_into_nothing, is_empty
 from gradlab.checks.families.flags import draws, flipped, unread
 from gradlab.checks.families.inputspace import (
@@ -96,12 +96,8 @@ def judge(fn: Callable[..., Any], ref: Callable[..., Any] | None, case: Case, po
         out = Outcome("refused" if got.stage == "forward" else "raises", note)
     else:
         out = _compared(got, want, tol)
-        if out.verdict == "wrong" and _ill_conditioned(ref, inputs, want, gen, floor) and not (
-                _blows_up(got, want)
-                and not _ill_conditioned(ref, inputs, want, gen, floor, FINE_NUDGE)):
+        if out.verdict == "wrong" and _unjudgeable(ref, inputs, (got, want), gen, floor):
             return Outcome("unjudgeable", "the reference is ill-conditioned there")
-        if out.verdict == "wrong" and _blows_up(got, want) and jumps(ref, inputs, want, gen):
-            return Outcome("unjudgeable", "the reference jumps there (a kink, a clamp)")
         if (out.verdict == "wrong" and values_moved(point)
                 and flat_beyond_case(ref, case, inputs, got, want, tol, device)):
             out.verdict = "domain"  # past a clamp the case never reaches (saturation.py)
@@ -313,6 +309,19 @@ def _pairs(got: Run, want: Run) -> Iterator[tuple[str, Tensor | None, Tensor | N
 FINE_NUDGE = 1e-12
 
 
+def _unjudgeable(ref: Callable[..., Any], inputs: Inputs, runs: tuple[Run, Run],
+                 gen: torch.Generator, floor: Sequence[float]) -> bool:
+    """A wrong point where the reference is ill-conditioned (a NaN of the Function judged at a
+    finer nudge: a kink nearby excuses no NaN), or jumps from both sides where the Function is
+    not finite (domain.jumps: its finite value a kink's or a clamp's convention)."""
+    got, want = runs
+    blows = _blows_up(got, want)
+    if ill_conditioned(ref, inputs, want, gen, floor) and not (
+            blows and not ill_conditioned(ref, inputs, want, gen, floor, FINE_NUDGE)):
+        return True
+    return blows and jumps(ref, inputs, want, gen)
+
+
 def _blows_up(got: Run, want: Run) -> bool:
     """An output or gradient of the Function is inf or NaN where the reference's, on the same
     values, is finite everywhere (judge's pole branch takes the rest)."""
@@ -324,39 +333,6 @@ def _blows_up(got: Run, want: Run) -> bool:
 def _finite(run: Run) -> bool:
     return all(bool(torch.isfinite(t).all()) for t in [*run.outs, *run.grads]
                if isinstance(t, Tensor) and t.is_floating_point())
-
-
-def _ill_conditioned(ref: Callable[..., Any], inputs: Inputs, want: Run,
-                     gen: torch.Generator, floor: Sequence[float] = (),
-                     nudge: float = NUDGE) -> bool:
-    """The reference's outputs or gradients move by more than ILL_CONDITIONED under a nudge
-    (_nudged_runs), one way and the other: a point on a kink (relu at 0, a max at a tie) is
-    where the derivative is a convention, not judgeable; a smooth reference moves ~`nudge`."""
-    for again in _nudged_runs(ref, inputs, want, gen, nudge):
-        if again.error is not None or moved(want, again, larger=True,
-                                            floor=floor) > ILL_CONDITIONED:
-            return True
-    return False
-
-
-def _nudged_runs(ref: Callable[..., Any], inputs: Inputs, want: Run,
-                 gen: torch.Generator, nudge: float = NUDGE) -> Iterator[Run]:
-    """The reference on the inputs nudged one way, then the other (both sides of a kink), by
-    `nudge` relative to each value plus `nudge` of the tensor's mean magnitude (planted zeros
-    move too)."""
-    g = torch.Generator().manual_seed(SEED + 1)
-    noises = {i: torch.randn(inputs.args[i].shape, generator=g, dtype=inputs.args[i].dtype)
-              for i in inputs.diff_index}
-    for sign in (1.0, -1.0):  # both ways: a kink's one side alone may agree with the point
-        nudged = inputs.clone()
-        for i, noise in noises.items():
-            t = nudged.args[i].detach()
-            if t.numel():
-                # an all-zero tensor moves by NUDGE itself (its mean magnitude is no scale)
-                scale = float(t.abs().mean()) or 1.0
-                step = sign * nudge * noise * (t.abs() + scale)
-                nudged.args[i] = copy_like(t + step, requires_grad=True)
-        yield run_once(ref, nudged, want.grad_outs64 or None, gen)
 
 
 #: A finite gradient of the reference beside a pole larger than this many times its values
@@ -383,7 +359,7 @@ def at_poles(ref: Callable[..., Any], inputs: Inputs, want: Run, got: Run,
             return Outcome("wrong", f"gradient {k}: NaN or inf where the reference's is finite")
     if got.error is not None or not flipped:
         return Outcome("unjudgeable", "the reference is not finite there")
-    for again in _nudged_runs(ref, inputs, want, gen):
+    for again in nudged_runs(ref, inputs, want, gen):
         if again.error is not None:
             return Outcome("unjudgeable", "the reference raises beside a pole")
         for k, m, w in flipped:
