@@ -192,7 +192,8 @@ def test_former_check_names_are_accepted() -> None:
     r = gradlab.check(Square, [rand(3, 4)], reference=square_ref,
                       checks=["gradcheck", "gradgradcheck"])
     assert r.passed, table(r.failures)
-    assert [row.check for row in r.rows] == ["jacobian", "second_order"]
+    assert [row.check for row in r.rows if row.variant == "base"] == ["jacobian",
+                                                                       "second_order"]
 
 
 def test_fast_mode_passes_a_correct_function() -> None:

@@ -297,6 +297,38 @@ def test_a_nan_gradient_beside_another_s_pole_fails() -> None:
     assert edges(PowMasked, [a, b], torch.pow).get("zero[0]", PASSED) == PASSED
 
 
+class ChunkSum(Function):
+    """The last dim cut into k chunks, summed: backward repeats g k times; BROKEN: a single
+    chunk takes a fast path that sums g over the row (unless `one_ok`)."""
+
+    one_ok = False
+
+    @classmethod
+    def forward(cls, ctx: Any, x: Tensor, k: int) -> Tensor:
+        ctx.k, ctx.shape = k, x.shape
+        return x.reshape(*x.shape[:-1], k, x.shape[-1] // k).sum(-2)
+
+    @classmethod
+    def backward(cls, ctx: Any, g: Tensor) -> tuple[Tensor, None]:
+        if ctx.k == 1 and not cls.one_ok:
+            return g.sum(-1, keepdim=True).expand(ctx.shape).clone(), None
+        return g.repeat(*([1] * (g.dim() - 1)), ctx.k), None
+
+
+class ChunkSumFixed(ChunkSum):
+    one_ok = True
+
+
+def chunk_sum(x: Tensor, k: int) -> Tensor:
+    return x.reshape(*x.shape[:-1], k, x.shape[-1] // k).sum(-2)
+
+
+def test_an_int_argument_at_one_is_an_edge() -> None:
+    x = rand(3, 4)
+    assert edges(ChunkSum, [x, 2], chunk_sum)["int_one[1]"] == ("fail", "edge_wrong")
+    assert edges(ChunkSumFixed, [x, 2], chunk_sum).get("int_one[1]") == PASSED
+
+
 def test_an_int_tuple_argument_empty_is_an_edge() -> None:
     x = rand(3, 4)
     assert edges(MeanOver, [x, (1,)], torch.mean)["tuple_empty[1]"] == ("fail", "edge_wrong")

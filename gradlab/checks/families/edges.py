@@ -130,12 +130,14 @@ def edge_points(case: Case, facts: CodeFacts = NO_FACTS) -> Iterator[Edge]:
 def _argument_points(case: Case, base: Point, facts: CodeFacts) -> Iterator[Edge]:
     """The edge points of the case's plain arguments: ints, floats, int tuples, flags, modes."""
     two = tuple((n, min(n, 2)) for n, _ in base.sizes)
-    for i, n in int_axes(case):  # none (not a keyword's: zero_allowed), and one more
+    for i, n in int_axes(case):  # none (not a keyword's: zero_allowed), one more, one
         if zero_allowed(i):
             yield Edge(f"int_zero[{i}]", replace(base, ints=((i, 0),)))
             # ... and at -1: a dim counted from the end (softmax(x, -1)), a pad that crops
             yield Edge(f"int_negative[{i}]", replace(base, ints=((i, -1),)))
         yield Edge(f"int_more[{i}]", replace(base, ints=((i, n + 1),)))
+        if n > 1:  # ... and at 1: a single mode, head or group (cal7's finufft: one mode)
+            yield Edge(f"int_one[{i}]", replace(base, ints=((i, 1),)))
         if two != base.sizes:  # ... at the least sizes too, where its ratio to them is
             # largest (an output size of 9 over an input of 2, where the case's is 8 over 4)
             yield Edge(f"int_more[{i}]", replace(base, sizes=two, ints=((i, n + 1),)),

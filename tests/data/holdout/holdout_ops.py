@@ -131,8 +131,13 @@ class Cumprod(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, g: Tensor) -> Tensor:
         x, y = ctx.saved_tensors
-        # d y_j / d x_i = y_j / x_i for j >= i (x away from zero)
-        return rev_cumsum(g * y, 1) / x
+        # d y_j / d x_i = y_j / x_i for j >= i, written without the division (an x of 0 in
+        # it: gradlab's edges feed one, where y_j / x_i is 0 / 0): the product of the others
+        out = torch.zeros_like(x)
+        for i in range(x.shape[1]):
+            others = torch.cat([x[:, :i], torch.ones_like(x[:, i:i + 1]), x[:, i + 1:]], 1)
+            out[:, i] = (g[:, i:] * others.cumprod(1)[:, i:]).sum(1)
+        return out
 
 
 def cumprod_ref(x: Tensor) -> Tensor:
