@@ -202,44 +202,56 @@ def magnitudes(run: Run) -> list[float]:
 #: The two nudges of jumps (relative, as domain's NUDGE and pointjudge's FINE_NUDGE): a
 #: smooth run's change shrinks by their ratio, 1e-5; a jump's stays the size of the jump.
 JUMP_NUDGES = (1e-7, 1e-12)
-#: The most a side's change at the finer nudge may be, relative to its change at the coarser
-#: (plus JUMP_FLOOR absolute), for the side to be continuous: a jump's ratio is 1; a smooth
-#: run's 1e-5, and a continuous one's that is not smooth, (1e-5)^p for a power x^p (pow's
-#: d/da = b a^(b-1) at a base of 0: 0.32 at b = 1.1), below it for any p above 0.06.
+#: A side is continuous where its change at the finer nudge is at most JUMP_SHRINK of its
+#: change at the coarser (a jump's ratio is 1; a smooth run's 1e-5; a power x^p's (1e-5)^p:
+#: pow's d/da = b a^(b-1) at a base of 0, 0.32 at b = 1.1) and at most JUMP_SMALL of the
+#: values' scale (at least 1): a clamp's convention (a BCE's log clamped at 1e-12) changes
+#: its slope between the two nudges, while its change stays O(1).
 JUMP_SHRINK = 0.5
-JUMP_FLOOR = 1e-12
+JUMP_SMALL = 1e-3
 
 
-def jumps(ref: Callable[..., Any], inputs: Inputs, want: Run, gen: torch.Generator) -> bool:
+def jumps(ref: Callable[..., Any], inputs: Inputs, want: Run, gen: torch.Generator,
+          got: Run | None = None) -> bool:
     """Whether the reference's run at `inputs` is discontinuous from both sides: every
     differentiable input moved by each of JUMP_NUDGES (relative, plus that of the tensor's
     mean magnitude: a zero moves too), all elements one way, then all the other.  A side is
-    continuous where its runs are finite and their change shrinks with the nudge; a kink's
-    other slope (a norm's gradient at 0), a clamp's convention (a BCE's log clamped at 0) or a
-    raise beside (outside the domain) is not.  Asked where the Function is not finite but the
-    reference is: judged only where some side is continuous (pow's d/db at a base of 0, from
-    above)."""
+    continuous where its runs are finite and their change shrinks with the nudge to near
+    nothing; a kink's other slope (a norm's gradient at 0), a clamp's convention (a BCE's
+    log clamped at 0) or a raise beside (outside the domain) is not.  got: only the elements
+    where the Function's run is not finite and the reference's is are measured.  Asked where the
+    Function is not finite but the reference is: judged only where some side is continuous
+    (pow's d/db at a base of 0, from above)."""
+    keep = None if got is None else [~g.isfinite() & w.isfinite() if g.shape == w.shape else
+                                     torch.ones_like(w, dtype=torch.bool)
+                                     for g, w in zip(_values(got, True), _values(want, True),
+                                                     strict=False)]
+    scale = max([1.0, *(float(t[t.isfinite()].abs().max()) for t in _values(want, True)
+                        if bool(t.isfinite().any()))])
     for sign in (1.0, -1.0):
         changes = []
         for nudge in JUMP_NUDGES:
             run = run_once(ref, _sided(inputs, sign * nudge), want.grad_outs64 or None, gen)
-            changes.append(float("inf") if run.error is not None else _change(want, run))
+            changes.append(float("inf") if run.error is not None else _change(want, run, keep))
         coarse, fine = changes
-        if math.isfinite(coarse) and fine <= JUMP_SHRINK * coarse + JUMP_FLOOR:
+        if math.isfinite(coarse) and fine <= min(JUMP_SHRINK * coarse, JUMP_SMALL * scale):
             return False
     return True
 
 
-def _change(a: Run, b: Run) -> float:
+def _change(a: Run, b: Run, keep: Sequence[Tensor] | None = None) -> float:
     """The largest absolute change from run `a` to run `b` over a's finite elements (inf where
     b is not finite there, or a shape differs): absolute, as a smooth run's change at a zero
-    value shrinks with the nudge, while relative to itself it stays 1."""
+    value shrinks with the nudge, while relative to itself it stays 1.  keep: per value
+    (outputs, then gradients), the elements measured (all when None)."""
     va, vb = _values(a, True), _values(b, True)
     if len(va) != len(vb) or any(x.shape != y.shape for x, y in zip(va, vb, strict=True)):
         return float("inf")
     worst = 0.0
-    for x, y in zip(va, vb, strict=True):
+    for k, (x, y) in enumerate(zip(va, vb, strict=True)):
         ok = torch.isfinite(x)
+        if keep is not None:
+            ok = ok & keep[k] if k < len(keep) else torch.zeros_like(ok)
         if bool((ok & ~torch.isfinite(y)).any()):
             return float("inf")
         if bool(ok.any()):
