@@ -130,7 +130,7 @@ class Cumprod(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, g: Tensor) -> Tensor:
-        x, y = ctx.saved_tensors
+        x = ctx.saved_tensors[0]
         # d y_j / d x_i = y_j / x_i for j >= i, written without the division (an x of 0 in
         # it: gradlab's edges feed one, where y_j / x_i is 0 / 0): the product of the others
         out = torch.zeros_like(x)
