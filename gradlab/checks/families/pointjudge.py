@@ -351,14 +351,14 @@ def at_poles(ref: Callable[..., Any], inputs: Inputs, want: Run, got: Run,
                for k, (g, w) in enumerate(zip(got.grads, want.grads, strict=False))
                if isinstance(g, Tensor) and isinstance(w, Tensor) and g.shape == w.shape]
     flipped = [(k, m, w) for k, m, w in flipped if bool(m.any())]
-    # the outputs finite and agreeing: a forward NaN beside a pole is a convention (a BCE's
-    # log clamped at 0 where the Function takes 0 log 0), not what this judges
+    # the outputs finite in both: a forward NaN beside a pole is a convention (a BCE's log
+    # clamped at 0 where the Function takes 0 log 0), not what this judges
     outs_finite = all(isinstance(o, Tensor) and isinstance(w, Tensor) and o.shape == w.shape
                       and bool(w.isfinite().all()) and bool(o.isfinite().all())
                       for o, w in zip(got.outs, want.outs, strict=False))
     for k, (g, w) in enumerate(zip(got.grads, want.grads, strict=False)):  # pow's d/db at a
         # base of 0, NaN beside its infinite d/da (pytorch 27134): a finite gradient is judged
-        # where the reference's outputs are finite (a log of a negative sum is no value)
+        # where both runs' outputs are finite (a log of a negative sum is no value)
         if got.error is None and outs_finite and isinstance(g, Tensor) and isinstance(
                 w, Tensor) and g.shape == w.shape and bool(w.isfinite().all()) \
                 and not bool(g.isfinite().all()) \

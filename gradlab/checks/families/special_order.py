@@ -28,7 +28,7 @@ from gradlab.checks.families.domain import ILL_CONDITIONED
 from gradlab.checks.families.values import special_inputs
 from gradlab.checks.families.variants import families
 from gradlab.checks.numeric.context import CaseContext, first_line
-from gradlab.checks.numeric.execute import run_once
+from gradlab.checks.numeric.numerical import runs_agree
 from gradlab.checks.numeric.second_order import SUBSET_SEED, probed
 from gradlab.model import OpDef
 from gradlab.results import ERROR, PASS
@@ -84,7 +84,10 @@ def special_second_order(ctx: CaseContext, op: OpDef, inputs: Inputs) -> None:
 def _judgeable(op: OpDef, inputs: Inputs, planted: Inputs, want: Sequence[Tensor]) -> bool:
     """The first order at the planted values agrees (else the special variant's own row says
     so) and the reference's double backward is continuous there (no kink)."""
-    return _first_order_agrees(op, planted) and _continuous(op.reference, inputs, planted, want)
+    return (op.reference is not None
+            and runs_agree(op.function, op.reference, planted, op.tolerance("float64"),
+                           SUBSET_SEED)
+            and _continuous(op.reference, inputs, planted, want))
 
 
 def _differ(got: Sequence[Tensor] | None, want: Sequence[Tensor] | None,
@@ -96,20 +99,6 @@ def _differ(got: Sequence[Tensor] | None, want: Sequence[Tensor] | None,
     return [d for d in (dg.compare(g, w, tol, scaled=True) for g, w in zip(got, want,
                                                                           strict=True))
             if not d.ok]
-
-
-def _first_order_agrees(op: OpDef, planted: Inputs) -> bool:
-    """The Function's outputs and gradients at the planted values are the reference's (one
-    run each, the same seeded grad_outputs)."""
-    gen = torch.Generator().manual_seed(SUBSET_SEED)
-    want = run_once(op.reference, planted.clone(), None, gen)
-    got = run_once(op.function, planted.clone(), want.grad_outs64 or None, gen)
-    if got.error is not None or want.error is not None:
-        return False
-    pairs = list(zip([*got.outs, *got.grads], [*want.outs, *want.grads], strict=False))
-    return all(isinstance(g, Tensor) and isinstance(w, Tensor) and g.shape == w.shape
-               and dg.compare(g.detach(), w.detach(), op.tolerance("float64")).ok
-               for g, w in pairs)
 
 
 def _all_probed(fn: Callable[..., Any], inputs: Inputs, raising: bool = False
