@@ -286,8 +286,25 @@ def flat_outputs(out: Any) -> list[Tensor]:
     """The floating-point and complex tensor outputs of a call, in order (non-tensors and
     integer tensors dropped)."""
     items = out if isinstance(out, (tuple, list)) else (out,)
-    return [t for t in items
+    return [comparable(t) for t in items
             if isinstance(t, Tensor) and (t.is_floating_point() or t.is_complex())]
+
+
+#: Layouts gradlab compares as their dense values (each converts with a differentiable
+#: to_dense, so the Function's backward still gets its gradient through it).
+SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr,
+                  torch.sparse_bsc, torch._mkldnn)  # type: ignore[attr-defined]
+
+
+def comparable(t: Tensor) -> Tensor:
+    """An output as gradlab compares it: a sparse one as its dense values, a complex32 one
+    in complex64 (exact: torch implements neither equality nor most reductions for them).
+    Both conversions are differentiable, so backward is still checked through them."""
+    if t.layout in SPARSE_LAYOUTS:
+        t = t.to_dense()
+    if t.dtype == torch.complex32:
+        t = t.to(torch.complex64)
+    return t
 
 
 def call(fn: Callable[..., Any], inputs: Inputs) -> list[Tensor]:

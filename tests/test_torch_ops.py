@@ -110,3 +110,44 @@ def test_a_wrong_second_order_is_not_excused_by_the_reference() -> None:
     report = gradlab.check(rpow_wrong_twice, [x, base], reference=rpow, checks=["second_order"])
     (row,) = [r for r in report.rows if r.check == "second_order" and r.variant == "base"]
     assert row.status == "fail", message(row)
+
+
+class ToSparse(torch.autograd.Function):
+    """A dense matrix as a sparse COO one; `scale` its backward's factor (1 is right)."""
+
+    scale = 1.0
+
+    @classmethod
+    def forward(cls, ctx, x: torch.Tensor) -> torch.Tensor:  # type: ignore[no-untyped-def]
+        return x.to_sparse()
+
+    @classmethod
+    def backward(cls, ctx, g: torch.Tensor) -> torch.Tensor:  # type: ignore[no-untyped-def]
+        return g.to_dense() * cls.scale
+
+
+class ToSparseWrong(ToSparse):
+    scale = 1.5
+
+
+def test_a_sparse_output_is_compared_as_its_dense_values() -> None:
+    # to_sparse's and masked ops' sparse outputs: "gradlab itself failed" on the forward row
+    # (numpy and torch.equal refuse a sparse tensor) before
+    x = f64(3, 4)
+    report = gradlab.check(ToSparse.apply, [x], reference=torch.Tensor.to_sparse)
+    assert report.passed, not_passing(report)
+    bad = gradlab.check(ToSparseWrong.apply, [x], reference=torch.Tensor.to_sparse)
+    assert any(r.check == "gradient" and r.status == "fail" and r.hint == "constant_factor"
+               for r in bad.rows), not_passing(bad)
+
+
+def to_chalf(x: torch.Tensor) -> torch.Tensor:
+    return torch.complex(x, -x).to(torch.complex32)
+
+
+def test_a_complex32_output_is_compared() -> None:
+    # torch.equal is not implemented for complex32 (chalf): an internal error before
+    x = f64(3, 4)
+    report = gradlab.check(to_chalf, [x], reference=to_chalf)
+    assert not any(r.status in ("fail", "error") for r in report.rows), not_passing(report)
+    assert any(r.check == "gradient" and r.status == "pass" for r in report.rows)
