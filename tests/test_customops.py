@@ -335,3 +335,19 @@ def test_a_triton_op_is_a_custom_op() -> None:
     op = library_op(OPDEFS[name])
     assert isinstance(op, LibraryOp) and op.qualname == name and op.is_triton
     assert not library_op(torch.ops.gradlab_cops.scale_sin).is_triton  # type: ignore[union-attr]
+
+
+def test_a_value_dependent_output_shape_is_a_declared_skip_under_static_shapes(
+        cops: Any) -> None:
+    # torch's own custom_op_db ops (numpy_nonzero, numpy_nms) failed aot_dispatch_static,
+    # which torch.library.opcheck does not run by default: no op with a value-dependent output
+    # size can be traced with static shapes.  Dynamic shapes trace it, and it passes there.
+    x = torch.linspace(-1, 1, 12, dtype=torch.float64).reshape(3, 4).requires_grad_()
+    w = example()[1]
+    r = gradlab.check(torch.ops.gradlab_cops.positives, [x, w],
+                      reference=cops.positives_reference)
+    rows = opcheck_rows(r)
+    assert rows["aot_dispatch_static"].status == "skip", table(list(rows.values()))
+    assert rows["aot_dispatch_static"].reason == "data_dependent_shape"
+    assert rows["aot_dispatch_dynamic"].status == "pass", table(list(rows.values()))
+    assert r.passed, table(r.failures)

@@ -70,6 +70,9 @@ REASONS: dict[str, str] = {
     "triton_interpreted": "not checked: under TRITON_INTERPRET=1 a triton_op's kernel runs on "
                           "the fake tensors' memory, which opcheck's fake and AOT rows do not "
                           "have (a false failure); checked on a GPU without the interpreter",
+    "data_dependent_shape": "not checked: the op's output shape depends on its values, so "
+                            "it cannot be traced with static shapes (torch.compile breaks the "
+                            "graph there); traced with dynamic shapes it passed",
     "old_torch": "not checked: this torch is older than a feature the check needs (the note "
                  "names it and the torch release that brought it)",
     "kink": "a non-differentiable point in the example values (left and right differences "

@@ -101,3 +101,39 @@ def _define_raising() -> None:
 
 if f"{NS}::raises" not in OPDEFS:
     _define_raising()
+
+
+def positives_reference(x: Tensor, w: Tensor) -> Tensor:
+    return (x * w.sin())[x > 0]
+
+
+def _positives_setup(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+    x, w = inputs
+    ctx.save_for_backward(x, w)
+
+
+def _positives_backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor]:
+    x, w = ctx.saved_tensors
+    keep = x > 0
+    gx, gw = torch.zeros_like(x), torch.zeros_like(w)
+    gx[keep] = g * w.sin()[keep]
+    gw[keep] = g * x[keep] * w.cos()[keep]
+    return gx, gw
+
+
+def _define_positives() -> None:
+    # correct, with an output whose size depends on the values (as nonzero's, NMS's): its
+    # fake kernel makes an unbacked size, so only dynamic shapes can trace it
+    @torch.library.custom_op(f"{NS}::positives", mutates_args=())
+    def positives(x: Tensor, w: Tensor) -> Tensor:
+        return (x * w.sin())[x > 0]
+
+    @positives.register_fake
+    def _(x: Tensor, w: Tensor) -> Tensor:
+        return x.new_empty(torch.library.get_ctx().new_dynamic_size())
+
+    positives.register_autograd(_positives_backward, setup_context=_positives_setup)
+
+
+if f"{NS}::positives" not in OPDEFS:
+    _define_positives()
