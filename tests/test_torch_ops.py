@@ -151,3 +151,53 @@ def test_a_complex32_output_is_compared() -> None:
     report = gradlab.check(to_chalf, [x], reference=to_chalf)
     assert not any(r.status in ("fail", "error") for r in report.rows), not_passing(report)
     assert any(r.check == "gradient" and r.status == "pass" for r in report.rows)
+
+
+class SortTiesLastFirst(torch.autograd.Function):
+    """Values sorted along the last dim, ties ordered last index first (torch's sort orders
+    them its own way): right, and a gradient at ties shared otherwise than the reference's."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:  # type: ignore[no-untyped-def]
+        # ascending value, descending index: a stable sort of the reversed row, mapped back
+        order = x.shape[-1] - 1 - torch.flip(x, [-1]).argsort(dim=-1, stable=True)
+        ctx.save_for_backward(order)
+        return x.gather(-1, order)
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor) -> torch.Tensor:  # type: ignore[no-untyped-def]
+        (order,) = ctx.saved_tensors
+        return torch.zeros_like(g).scatter_add(-1, order, g)
+
+
+class SortTiesFirstSlot(SortTiesLastFirst):
+    """BROKEN: backward finds each element's slot by its value (searchsorted), so every tied
+    element takes the first tied slot's gradient."""
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor) -> torch.Tensor:  # type: ignore[no-untyped-def]
+        (order,) = ctx.saved_tensors
+        x = ctx.saved_x
+        slot = torch.searchsorted(x.gather(-1, order).contiguous(), x.contiguous())
+        return g.gather(-1, slot)
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:  # type: ignore[no-untyped-def]
+        ctx.saved_x = x.detach()
+        return SortTiesLastFirst.forward(ctx, x)
+
+
+def sorted_values(x: torch.Tensor) -> torch.Tensor:
+    return x.sort(-1).values
+
+
+def test_ties_the_special_variant_plants_are_judged_by_their_totals() -> None:
+    # torch's custom_op_db sort (numpy's argsort) failed `special` (special_only): the planted
+    # zeros tie, and a tied group's gradient is shared by each sort's own order.  The kink
+    # convention, taken element by element, had split the group's total.
+    x = f64(1, 15)  # one row: the planted zeros tie
+    report = gradlab.check(SortTiesLastFirst.apply, [x], reference=sorted_values)
+    assert report.passed, not_passing(report)
+    assert any(r.variant == "special" and r.status == "pass" for r in report.rows)
+    bad = gradlab.check(SortTiesFirstSlot.apply, [x], reference=sorted_values)
+    assert any(r.hint == "ties_only" and r.status == "fail" for r in bad.rows), not_passing(bad)
