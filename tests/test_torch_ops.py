@@ -201,3 +201,23 @@ def test_ties_the_special_variant_plants_are_judged_by_their_totals() -> None:
     assert any(r.variant == "special" and r.status == "pass" for r in report.rows)
     bad = gradlab.check(SortTiesFirstSlot.apply, [x], reference=sorted_values)
     assert any(r.hint == "ties_only" and r.status == "fail" for r in bad.rows), not_passing(bad)
+
+
+def cat_rows(xs: list[torch.Tensor]) -> torch.Tensor:
+    return torch.cat(xs, 0)
+
+
+def test_tensors_in_a_list_are_said_not_checked() -> None:
+    # torch's custom_op_db numpy_cat (a Tensor[] argument) passed on its forward and opcheck
+    # rows alone: no gradient row said that its gradients were never checked
+    xs = [f64(2, 3), f64(1, 3, seed=1)]
+    report = gradlab.check(cat_rows, [xs], reference=cat_rows)
+    assert not report.passed
+    (row,) = [r for r in report.rows if r.reason == "tensor_list_input"]
+    assert row.status == "skip" and not row.declared
+    assert "lambda a, b, *rest" in message(row)
+    def spread_cat(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return cat_rows([a, b])
+
+    spread = gradlab.check(spread_cat, xs, reference=spread_cat)
+    assert spread.passed and any(r.check == "gradient" for r in spread.rows)

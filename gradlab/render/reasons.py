@@ -70,6 +70,10 @@ REASONS: dict[str, str] = {
     "triton_interpreted": "not checked: under TRITON_INTERPRET=1 a triton_op's kernel runs on "
                           "the fake tensors' memory, which opcheck's fake and AOT rows do not "
                           "have (a false failure); checked on a GPU without the interpreter",
+    "tensor_list_input": "not checked: gradients through a list of tensors (an argument "
+                         "holding tensors that require grad: a custom op's Tensor[]); gradlab "
+                         "checks tensors passed one argument each: check `lambda a, b, *rest: "
+                         "op([a, b], *rest)`",
     "data_dependent_shape": "not checked: the op's output shape depends on its values, so "
                             "it cannot be traced with static shapes (torch.compile breaks the "
                             "graph there); traced with dynamic shapes it passed",

@@ -13,7 +13,7 @@ from dataclasses import replace
 import torch
 
 from gradlab import ops, tf32
-from gradlab.cases import NonLeafInputs, case_seed, materialize
+from gradlab.cases import Inputs, NonLeafInputs, case_seed, materialize
 from gradlab.checks.diagnosis import policy
 from gradlab.checks.diagnosis.hints import crash_hint
 from gradlab.checks.families.edges import edge_rows
@@ -81,6 +81,7 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
             r.note = "; ".join(filter(None, [r.note, fallback]))
     elif got.error is not None:
         ctx.crash_row("base", "forward", got.error)
+    tensor_list_row(ctx, inputs, checks)
     if op.reference is None and checks & {"forward", "gradient"}:
         # nothing to compare the base run with (a run against itself measures nothing): said
         # on a row of its own, without errors; the variant rows say what they compare with
@@ -104,6 +105,17 @@ def case_rows(target: Target, case: Case, dtype: str, device: str, options: Opti
                                    low=low if op.reference is not None else None), checks)
     after_variants(ctx, got, want if op.reference is not None else None, checks)
     return ctx.rows
+
+
+def tensor_list_row(ctx: CaseContext, inputs: Inputs, checks: frozenset[str]) -> None:
+    """A skip row (not declared: not checked is not passed) for positional args that are
+    lists or tuples holding a tensor that requires grad: autograd.Function does not
+    differentiate them, and gradlab's checks take one tensor per argument."""
+    listed = [i for i, a in enumerate(inputs.args) if isinstance(a, (list, tuple)) and any(
+        isinstance(t, torch.Tensor) and t.requires_grad for t in a)]
+    if listed and "gradient" in checks:
+        ctx.row("base", "gradient", SKIP, reason="tensor_list_input",
+                note=f"args {listed} hold tensors that require grad")
 
 
 def after_variants(ctx: CaseContext, got: Run, want: Run | None,
