@@ -294,3 +294,44 @@ def test_a_kept_buffer_whose_view_is_the_output_is_no_hazard() -> None:
     assert not [r for r in report.rows if r.hint == "ctx_output_detached"]
     assert report.passed, [(r.check, r.variant, r.status, r.hint) for r in report.rows
                            if r.status != "pass"]
+
+
+class ScaleSetsGrad(torch.autograd.Function):
+    """x * s; BROKEN when `sets_grad`: backward also assigns x.grad itself ("mimicking" the
+    engine, as memcnn's checkpoint does), so loss.backward() leaves twice the gradient."""
+
+    sets_grad = True
+
+    @classmethod
+    def forward(cls, ctx: Any, x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x, s)
+        ctx.inputs = (x,) if cls.sets_grad else ()
+        return x * s
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x, s = ctx.saved_tensors
+        gx = g * s
+        for t in ctx.inputs:
+            t.grad = gx.detach().clone()
+        return gx, g * x
+
+
+class ScaleReturnsGrad(ScaleSetsGrad):
+    sets_grad = False
+
+
+def test_a_backward_that_sets_an_inputs_grad_itself_fails_the_contract() -> None:
+    gen = torch.Generator().manual_seed(2)
+    x = torch.rand(3, 4, generator=gen, dtype=torch.float64).requires_grad_()
+    s = torch.rand(3, 4, generator=gen, dtype=torch.float64).requires_grad_()
+    # what a user sees: a leaf's .grad twice the gradient after loss.backward()
+    ScaleSetsGrad.apply(x, s).sum().backward()
+    assert torch.allclose(x.grad, 2 * s)
+    x.grad = s.grad = None
+    r = gradlab.check(ScaleSetsGrad, [x, s], reference=torch.mul)
+    (row,) = [x for x in r.rows if x.check == "contract" and x.variant == "base"]
+    assert row.status == "fail" and row.hint == "grad_side_effect", message(row)
+    assert "twice the gradient" in message(row)
+    assert x.grad is None  # the caller's tensors as they were given
+    assert gradlab.check(ScaleReturnsGrad, [x, s], reference=torch.mul).passed

@@ -67,7 +67,14 @@ HINTS: dict[str, str] = {
                     "the gradient you get is right, but only through the engine's reduction "
                     "(anything calling backward itself gets the wrong shape); return "
                     "grad.sum_to_size(input.shape)",
-    "wrong_dtype": "gradient has the wrong dtype",
+    "wrong_dtype": "backward returns a gradient of another dtype than the input's: autograd "
+                   "casts it, so the gradient you get has the right dtype (its precision is "
+                   "judged on the gradient rows), but anything calling backward itself gets "
+                   "the wrong one; return grad.to(input.dtype)",
+    "grad_side_effect": "backward sets the input's .grad itself, besides returning its "
+                        "gradient: loss.backward() adds the returned gradient on top (twice "
+                        "the gradient on a leaf), and autograd.grad leaves .grad set; return "
+                        "the gradient only",
     "wrong_device": "gradient is on the wrong device",
     "forward": "forward output differs from the reference",
     "non_finite": "NaN or inf where the expected value is finite (overflow, 0/0, log of 0?)",

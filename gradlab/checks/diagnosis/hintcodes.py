@@ -24,7 +24,7 @@ CODES: dict[str, tuple[str, ...]] = {
     "forward_ad": ("forward_ad_only", "forward_ad_missing"), "autocast": ("autocast_missing",),
     "contract": ("inplace_grad_output", "inplace_input", "inplace_buffer", "not_reentrant",
                  "state_outside_ctx", "output_differentiable", "output_not_differentiable",
-                 "gradient_dropped"),
+                 "gradient_dropped", "grad_side_effect"),
     "rawbackward": ("summed_shape", "wrong_dtype", "wrong_device", "ctx_output",
                     "ctx_output_detached", "ctx_input"),
     "second_order": ("second_order_claimed", "second_order_missing", "once_differentiable"),

@@ -212,6 +212,12 @@ RULES: tuple[Rule, ...] = (
          "backward returns a gradient at a shape autograd sums down to the input's (the "
          "output's broadcast shape for a [1, 1] parameter)",
          why="the gradient a user gets is right; a caller of backward itself is not"),
+    Rule("contract", "wrong_dtype", WARN,
+         "backward returns a gradient of another dtype than its input's (float32 for a "
+         "float64 input, after a forward that returns float32)",
+         why="as summed_shape: autograd casts it, so the gradient a user gets has the input's "
+             "dtype, and its values are judged on the gradient rows; a caller of backward "
+             "itself gets the other dtype"),
     Rule("contract", "ctx_output_detached", WARN,
          "an output's storage kept on ctx as a detached tensor instead of save_for_backward "
          "(no reference cycle)",

@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -88,6 +88,8 @@ class BackwardWatch:
     grad_outputs: list[tuple[int, Tensor]]
     inputs: dict[int, Tensor]
     outputs: list[Tensor]
+    #: each leaf input's `.grad` before backward (the object, compared by identity)
+    grads: dict[int, Tensor | None] = field(default_factory=dict)
 
     @classmethod
     def before(cls, grad_outputs: Sequence[Tensor], inputs: Inputs, outs: Sequence[Tensor],
@@ -102,7 +104,9 @@ class BackwardWatch:
         sources = sources or [None] * len(grad_outputs)
         return cls([(g._version, src if src is not None else g.detach().clone())
                     for g, src in zip(grad_outputs, sources, strict=True)], values,
-                   [o.detach().clone() for o in outs])
+                   [o.detach().clone() for o in outs],
+                   {i: inputs.args[i].grad for i in inputs.tensor_index
+                    if inputs.args[i].is_leaf})
 
     def writes(self, grad_outputs: Sequence[Tensor], inputs: Inputs,
                outs: Sequence[Tensor]) -> list[Finding]:
@@ -119,6 +123,11 @@ class BackwardWatch:
             # outputs are often saved for backward too (exp saves its result)
             if not same(old, outs[k].detach()):
                 found.append(Finding("output", k, "inplace_saved"))
+        # backward setting an input's .grad itself ("mimicking" the engine): loss.backward()
+        # then adds the gradient it returns on top (twice the gradient on a leaf), and
+        # autograd.grad, which must not touch .grad, leaves it set
+        found += [Finding("input", i, "grad_side_effect") for i, old in self.grads.items()
+                  if inputs.args[i].grad is not old]
         return found
 
 
