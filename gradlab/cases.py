@@ -311,7 +311,29 @@ def call(fn: Callable[..., Any], inputs: Inputs) -> list[Tensor]:
     """Call `fn` on the inputs and return its floating-point tensor outputs (from the case's
     RNG state: each finite difference of a stochastic Function draws the same numbers)."""
     replay()
-    return flat_outputs(fn(*inputs.args, **inputs.kwargs))
+    outs = flat_outputs(fn(*inputs.args, **inputs.kwargs))
+    not_freed(inputs)
+    return outs
+
+
+#: The words of InputFreed's message that gradlab.checks.run.runner looks for.
+INPUT_FREED = "forward freed the storage of input"
+
+
+class InputFreed(RuntimeError):
+    """Forward left an input without the memory its elements need (memcnn's keep_input=False
+    resizes the caller's storage to 0 bytes): reading that tensor again segfaults, so the
+    check stops before any read, and the case runs again on copies (NonLeafInputs)."""
+
+
+def not_freed(inputs: Inputs) -> None:
+    """Raise InputFreed when forward freed a tensor input's storage (it reads no element)."""
+    for i in inputs.tensor_index:
+        t = inputs.args[i]
+        if t.numel() and t.untyped_storage().nbytes() < (
+                t.storage_offset() + 1) * t.element_size():
+            raise InputFreed(f"{INPUT_FREED} {i} (resized to "
+                             f"{t.untyped_storage().nbytes()} bytes)")
 
 
 def materialize(case: Case, dtype: str, device: str, seed: int) -> Inputs:
@@ -338,10 +360,13 @@ def case_seed(seed: int, op: str, case: str) -> int:
 class NonLeafInputs:
     """`fn` called on non-leaf copies of the tensor args that require grad (a clone passes the
     gradient through): an in-place Function (ctx.mark_dirty) cannot take a leaf, and in a model
-    it never gets one.  A class, not a closure, so that it travels to worker processes."""
+    it never gets one.  every: copies of every tensor arg (a Function freeing an input's memory,
+    InputFreed, must not free gradlab's).  A class, not a closure, so that it travels to worker
+    processes."""
 
     fn: Callable[..., Any]
+    every: bool = False
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.fn(*(a.clone() if isinstance(a, Tensor) and a.requires_grad else a
-                         for a in args), **kwargs)
+        return self.fn(*(a.clone() if isinstance(a, Tensor) and (a.requires_grad or self.every)
+                         else a for a in args), **kwargs)

@@ -335,3 +335,30 @@ def test_a_backward_that_sets_an_inputs_grad_itself_fails_the_contract() -> None
     assert "twice the gradient" in message(row)
     assert x.grad is None  # the caller's tensors as they were given
     assert gradlab.check(ScaleReturnsGrad, [x, s], reference=torch.mul).passed
+
+
+class DoubleFreesInput(torch.autograd.Function):
+    """2x, freeing its input's memory after forward (memcnn's keep_input=False saves memory
+    so; its backward needs only the output): right, and a caller reading x afterwards
+    segfaults."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        y = 2 * x
+        x.untyped_storage().resize_(0)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        return 2 * g
+
+
+def test_a_forward_that_frees_its_inputs_memory_is_checked_on_copies() -> None:
+    # cal8: memcnn's default invertible checkpoint killed the process (a segfault reading the
+    # freed input after forward) and every later check with it
+    x = torch.rand(3, 4, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    r = gradlab.check(DoubleFreesInput, [x.requires_grad_()], reference=lambda t: 2 * t)
+    assert {(x.check, x.status, x.hint) for x in r.rows if x.status != "pass"} == {
+        ("contract", "warn", "input_freed")}, [message(x) for x in r.rows]
+    assert any(x.check == "jacobian" and x.status == "pass" for x in r.rows)
+    assert x.untyped_storage().nbytes() == x.numel() * 8  # the caller's tensor kept its memory

@@ -71,6 +71,10 @@ HINTS: dict[str, str] = {
                    "casts it, so the gradient you get has the right dtype (its precision is "
                    "judged on the gradient rows), but anything calling backward itself gets "
                    "the wrong one; return grad.to(input.dtype)",
+    "input_freed": "forward freed an input's memory (its storage resized to 0 bytes, as "
+                   "memcnn's keep_input=False does to save memory): a caller reading that "
+                   "tensor afterwards crashes the process. Checked on copies of the inputs, "
+                   "as a model's intermediates",
     "grad_side_effect": "backward sets the input's .grad itself, besides returning its "
                         "gradient: loss.backward() adds the returned gradient on top (twice "
                         "the gradient on a leaf), and autograd.grad leaves .grad set; return "

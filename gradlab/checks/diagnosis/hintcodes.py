@@ -19,7 +19,7 @@ CODES: dict[str, tuple[str, ...]] = {
               "value_dependent", "rng_replay", "second_order_only", "autocast_only",
               "also_without_autocast", "wrong_count", "non_tensor_grad",
               "wrong_shape", "inplace_saved", "crash"),
-    "compare": ("forward", "missing"), "runner": ("global_state", "tf32"),
+    "compare": ("forward", "missing"), "runner": ("global_state", "tf32", "input_freed"),
     "numerical": ("cached_forward", "conjugate", "no_chain_rule"),
     "forward_ad": ("forward_ad_only", "forward_ad_missing"), "autocast": ("autocast_missing",),
     "contract": ("inplace_grad_output", "inplace_input", "inplace_buffer", "not_reentrant",

@@ -212,6 +212,11 @@ RULES: tuple[Rule, ...] = (
          "backward returns a gradient at a shape autograd sums down to the input's (the "
          "output's broadcast shape for a [1, 1] parameter)",
          why="the gradient a user gets is right; a caller of backward itself is not"),
+    Rule("contract", "input_freed", WARN,
+         "forward freed an input's storage (resized to 0 bytes; the case then runs on copies "
+         "of its inputs)",
+         why="memory saving by design (memcnn's invertible blocks rebuild the input in "
+             "backward): right where nothing else reads the input, a segfault where it does"),
     Rule("contract", "wrong_dtype", WARN,
          "backward returns a gradient of another dtype than its input's (float32 for a "
          "float64 input, after a forward that returns float32)",

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gradlab.cases import Inputs, copy_like, flat_outputs, standard_normal
+from gradlab.cases import Inputs, copy_like, flat_outputs, not_freed, standard_normal
 from gradlab.checks.diagnosis.hints import RNG_CONTRACT_HINTS, RNG_INDEPENDENT_HINTS, rng_hint
 from gradlab.checks.numeric import backprop, contract
 from gradlab.checks.numeric.rawbackward import direct_backward, grad_output_as, raw_backward
@@ -98,6 +98,7 @@ def run_once(fn: Callable[..., Any], inputs: Inputs, grad_outs64: Sequence[Tenso
     try:
         with torch.enable_grad():
             outs = flat_outputs(fn(*inputs.args, **inputs.kwargs))
+        not_freed(inputs)  # before anything reads them
     except Exception as exc:
         return Run([], [], exc, "forward", drew=not start.same(rng_now()))
     forwarded = rng_now()

@@ -13,7 +13,14 @@ from dataclasses import replace
 import torch
 
 from gradlab import ops, tf32
-from gradlab.cases import Inputs, NonLeafInputs, case_seed, materialize
+from gradlab.cases import (
+    INPUT_FREED,
+    InputFreed,
+    Inputs,
+    NonLeafInputs,
+    case_seed,
+    materialize,
+)
 from gradlab.checks.diagnosis import policy
 from gradlab.checks.diagnosis.hints import crash_hint
 from gradlab.checks.families.edges import edge_rows
@@ -180,6 +187,8 @@ def numerical_rows(target: Target, case: Case, device: str, options: Options,
                 rng_judged([r], target.op.function, inputs, torch.Generator().manual_seed(seed),
                            target.op.reference)
         except Exception as exc:
+            if isinstance(exc, InputFreed):  # the case's own inputs: none may be read again
+                raise
             first_ok, bw = False, None
             ctx.crash_row("base", "jacobian", exc, seconds=time.perf_counter() - t0)
     if "second_order" in checks:
@@ -228,12 +237,19 @@ def item_rows(item: Item, options: Options) -> list[CheckRow]:
     # one RNG state per case, replayed before every forward; the caller's given back after
     with preserved_rng(), case_rng(seed, device):
         rows = guarded_rows(item, options, seed)
-        if any(LEAF_INPLACE in r.note for r in rows):
-            # An in-place Function (ctx.mark_dirty) cannot take a leaf that requires grad; in a
+        freed = next((r.note for r in rows if INPUT_FREED in r.note), "")
+        if freed or any(LEAF_INPLACE in r.note for r in rows):
+            # An in-place Function (ctx.mark_dirty) cannot take a leaf that requires grad, and
+            # one that frees its input's memory (memcnn) cannot take a tensor read later; in a
             # model its input is always an intermediate: give it one.
-            inplace = replace(t, op=replace(t.op, function=NonLeafInputs(t.op.function)))
+            inplace = replace(t, op=replace(t.op, function=NonLeafInputs(t.op.function,
+                                                                        bool(freed))))
             item = (kind, inplace, case, dtype, device)
             rows = guarded_rows(item, options, seed)
+            if freed and kind == "case":
+                rows.append(CheckRow(t.op.name, case.name, dtype, device, "base", "contract",
+                                     policy.status("contract", "input_freed"),
+                                     hint="input_freed", note=freed))
         tf32_judged(rows, item, lambda: guarded_rows(item, options, seed))
         after = TorchState.now()
         before.restore()
