@@ -362,3 +362,33 @@ def test_a_forward_that_frees_its_inputs_memory_is_checked_on_copies() -> None:
         ("contract", "warn", "input_freed")}, [message(x) for x in r.rows]
     assert any(x.check == "jacobian" and x.status == "pass" for x in r.rows)
     assert x.untyped_storage().nbytes() == x.numel() * 8  # the caller's tensor kept its memory
+
+
+class TwiceOnceOnly(torch.autograd.Function):
+    """2x whose backward refuses torch.autograd.grad (as torch.utils.checkpoint's reentrant
+    variant, memcnn's checkpoint do) and runs once per graph: a second backward raises."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        ctx.runs = 0
+        return 2 * x
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        if not torch.autograd._is_checkpoint_valid():
+            raise RuntimeError("not compatible with .grad(), use .backward()")
+        ctx.runs += 1
+        if ctx.runs > 1:
+            raise RuntimeError("backward ran more than once on this graph")
+        return 2 * g
+
+
+def test_a_second_backward_that_raises_is_named_by_its_own_error() -> None:
+    # cal8 (memcnn): the re-entrance row quoted autograd.grad's refusal, not the error of the
+    # .backward() that the Function supports
+    x = torch.rand(3, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    r = gradlab.check(TwiceOnceOnly, [x.requires_grad_()], reference=lambda t: 2 * t,
+                      checks=["gradient", "contract"])
+    (row,) = [x for x in r.rows if x.check == "contract" and x.variant == "base"]
+    assert row.status == "fail" and row.hint == "not_reentrant", message(row)
+    assert "more than once" in message(row) and "raises the second time" in message(row)

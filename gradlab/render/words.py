@@ -123,8 +123,8 @@ HINTS: dict[str, str] = {
                  "check is skipped, so an in-place update between forward and backward (an "
                  "optimizer step) gives a silently wrong gradient instead of an error",
     "not_reentrant": "backward run twice on the same graph (retain_graph=True) gives another "
-                     "result: it changes ctx or saved state (a second loss or a gradient "
-                     "penalty through it is wrong)",
+                     "result, or raises the second time: it changes ctx or saved state (a "
+                     "second loss or a gradient penalty through it is wrong)",
     "state_outside_ctx": "backward used what a later forward left: state kept on the Function "
                          "class or a global instead of ctx (two micro-batches, or activation "
                          "checkpointing, run two forwards before the first backward): save it "

@@ -22,21 +22,20 @@ def grads(outputs: Sequence[Tensor], inputs: Sequence[Tensor], grad_outputs: Seq
           retain_graph: bool = False, create_graph: bool = False) -> list[Tensor | None]:
     """`torch.autograd.grad(outputs, inputs, grad_outputs, allow_unused=True)`, or where that
     raises and every input is a leaf, the same gradients by `torch.autograd.backward` (the
-    inputs' `.grad` before it kept and put back).  What `.backward()` raises too, or a first
-    error with inputs that are not leaves, is raised as autograd.grad raised it."""
+    inputs' `.grad` before it kept and put back).  A first error with inputs that are not
+    leaves is raised as autograd.grad raised it; where `.backward()` raises too, its error is
+    raised: the one of the path the Function supports (memcnn refuses autograd.grad, and its
+    `.backward()` error says why a second backward fails)."""
     try:
         # the graph kept either way: a refusal deep in backward comes after the nodes above it
         # freed their buffers, which .backward() must run through again
         return [materialized(g) for g in torch.autograd.grad(
             outputs, inputs, grad_outputs, allow_unused=True, retain_graph=True,
             create_graph=create_graph)]
-    except RuntimeError as first:
+    except RuntimeError:
         if not inputs or not all(t.is_leaf for t in inputs):
             raise
-        try:
-            return _by_backward(outputs, inputs, grad_outputs, retain_graph, create_graph)
-        except RuntimeError:
-            raise first from None
+        return _by_backward(outputs, inputs, grad_outputs, retain_graph, create_graph)
 
 
 def _by_backward(outputs: Sequence[Tensor], inputs: Sequence[Tensor],
