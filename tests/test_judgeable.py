@@ -16,6 +16,7 @@ from torch.autograd import Function
 from torch.autograd.function import once_differentiable
 
 import gradlab
+from gradlab.render.words import message
 
 #: Steps of the filter: a coefficient of 3 (special) reaches 3**200 ~ 3e95, past float32's
 #: range (3e38) and inside float64's.
@@ -200,3 +201,36 @@ def test_an_expanded_input_s_values_at_a_method_s_accuracy_warn() -> None:
     broken = gradlab.check(LayoutSensitive, [x], reference=lambda x: 2 * x)
     assert [v for v in broken.failures if v.variant.startswith("expanded")
             and v.hint == "expanded_only"], not_passing(broken)
+
+
+class SpikeSigmoidSurrogate(torch.autograd.Function):
+    """A spike (x > 0) with a sigmoid surrogate, its slope written as k e^{-kx} / (e^{-kx} + 1)^2
+    (snntorch 1.0's): inf / inf = NaN once e^{-kx} overflows, float32's at kx < -88."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return (x > 0).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        e = torch.exp(-5 * x)
+        return g * 5 * e / (e + 1) ** 2
+
+
+def spike_sigmoid_reference(x: torch.Tensor) -> torch.Tensor:
+    s = torch.sigmoid(5 * x)
+    return (x > 0).to(x.dtype) + (s - s.detach())
+
+
+def test_a_nan_where_the_reference_is_finite_in_the_same_dtype_is_no_conditioning() -> None:
+    # cal8: the float32 magnitude row was a declared skip, `ill_conditioned` (the reference's
+    # gradient, 0 in float32 and ~1e-40 in float64, "moves by 1"), over the Function's NaN
+    x = torch.tensor([[-0.0513, -0.9582, 0.9211, -0.1067, 0.9816, -0.1275, 0.8344],
+                      [0.1965, 0.7708, 0.3059, 0.6280, 0.4031, 0.0513, 0.5322],
+                      [0.5946, -0.6186, 0.7910, 0.2101, -0.5587, 0.1139, 0.9005]])
+    r = gradlab.check(SpikeSigmoidSurrogate, [x.requires_grad_()],
+                      reference=spike_sigmoid_reference)
+    (row,) = [x for x in r.rows if x.check == "gradient" and x.variant == "magnitude"]
+    assert row.status == "fail" and row.hint == "magnitude_only", message(row)
