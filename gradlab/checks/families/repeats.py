@@ -187,6 +187,13 @@ def group_sums(values: Tensor, grad: Tensor) -> tuple[Tensor, Tensor]:
     return sums, sizes
 
 
+#: How much closer than its elements a tied group's total must agree for the difference to
+#: be a share moved among the ties (tie_convention).  Pins: tests/test_torch_ops.py (a sort
+#: ordering ties its own way: totals 1e-16 off, elements O(1)); cal7's qpth on an expanded
+#: input (1e-7 off in every element, one sign) stays its own failure.
+REDISTRIBUTED = 1e-2
+
+
 def groups_agree(values: Tensor, got: Tensor, want: Tensor, tol: Tolerance) -> bool:
     """Whether `got` and `want` differ only inside groups of equal `values` (ties), each group
     with the same total (the absolute tolerance grows with the group: k elements' rounding
@@ -203,7 +210,11 @@ def groups_agree(values: Tensor, got: Tensor, want: Tensor, tol: Tolerance) -> b
         return False
     scale = max(float(want.detach().abs().max()), 1.0) if want.numel() else 1.0
     bound = tol.atol * scale * sizes + tol.rtol * w.abs()
-    return bool(((g - w).abs() <= bound).all())
+    # a share moved between ties leaves the totals far closer than the elements; an error
+    # of one sign in every element (an approximate method on an expanded input) adds up
+    moved = float((got.detach().double() - want.detach().double()).abs().max())
+    return bool(((g - w).abs() <= bound).all()) and float(
+        (g - w).abs().max()) <= REDISTRIBUTED * moved
 
 
 def tie_convention(inputs: Inputs, runs: tuple[Run, Run], failing: list[CheckRow],
