@@ -1130,3 +1130,41 @@ def test_a_repaired_setting_where_forward_disagrees_is_not_judged() -> None:
     other = edges(lambda x, w, g: grouped_matmul(x, w, g) * (1.0 if g == 1 else 2.0),
                   [x, w, 1], grouped_matmul)
     assert other.get("int_more[2]", ("pass", ""))[0] == "pass", other
+
+
+class NewtonSqrt(Function):
+    """sqrt(x) by `iters` Newton steps from x (converged to float64's rounding at 30), the
+    exact derivative in backward.  `iters` is an iteration count the reference (torch.sqrt)
+    does not read: at 0 or 1 the value is less converged by design."""
+
+    scale = 1.0
+
+    @classmethod
+    def forward(cls, ctx: Any, x: Tensor, iters: int) -> Tensor:
+        y = x.clone()
+        for _ in range(iters):
+            y = 0.5 * (y + x / y)
+        ctx.save_for_backward(y)
+        return y
+
+    @classmethod
+    def backward(cls, ctx: Any, g: Tensor) -> tuple[Tensor, None]:
+        (y,) = ctx.saved_tensors
+        return cls.scale * g / (2 * y), None
+
+
+class NewtonSqrtHalfGrad(NewtonSqrt):
+    scale = 0.5
+
+
+def test_an_iteration_count_the_reference_does_not_read_warns_at_its_edges() -> None:
+    # cal9: pytorch-toolbelt's tempered-softmax normaliser failed edge_wrong at num_iters 0
+    # and 1, where its value is the starting iterate by design
+    x = torch.rand(3, 4, generator=torch.Generator().manual_seed(5), dtype=torch.float64) + 0.5
+    r = gradlab.check(NewtonSqrt, [x.requires_grad_(), 30], reference=lambda t, n: t.sqrt())
+    bad = {(row.variant, row.status, row.hint) for row in r.rows if row.status != "pass"}
+    assert bad and all(s == "warn" and h == "edge_unread" for _, s, h in bad), bad
+    assert {v for v, _, _ in bad} <= {"int_zero[1]", "int_one[1]", "int_negative[1]"}
+    # the same Function with a wrong gradient at the case's own count still fails
+    wrong = gradlab.check(NewtonSqrtHalfGrad, [x, 30], reference=lambda t, n: t.sqrt())
+    assert any(row.variant == "base" and row.status == "fail" for row in wrong.rows)

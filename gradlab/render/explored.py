@@ -34,6 +34,13 @@ SEARCH_HINTS: dict[str, str] = {
     "edge_broadcast": "wrong or raising only where one argument's dim is moved apart from the "
                       "others' (the reference broadcasts them)",
     "edge_scale": "off only at rescaled values, every value finite",
+    "edge_unread": "wrong only at a setting of an int argument the reference does not read (its "
+                   "outputs stay the same): an iteration count gives a less converged value "
+                   "by design, a block size that changes the result is a bug",
+    "explored_unread": "wrong only at a setting of an int argument the reference does not "
+                       "read (its outputs stay the same): an iteration count gives a less "
+                       "converged value by design, a block size that changes the result is a "
+                       "bug",
     "edge_negative": "wrong only at an int argument of -1, where forward agrees with the "
                      "reference (a cropping pad, a shift back): a bug if the Function is "
                      "meant to take negative values",

@@ -180,6 +180,16 @@ RULES: tuple[Rule, ...] = (
          "other than the case's own value (a cropping pad, a lag of -1)",
          why="Python's slicing lets -1 through a Function written for counts and lags; a "
              "dim of -1 that is the case's own dim written from the end stays a failure"),
+    Rule("edges", "edge_unread", WARN,
+         "a wrong result only at a setting of an int or int-tuple argument whose moving leaves "
+         "the reference's outputs the same (the reference does not read it)",
+         why="the reference cannot say what the Function should give there: an iteration "
+             "count at 0 or 1 is a less converged value by design (pytorch-toolbelt's "
+             "tempered-softmax normaliser), a block size that changes the result is a bug"),
+    Rule("explore", "explored_unread", WARN,
+         "under `--explore`, a wrong result only at a setting of an int argument the "
+         "reference does not read",
+         why="as edge_unread"),
     Rule("explore", "explored_empty", FAIL,
          "under `--explore`, a wrong result on an input with an empty tensor, or a backward "
          "that raises on an empty batch, that forward accepted, where the reference runs",

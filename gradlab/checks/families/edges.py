@@ -69,9 +69,9 @@ JUDGED = "float64"
 #: A verdict's hint and what it ranks (the worst point of a kind is the row's).
 HINTS = {"wrong": "edge_wrong", "raises": "edge_raises", "empty": "edge_empty",
          "domain": "edge_domain", "reshaped": "edge_reshaped", "broadcast": "edge_broadcast",
-         "scale": "edge_scale", "negative": "edge_negative"}
+         "scale": "edge_scale", "negative": "edge_negative", "unread": "edge_unread"}
 RANK = {"wrong": 0, "raises": 1, "empty": 2, "domain": 3, "reshaped": 4, "broadcast": 5,
-        "scale": 6, "negative": 7}
+        "scale": 6, "negative": 7, "unread": 8}
 
 
 @dataclass(frozen=True)

@@ -362,7 +362,7 @@ def explore_row(ctx: CaseContext, budget: float) -> None:
     hint = {"wrong": "explored_wrong", "raises": "explored_raises",
             "broadcast": "explored_broadcast", "scale": "explored_scale",
             "domain": "explored_domain", "reshaped": "explored_reshaped",
-            "constant": "explored_constant"}.get(
+            "constant": "explored_constant", "unread": "explored_unread"}.get(
         s.outcome.verdict, "explored_empty")
     status = policy.status("explore", hint, strict=ctx.options.strict)
     ctx.row("explore", "explore", status, seconds=s.seconds, hint=hint,

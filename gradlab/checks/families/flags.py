@@ -53,6 +53,22 @@ def unread(ref: Callable[..., Any], case: Case, point: Point, device: str) -> bo
         ref, case, point, replace(point, ints=plain), device)
 
 
+def unread_setting(ref: Callable[..., Any], case: Case, point: Point, device: str) -> bool:
+    """The point moves only int arguments, each below the case's value, and the reference's
+    outputs at it are those with them back at the case's (it does not read them): fewer
+    iterations of a method, a value less converged by design (a warn).  A setting moved up
+    stays judged: more iterations are no less right, and a partition count or a block size
+    that changes the result is wrong wherever it is moved (the catalogue's megatron7464:
+    tensor parallel at 2)."""
+    def lower(k: int | str, v: Any) -> bool:
+        was = case.kwargs.get(k) if isinstance(k, str) else (
+            case.args[k] if k < len(case.args) else None)
+        return (type(v) is int and type(was) is int) and v < was
+
+    return bool(point.ints) and all(lower(k, v) for k, v in point.ints) and same_reference(
+        ref, case, point, replace(point, ints=()), device)
+
+
 def same_reference(ref: Callable[..., Any], case: Case, p: Point, q: Point,
                    device: str) -> bool:
     """The reference's outputs at points p and q are the same (same values drawn)."""

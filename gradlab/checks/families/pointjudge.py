@@ -28,7 +28,7 @@ from gradlab.cases import Inputs, materialize
 from gradlab.checks.diagnosis import diagnose as dg
 from gradlab.checks.families.domain import ill_conditioned, jumps, nudged_runs
 from gradlab.checks.families.emptiness import empty_batch, filled, indices_into_nothing, is_empty
-from gradlab.checks.families.flags import draws, flipped, unread
+from gradlab.checks.families.flags import draws, flipped, unread, unread_setting
 from gradlab.checks.families.inputspace import (
     SEED,
     Point,
@@ -131,6 +131,8 @@ def _named(out: Outcome, ref: Callable[..., Any], case: Case, point: Point, inpu
         # a float argument moved that the reference does not read (a solver's tolerance):
         # how it should change the Function's values, nothing here says
         return Outcome("unjudgeable", "the reference does not read the argument moved")
+    if out.verdict == "wrong" and unread_setting(ref, case, point, device):
+        out.verdict = "unread"  # an iteration count, a block size: the reference cannot say
     if out.verdict in FAILED and moved_constants(case, point):
         # values gradlab made up for a constant (soft targets, boxes, poses): whether the
         # Function takes any such values, no value of the case shows (sizes.constant)
@@ -200,7 +202,7 @@ def _disagreeing(case: Case, point: Point) -> bool:
 #: The verdicts of a failing point: certain, then uncertain (a warn: the module's docstring).
 FAILED = ("wrong", "raises")
 CERTAIN = (*FAILED, "empty")
-UNCERTAIN = ("domain", "reshaped", "broadcast", "scale", "constant")
+UNCERTAIN = ("domain", "reshaped", "broadcast", "scale", "constant", "unread")
 
 
 def empty_output(fn: Callable[..., Any], inputs: Inputs, gen: torch.Generator,
