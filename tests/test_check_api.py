@@ -434,4 +434,15 @@ def test_arguments_neither_the_function_nor_the_reference_accepts_are_the_caller
     r = gradlab.check(torch.mm, [rand(2, 3), rand(4, 5)], reference=torch.mm)
     assert [(x.check, x.status, x.reason) for x in r.rows] == [
         ("forward", "error", "spec_inputs")], table(r.rows)
+    # a float64 constant of the case's, which neither multiplies with float32 values: the
+    # reference's float64 run works, its float32 one raises as the Function does (cal9)
+    w = rand(3, 2).detach()
+
+    def times_w(x: torch.Tensor) -> torch.Tensor:
+        return x @ w
+
+    r = gradlab.check(times_w, [rand(4, 3)], reference=times_w, dtypes=["float32"],
+                      checks=["forward", "gradient"])
+    assert [(x.check, x.status, x.reason) for x in r.rows] == [
+        ("forward", "error", "spec_inputs")], table(r.rows)
     assert "arguments are wrong" in message(r.rows[0]) and not r.passed
