@@ -146,10 +146,13 @@ RULES: tuple[Rule, ...] = (
          "a wrong result on an input with an empty tensor, or a backward that raises on an "
          "empty batch (the leading dim of a tensor of two dims or more) or at an int argument "
          "at 0, that forward accepted, where the reference runs; or, where every output is "
-         "empty, a gradient that is not zero",
+         "empty, a gradient that is not zero or a backward that raises there, whatever the "
+         "reference does",
          why="forward accepted the call and the gradient is defined (zero where no element "
              "reaches a loss): the bug catalogue's empty batches, zero rows and repeats of 0 "
-             "(6 reports), each a crash users hit"),
+             "(6 reports), each a crash users hit; an adaptive pool asked for 0 bins that "
+             "returns an empty output and then divides by 0 in backward (pytorch 78868) is one, "
+             "wherever a reference would refuse 0 bins"),
     Rule("edges", "edge_domain", WARN,
          "a finite wrong result or a backward that raises only at values beyond the range the "
          "case's own span (0, or one sign, where the case's values are all positive; a NaN or "
