@@ -276,3 +276,33 @@ def test_the_planted_value_takes_the_nearest_position_and_keeps_sorted_order() -
     inputs = Inputs([torch.tensor([1, 2]), matrix(3, 2), 0, True], {"ignore": 2})
     changed, out = sentinel_inputs(inputs)
     assert changed == ["0"] and out.args[0].tolist() == [0, 2]  # a bool is not an int here
+
+
+class WeightedColumnSum(torch.autograd.Function):
+    """(x * c[:, None]).sum(0) for fixed unequal weights c; BROKEN when `mean_weight`: backward
+    gives every element the mean weight, which totals right over any column of equal values."""
+
+    mean_weight = True
+
+    @classmethod
+    def forward(cls, ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return (x * WEIGHTS[:, None]).sum(0)
+
+    @classmethod
+    def backward(cls, ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        c = WEIGHTS.mean().expand(WEIGHTS.shape) if cls.mean_weight else WEIGHTS
+        return c[:, None] * g
+
+
+WEIGHTS = torch.tensor([0.5, 1.0, 2.0, 4.0], dtype=torch.float64)
+
+
+def test_ties_of_a_smooth_function_are_judged_element_by_element() -> None:
+    # an input expanded along dim 0 ties each column's values; a smooth function's gradient
+    # there is defined, so the share among the ties is no convention (cal's torchdiffeq on a
+    # matrix of equal rows had passed as tie_convention)
+    x = torch.rand(4, 3, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    r = gradlab.check(WeightedColumnSum, [x.requires_grad_()],
+                      reference=lambda t: (t * WEIGHTS[:, None]).sum(0), variants=["expanded"])
+    rows = {row.variant: row for row in r.rows if row.check == "gradient"}
+    assert rows["expanded[0]"].status == "fail", [(v, x.status, x.reason) for v, x in rows.items()]

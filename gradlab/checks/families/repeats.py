@@ -38,7 +38,7 @@ import torch
 from torch import Tensor
 
 from gradlab.cases import Inputs, copy_like
-from gradlab.checks.numeric.execute import Run
+from gradlab.checks.numeric.execute import Run, run_once
 from gradlab.model import Tolerance
 from gradlab.results import PASS, CheckRow, Finding
 
@@ -187,6 +187,38 @@ def group_sums(values: Tensor, grad: Tensor) -> tuple[Tensor, Tensor]:
     return sums, sizes
 
 
+#: The nudge that breaks the ties (relative to the input's largest value), and how far the
+#: reference's gradient must then move, relative to its largest, for the ties to be a kink:
+#: a sort's or a max's gradient moves to other elements (O(1)), a smooth function's by the
+#: nudge.  Pins: tests/test_torch_ops.py (a sort's ties), cal's torchdiffeq on a matrix of
+#: equal rows (an ODE solver's small error, judged element by element).
+TIE_NUDGE = 1e-6
+KINK = 1e-3
+
+
+def kinked(ref: Callable[..., Any] | None, inputs: Inputs, want: Run, index: int) -> bool:
+    """Whether the reference's gradient of input `index` jumps (by KINK of its scale) when
+    that input's ties are broken by a seeded nudge (TIE_NUDGE of its scale), with the same
+    grad_outputs; True without a reference or where the nudged run fails (nothing says the
+    ties are smooth)."""
+    k = inputs.diff_index.index(index)
+    if ref is None or not want.grad_outs64 or k >= len(want.grads) or want.grads[k] is None:
+        return True
+    x = inputs.args[index].detach()
+    noise = torch.randn(x.shape, generator=torch.Generator().manual_seed(0),
+                        dtype=torch.float64).to(device=x.device, dtype=x.dtype)
+    nudged = inputs.clone(but=index)
+    scale = float(x.abs().max()) if x.numel() else 0.0
+    nudged.args[index] = (x + TIE_NUDGE * (scale or 1.0) * noise).requires_grad_()
+    again = run_once(ref, nudged, want.grad_outs64, torch.Generator().manual_seed(0))
+    if again.error is not None or k >= len(again.grads) or again.grads[k] is None:
+        return True
+    w = want.grads[k].detach().double()
+    a = again.grads[k].detach().double().to(w.device)
+    top = float(w.abs().max()) if w.numel() else 0.0
+    return bool(((a - w).abs() > KINK * (top or 1.0)).any())
+
+
 #: How much closer than its elements a tied group's total must agree for the difference to
 #: be a share moved among the ties (tie_convention).  Pins: tests/test_torch_ops.py (a sort
 #: ordering ties its own way: totals 1e-16 off, elements O(1)); cal7's qpth on an expanded
@@ -218,10 +250,12 @@ def groups_agree(values: Tensor, got: Tensor, want: Tensor, tol: Tolerance) -> b
 
 
 def tie_convention(inputs: Inputs, runs: tuple[Run, Run], failing: list[CheckRow],
-                   tol: Tolerance) -> list[CheckRow]:
-    """The ties variant's failing rows that stay failures: a gradient row whose every wrong
-    input gradient has the reference's total over each group of tied values passes with
-    reason `tie_convention` (another valid share of the gradient among the ties)."""
+                   tol: Tolerance, ref: Callable[..., Any] | None = None) -> list[CheckRow]:
+    """The failing rows that stay failures: a gradient row whose every wrong input gradient
+    has the reference's total over each group of tied values passes with reason
+    `tie_convention` (another valid share of the gradient among the ties), where the ties are
+    a kink of the reference (kinked: a sort, a max; a smooth function's gradient at tied
+    values is defined, and judged element by element)."""
     got, want = runs
     kept = []
 
@@ -232,7 +266,8 @@ def tie_convention(inputs: Inputs, runs: tuple[Run, Run], failing: list[CheckRow
         g = got.grads[k] if k < len(got.grads) else None
         w = want.grads[k] if k < len(want.grads) else None
         return (g is not None and w is not None and g.shape == w.shape
-                and groups_agree(inputs.args[f.index], g, w, tol))
+                and groups_agree(inputs.args[f.index], g, w, tol)
+                and kinked(ref, inputs, want, f.index))
 
     for r in failing:
         if r.check == "gradient" and r.findings and all(agree(f) for f in r.findings):

@@ -342,7 +342,7 @@ def one_variant(ctx: CaseContext, v: Variant, b: Baseline, judge: Judge,
         contract_row(ctx, v.name, got.contract, passing=False)
     failing = [r for r in ctx.rows[n_before:] if r.failed and r.check != "contract"]
     if failing and v.new_values:  # values that may tie where the case's do not
-        failing = tie_convention(v.inputs, tied, failing, judge.tol)
+        failing = tie_convention(v.inputs, tied, failing, judge.tol, ctx.op.reference)
     if failing and v.new_values:  # the one judgeability rule (gradlab.checks.families.judgeable)
         failing = judgeable(ctx, v.family, v.inputs, b.grad_outs64, (got, want), failing, b.gen,
                             base_passed=not (judge.base_failed or b.stochastic), tol=judge.tol)
