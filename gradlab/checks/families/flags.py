@@ -60,13 +60,19 @@ def unread_setting(ref: Callable[..., Any], case: Case, point: Point, device: st
     stays judged: more iterations are no less right, and a partition count or a block size
     that changes the result is wrong wherever it is moved (the catalogue's megatron7464:
     tensor parallel at 2)."""
-    def lower(k: int | str, v: Any) -> bool:
-        was = case.kwargs.get(k) if isinstance(k, str) else (
+    def was(k: int | str) -> Any:
+        return case.kwargs.get(k) if isinstance(k, str) else (
             case.args[k] if k < len(case.args) else None)
-        return (type(v) is int and type(was) is int) and v < was
 
-    return bool(point.ints) and all(lower(k, v) for k, v in point.ints) and same_reference(
-        ref, case, point, replace(point, ints=()), device)
+    if not point.ints or not all(type(v) is int and type(was(k)) is int and v < was(k)
+                                 for k, v in point.ints):
+        return False
+    # the same outputs one above the case's too: not a value that means the case's own to the
+    # reference (a dim of -1 that is the case's last dim, where the Function must agree)
+    base, above = replace(point, ints=()), replace(point, ints=tuple(
+        (k, was(k) + 1) for k, _ in point.ints))
+    return same_reference(ref, case, point, base, device) and same_reference(
+        ref, case, above, base, device)
 
 
 def same_reference(ref: Callable[..., Any], case: Case, p: Point, q: Point,

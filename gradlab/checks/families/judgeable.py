@@ -150,7 +150,7 @@ VANISHING = 1e-6
 def vanishing(got: Tensor, want: Tensor) -> bool:
     """Whether the reference (`want`, the run's dtype) is finite everywhere and ~0 (within
     VANISHING of its largest) at each element `got` has non-finite."""
-    want = want.to(got.device)
+    got, want = got.detach(), want.detach().to(got.device)
     if not bool(torch.isfinite(want).all()):
         return False
     bad = ~torch.isfinite(got)
