@@ -306,3 +306,30 @@ def test_ties_of_a_smooth_function_are_judged_element_by_element() -> None:
                       reference=lambda t: (t * WEIGHTS[:, None]).sum(0), variants=["expanded"])
     rows = {row.variant: row for row in r.rows if row.check == "gradient"}
     assert rows["expanded[0]"].status == "fail", [(v, x.status, x.reason) for v, x in rows.items()]
+
+
+class MaxSharedAtTies(torch.autograd.Function):
+    """max over the last dim, its gradient shared evenly among tied maxima (amax's
+    convention): right, where torch.max(dim) gives it all to the first."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return x.amax(-1)
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        top = (x == x.amax(-1, keepdim=True)).to(x.dtype)
+        return g[..., None] * top / top.sum(-1, keepdim=True)
+
+
+def test_a_tie_is_a_kink_when_the_reference_jumps_either_way() -> None:
+    # torch.max(dim) keeps the first tied index: a nudge that makes the first one larger
+    # leaves its gradient where it was, the other way moves it (cal7's qpth at duplicated
+    # constraints: an active-set reference keeps one constraint's side)
+    x = torch.tensor([[0.3, 0.7]], dtype=torch.float64)
+    r = gradlab.check(MaxSharedAtTies, [x.requires_grad_()],
+                      reference=lambda t: t.max(-1).values, variants=["ties"])
+    (row,) = [row for row in r.rows if row.check == "gradient" and row.variant.startswith("ties")]
+    assert row.status == "pass" and row.reason == "tie_convention", (row.status, row.reason)

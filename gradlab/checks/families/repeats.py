@@ -198,25 +198,29 @@ KINK = 1e-3
 
 def kinked(ref: Callable[..., Any] | None, inputs: Inputs, want: Run, index: int) -> bool:
     """Whether the reference's gradient of input `index` jumps (by KINK of its scale) when
-    that input's ties are broken by a seeded nudge (TIE_NUDGE of its scale), with the same
-    grad_outputs; True without a reference or where the nudged run fails (nothing says the
-    ties are smooth)."""
+    that input's ties are broken by a seeded nudge (TIE_NUDGE of its scale) one way or the
+    other (a reference keeping one side's convention at the tie jumps only on the other:
+    cal7's qpth at duplicated constraints), with the same grad_outputs; True without a
+    reference or where a nudged run fails (nothing says the ties are smooth)."""
     k = inputs.diff_index.index(index)
     if ref is None or not want.grad_outs64 or k >= len(want.grads) or want.grads[k] is None:
         return True
     x = inputs.args[index].detach()
     noise = torch.randn(x.shape, generator=torch.Generator().manual_seed(0),
                         dtype=torch.float64).to(device=x.device, dtype=x.dtype)
-    nudged = inputs.clone(but=index)
     scale = float(x.abs().max()) if x.numel() else 0.0
-    nudged.args[index] = (x + TIE_NUDGE * (scale or 1.0) * noise).requires_grad_()
-    again = run_once(ref, nudged, want.grad_outs64, torch.Generator().manual_seed(0))
-    if again.error is not None or k >= len(again.grads) or again.grads[k] is None:
-        return True
     w = want.grads[k].detach().double()
-    a = again.grads[k].detach().double().to(w.device)
     top = float(w.abs().max()) if w.numel() else 0.0
-    return bool(((a - w).abs() > KINK * (top or 1.0)).any())
+    for sign in (1.0, -1.0):
+        nudged = inputs.clone(but=index)
+        nudged.args[index] = (x + sign * TIE_NUDGE * (scale or 1.0) * noise).requires_grad_()
+        again = run_once(ref, nudged, want.grad_outs64, torch.Generator().manual_seed(0))
+        if again.error is not None or k >= len(again.grads) or again.grads[k] is None:
+            return True
+        a = again.grads[k].detach().double().to(w.device)
+        if bool(((a - w).abs() > KINK * (top or 1.0)).any()):
+            return True
+    return False
 
 
 #: How much closer than its elements a tied group's total must agree for the difference to
