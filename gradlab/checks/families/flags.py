@@ -19,14 +19,17 @@ from gradlab.checks.numeric.execute import run_once
 from gradlab.model import Case
 
 
+def setting(case: Case, i: int | str) -> Any:
+    """The case's own value of the argument a point moves: a keyword's by name, a positional
+    one's by place (None where the case has none)."""
+    return case.kwargs.get(i) if isinstance(i, str) else (
+        case.args[i] if i < len(case.args) else None)
+
+
 def flipped(case: Case, point: Point) -> bool:
     """The point sets a bool or string argument of the case (edges' flag and choice kinds):
     a switch or mode ('train') that may turn random draws on."""
-    def setting(i: int | str) -> object:  # a keyword's by name, a positional one's by place
-        return case.kwargs.get(i) if isinstance(i, str) else (
-            case.args[i] if i < len(case.args) else None)
-
-    return any(isinstance(setting(i), (bool, str)) for i, _ in point.ints)
+    return any(isinstance(setting(case, i), (bool, str)) for i, _ in point.ints)
 
 
 def draws(fn: Callable[..., Any], inputs: Inputs) -> bool:
@@ -60,17 +63,13 @@ def unread_setting(ref: Callable[..., Any], case: Case, point: Point, device: st
     stays judged: more iterations are no less right, and a partition count or a block size
     that changes the result is wrong wherever it is moved (the catalogue's megatron7464:
     tensor parallel at 2)."""
-    def was(k: int | str) -> Any:
-        return case.kwargs.get(k) if isinstance(k, str) else (
-            case.args[k] if k < len(case.args) else None)
-
-    if not point.ints or not all(type(v) is int and type(was(k)) is int and v < was(k)
-                                 for k, v in point.ints):
+    if not point.ints or not all(type(v) is int and type(setting(case, k)) is int
+                                 and v < setting(case, k) for k, v in point.ints):
         return False
     # the same outputs one above the case's too: not a value that means the case's own to the
     # reference (a dim of -1 that is the case's last dim, where the Function must agree)
     base, above = replace(point, ints=()), replace(point, ints=tuple(
-        (k, was(k) + 1) for k, _ in point.ints))
+        (k, setting(case, k) + 1) for k, _ in point.ints))
     return same_reference(ref, case, point, base, device) and same_reference(
         ref, case, above, base, device)
 

@@ -177,11 +177,16 @@ def repeat_variants(fams: set[str], base: Inputs,
             yield f"sentinel[{','.join(sent[0])}]", "sentinel", sent[1]
 
 
-def group_sums(values: Tensor, grad: Tensor) -> tuple[Tensor, Tensor]:
-    """`grad` summed over each group of equal `values`, and each group's size."""
-    _, group = torch.unique(values.detach().reshape(-1), return_inverse=True)
+def groups(values: Tensor) -> Tensor:
+    """Each element's group of equal `values` (0, 1, ...), flat."""
+    return torch.unique(values.detach().reshape(-1), return_inverse=True)[1]
+
+
+def group_sums(group: Tensor, grad: Tensor) -> tuple[Tensor, Tensor]:
+    """`grad` summed over each group (`groups`), and each group's size."""
     n = int(group.max()) + 1 if group.numel() else 0
     flat = grad.detach().to(torch.float64).reshape(-1)
+    group = group.to(flat.device)
     sums = torch.zeros(n, dtype=torch.float64, device=flat.device).index_add_(0, group, flat)
     sizes = torch.bincount(group, minlength=n).to(torch.float64)
     return sums, sizes
@@ -237,9 +242,9 @@ def groups_agree(values: Tensor, got: Tensor, want: Tensor, tol: Tolerance) -> b
     if values.is_complex() or not (torch.isfinite(got).all() and torch.isfinite(want).all()):
         return False  # complex values have no order to tie in (and torch has no unique)
     want = want.to(got.device)
-    g, sizes = group_sums(values, got)
-    w, _ = group_sums(values, want)
-    _, group = torch.unique(values.detach().reshape(-1), return_inverse=True)
+    group = groups(values)
+    g, sizes = group_sums(group, got)
+    w, _ = group_sums(group, want)
     off = ~torch.isclose(got.detach().reshape(-1).double(), want.detach().reshape(-1).double(),
                          rtol=tol.rtol, atol=tol.atol)
     if bool((sizes[group.to(sizes.device)][off.to(sizes.device)] < 2).any()):
